@@ -1,0 +1,18 @@
+# parallax: `make demo` and `make test` install what is missing first (see scripts/install.sh).
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PYTEST ?= -q
+
+.PHONY: install test demo clean
+
+install:
+	@bash scripts/install.sh
+
+test: install
+	$(PY) -m pytest $(PYTEST) tests
+
+demo: install
+	$(PY) models/demo/train.py --resource-spec resource_specs/localhost.txt --steps 200
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

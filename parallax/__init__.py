@@ -1,0 +1,42 @@
+"""parallax: run a single-device TensorFlow v1 training graph data-parallel, with the same results.
+
+    import parallax
+    ds = parallax.shard(ds)
+    runner = parallax.get_runner(graph, "resource_specs/localhost.txt", parallax.Config())
+
+Importing parallax is cheap and never imports TensorFlow by itself, so the launcher stays instant. It arranges for
+gradient capture to be installed the moment TensorFlow is imported (or at once, if it already was): every
+(variable, raw gradient) pair built afterwards is recorded in the graph.
+"""
+import importlib
+
+from parallax import _tf_hook
+from parallax.config import Config
+from parallax.errors import (ConfigError, FetchNotFoundError, GraphAnalysisError, GraphMismatchError, LaunchError,
+                             NoTrainOpError, ParallaxError, ResourceSpecError, UnsupportedError)
+from parallax.launcher.resource_spec import Host, ResourceSpec
+
+__version__ = "0.1.0"
+
+_tf_hook.install_capture_when_tensorflow_loads()
+
+# TensorFlow-dependent API, imported on first use.
+_LAZY = {
+    "analyze": "parallax.analysis",
+    "GraphAnalysis": "parallax.analysis",
+    "get_runner": "parallax.runner",
+    "Runner": "parallax.runner",
+    "shard": "parallax.data",
+}
+
+__all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",
+           "GraphAnalysisError", "NoTrainOpError", "FetchNotFoundError", "UnsupportedError", "LaunchError",
+           "GraphMismatchError", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'parallax' has no attribute {name!r}")

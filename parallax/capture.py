@@ -1,0 +1,135 @@
+"""Records every (variable, raw gradient) pair while the user's graph is built, before any clipping.
+
+TensorFlow's core is not patched. Importing parallax wraps the Python entry points that create gradients
+(`tf.compat.v1.gradients`, `tf.gradients`, `Optimizer.compute_gradients`) and the one that creates updates
+(`Optimizer.apply_gradients`). Records are JSON strings in a graph collection, so they survive
+`export_meta_graph` / `import_meta_graph`. Graphs built before the hooks existed are handled by analysis.py,
+which walks update ops back to their gradient inputs instead.
+"""
+import functools
+import json
+import sys
+
+import tensorflow as tf
+from tensorflow.python.ops import gradients_impl
+from tensorflow.python.training import optimizer as optimizer_lib
+
+from parallax import graph_utils
+
+GRAD_COLLECTION = "parallax_grad_records"
+APPLY_COLLECTION = "parallax_apply_records"
+
+_installed = False
+
+
+def install():
+    """Install the hooks once. Safe to call repeatedly."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    for name in ("gradients", "gradients_v2"):
+        original = getattr(gradients_impl, name)
+        _replace_everywhere(original, _wrap_gradients(original))
+    optimizer_lib.Optimizer.compute_gradients = _wrap_compute_gradients(optimizer_lib.Optimizer.compute_gradients)
+    optimizer_lib.Optimizer.apply_gradients = _wrap_apply_gradients(optimizer_lib.Optimizer.apply_gradients)
+
+
+def _replace_everywhere(original, wrapper):
+    # tf.compat.v1.gradients, tf.gradients and tensorflow.python.ops.gradients all bind the same function
+    # object; Optimizer.compute_gradients reaches it through a module attribute. Rebind every loaded alias.
+    for module in list(sys.modules.values()):
+        if module is None or not getattr(module, "__name__", "").startswith("tensorflow"):
+            continue
+        for attr, value in list(vars(module).items()):
+            if value is original:
+                setattr(module, attr, wrapper)
+
+
+def _wrap_gradients(original):
+    @functools.wraps(original)
+    def gradients(ys, xs, *args, **kwargs):
+        grads = original(ys, xs, *args, **kwargs)
+        if not tf.executing_eagerly():
+            xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
+            grads_list = grads if isinstance(grads, (list, tuple)) else [grads]
+            for x, g in zip(xs_list, grads_list):
+                var_op = graph_utils.variable_op_of(x)
+                if var_op is not None and g is not None:
+                    _record_gradient(var_op, g)
+        return grads
+    return gradients
+
+
+def _wrap_compute_gradients(original):
+    @functools.wraps(original)
+    def compute_gradients(self, *args, **kwargs):
+        grads_and_vars = original(self, *args, **kwargs)
+        if not tf.executing_eagerly():
+            for g, v in grads_and_vars:
+                if g is not None and getattr(v, "op", None) is not None:
+                    _record_gradient(v.op, g)
+        return grads_and_vars
+    return compute_gradients
+
+
+def _wrap_apply_gradients(original):
+    @functools.wraps(original)
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        if tf.executing_eagerly():
+            return original(self, grads_and_vars, global_step=global_step, name=name)
+        grads_and_vars = tuple(grads_and_vars)
+        graph = tf.compat.v1.get_default_graph()
+        first_new = len(graph.get_operations())
+        result = original(self, grads_and_vars, global_step=global_step, name=name)
+        new_ops = graph.get_operations()[first_new:]
+        _record_apply(self, grads_and_vars, global_step, result, new_ops)
+        return result
+    return apply_gradients
+
+
+def _record_gradient(var_op, grad):
+    graph = var_op.graph
+    if isinstance(grad, tf.IndexedSlices):
+        tensors = {"values": grad.values.name, "indices": grad.indices.name}
+        if grad.dense_shape is not None:
+            tensors["dense_shape"] = grad.dense_shape.name
+    elif isinstance(grad, tf.Tensor):
+        tensors = {"values": grad.name}
+    else:
+        return
+    record = json.dumps({"var": var_op.name, "grad": tensors}, sort_keys=True)
+    if record not in graph.get_collection(GRAD_COLLECTION):
+        graph.add_to_collection(GRAD_COLLECTION, record)
+
+
+def _record_apply(opt, grads_and_vars, global_step, result, new_ops):
+    graph = result.graph
+    slot_names = sorted(opt.get_slot_names())
+    # Slots are created inside apply_gradients; their initializers write them but are not updates.
+    initializers = {v.initializer.name for v in graph_utils.variables_by_op_name(graph).values()
+                    if getattr(v, "initializer", None) is not None}
+    non_slot = sorted(v.op.name for v in getattr(opt, "_non_slot_dict", {}).values() if hasattr(v, "op"))
+    for g, v in grads_and_vars:
+        if g is None or getattr(v, "op", None) is None:
+            continue
+        slots = {}
+        for s in slot_names:
+            slot_var = opt.get_slot(v, s)
+            if slot_var is not None:
+                slots[s] = slot_var.op.name
+        targets = {v.op.name, *slots.values()}
+        update_ops = [op.name for op in new_ops if op.name not in initializers
+                      and graph_utils.is_writer(op) and graph_utils.written_variable(op) in targets]
+        record = {"var": v.op.name, "optimizer": type(opt).__name__, "slots": slots, "update_ops": update_ops,
+                  "non_slot_vars": non_slot, "apply_op": result.name,
+                  "global_step": global_step.op.name if global_step is not None else None}
+        graph.add_to_collection(APPLY_COLLECTION, json.dumps(record, sort_keys=True))
+
+
+def grad_records(graph):
+    return [json.loads(r if isinstance(r, str) else r.decode()) for r in graph.get_collection(GRAD_COLLECTION)]
+
+
+def apply_records(graph):
+    return [json.loads(r if isinstance(r, str) else r.decode()) for r in graph.get_collection(APPLY_COLLECTION)]

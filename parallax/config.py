@@ -1,0 +1,56 @@
+"""`parallax.Config`: every knob of a job, validated when it is built. Imports no TensorFlow."""
+import dataclasses
+from typing import Any, Optional
+
+from parallax.errors import ConfigError
+
+RUN_OPTIONS = ("HYBRID", "PS", "MPI")
+_BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_post_aggregation_ops",
+                "place_boundary_ops", "sync")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """How parallax distributes a graph.
+
+    The defaults make N workers of batch b compute exactly what one device computes with batch N*b:
+    gradients are averaged over workers, dense and sparse alike.
+    """
+    run_option: str = "HYBRID"
+    average_dense: bool = True
+    average_sparse: bool = True
+    local_aggregation: bool = True
+    place_post_aggregation_ops: bool = True
+    place_boundary_ops: bool = True
+    sync: bool = True
+    checkpoint_dir: Optional[str] = None
+    save_checkpoint_steps: Optional[int] = None
+    log_dir: Optional[str] = None
+    session_config: Optional[Any] = None  # a tf.compat.v1.ConfigProto
+
+    def __post_init__(self):
+        if self.run_option not in RUN_OPTIONS:
+            raise ConfigError(f"Config.run_option={self.run_option!r} is not allowed; "
+                              f"use one of {', '.join(repr(o) for o in RUN_OPTIONS)}")
+        for name in _BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ConfigError(f"Config.{name}={value!r} must be True or False")
+        for name in ("checkpoint_dir", "log_dir"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"Config.{name}={value!r} must be a non-empty path string or None")
+        steps = self.save_checkpoint_steps
+        if steps is not None:
+            if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+                raise ConfigError(f"Config.save_checkpoint_steps={steps!r} must be a positive int or None")
+            if self.checkpoint_dir is None:
+                raise ConfigError("Config.save_checkpoint_steps is set but Config.checkpoint_dir is None; "
+                                  "set checkpoint_dir to the directory to save into")
+        if self.session_config is not None and type(self.session_config).__name__ != "ConfigProto":
+            raise ConfigError(f"Config.session_config must be a tf.compat.v1.ConfigProto or None, "
+                              f"not {type(self.session_config).__name__}")
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)

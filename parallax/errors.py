@@ -1,0 +1,40 @@
+"""Every error parallax raises on purpose is a ParallaxError; the message says what to fix."""
+
+
+class ParallaxError(Exception):
+    """Base class of all parallax errors."""
+
+
+class ConfigError(ParallaxError, ValueError):
+    """A `parallax.Config` field has a bad value."""
+
+
+class ResourceSpecError(ParallaxError, ValueError):
+    """A resource spec cannot be parsed or is inconsistent."""
+
+
+class GraphAnalysisError(ParallaxError):
+    """The user's graph cannot be analyzed (for example, it has no training update op)."""
+
+
+class NoTrainOpError(GraphAnalysisError):
+    """The graph has no optimizer update for any trainable variable."""
+
+
+class FetchNotFoundError(ParallaxError, KeyError):
+    """A fetch or feed passed to `Runner.run` does not exist in the graph given to `get_runner`."""
+
+    def __str__(self):  # KeyError would print the message with quotes around it
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedError(ParallaxError):
+    """A request that this version of parallax does not support."""
+
+
+class LaunchError(ParallaxError):
+    """A worker or server process could not be started, or failed."""
+
+
+class GraphMismatchError(ParallaxError):
+    """Workers built different rewritten graphs."""

@@ -1,0 +1,1 @@
+"""Everything that starts and supervises processes. Plain Python: this package never imports TensorFlow."""

@@ -1,0 +1,88 @@
+"""The plan: one plain, printable decision per variable. Made from an analysis, a spec and a config; the rewrite
+obeys it. Imports no TensorFlow, so plans can be built and tested without starting anything.
+
+Methods:
+  LOCAL  one worker: nothing to aggregate, the variable is updated in place
+  AR     replicated in every worker, dense gradients all-reduced (Horovod)
+  AG     replicated in every worker, sparse gradients all-gathered (Horovod)
+  PS     stored on parameter server `ps_task`, gradients aggregated there by the synchronous protocol
+"""
+import dataclasses
+from typing import Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class VariablePlan:
+    name: str
+    kind: str  # "dense" | "sparse"
+    method: str  # "LOCAL" | "AR" | "AG" | "PS"
+    bytes: Optional[int]
+    average: bool
+    ps_tasks: Tuple[int, ...] = ()  # one per part (shard); empty unless method == "PS"
+    local_aggregation: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    run_option: str
+    num_workers: int
+    num_hosts: int
+    variables: Tuple[VariablePlan, ...]
+
+    def variable(self, name):
+        for v in self.variables:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def __str__(self):
+        rows = [("variable", "kind", "bytes", "method", "average", "ps task(s)", "local agg")]
+        for v in self.variables:
+            rows.append((v.name, v.kind, str(v.bytes), v.method, str(v.average),
+                         ",".join(map(str, v.ps_tasks)) or "-", str(v.local_aggregation)))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        head = f"plan: run_option={self.run_option} workers={self.num_workers} hosts={self.num_hosts}"
+        return head + "\n" + "\n".join(lines)
+
+
+def make_plan(analysis, spec, config):
+    """Decide a method per trained variable. Deterministic: every worker computes the same plan."""
+    n = spec.num_workers
+    decisions = []
+    for v in sorted(analysis.trained_variables, key=lambda r: r.name):
+        average = config.average_sparse if v.kind == "sparse" else config.average_dense
+        decisions.append(VariablePlan(v.name, v.kind, _method(v.kind, config.run_option, n), v.bytes, average))
+    decisions = _assign_servers(decisions, {v.name: len(v.parts) for v in analysis.variables}, spec.num_hosts,
+                                config.local_aggregation)
+    return Plan(config.run_option, n, spec.num_hosts, tuple(decisions))
+
+
+def _method(kind, run_option, num_workers):
+    if num_workers == 1:
+        return "LOCAL"
+    if run_option == "MPI":
+        return "AG" if kind == "sparse" else "AR"
+    if run_option == "PS":
+        return "PS"
+    return "PS" if kind == "sparse" else "AR"  # HYBRID
+
+
+def _assign_servers(decisions, num_parts, num_servers, local_aggregation):
+    """Greedy balance by bytes, largest first; the shards of one variable go to different servers."""
+    load = [0] * max(num_servers, 1)
+    out = {}
+    ps = [d for d in decisions if d.method == "PS"]
+    for d in sorted(ps, key=lambda d: (-(d.bytes or 0), d.name)):
+        parts = num_parts.get(d.name, 1)
+        part_bytes = (d.bytes or 0) // parts
+        tasks = []
+        for _ in range(parts):
+            # Prefer servers this variable does not use yet, then the least loaded; ties go to the lowest task.
+            task = min(range(len(load)), key=lambda t: (t in tasks, load[t], t))
+            load[task] += part_bytes
+            tasks.append(task)
+        out[d.name] = dataclasses.replace(d, ps_tasks=tuple(tasks),
+                                          local_aggregation=local_aggregation and d.kind == "sparse")
+    return [out.get(d.name, d) for d in decisions]

@@ -1,0 +1,28 @@
+"""Passes every mode runs: copy the user's graph, then add initialization and checkpointing."""
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+
+def copy_graph(ctx):
+    """The rewritten graph starts as an exact copy of the user's graph (same names, seeds, collections)."""
+    meta = tf1.train.export_meta_graph(graph=ctx.source_graph, clear_devices=False)
+    ctx.graph = tf.Graph()
+    with ctx.graph.as_default():
+        tf1.train.import_meta_graph(meta, clear_devices=False)
+        ctx.graph.seed = ctx.source_graph.seed
+
+
+def add_initializers(ctx):
+    """One op initializes every global variable; another local variables and tables (as a Scaffold would)."""
+    with ctx.graph.as_default(), tf.name_scope("parallax_init"):
+        ctx.init_op = tf1.variables_initializer(tf1.global_variables(), name="global")
+        ctx.local_init_op = tf.group(tf1.variables_initializer(tf1.local_variables()), tf1.tables_initializer(),
+                                     name="local")
+
+
+def add_saver(ctx):
+    """Checkpoints use the user's variable names, so the unmodified single-device graph can restore them."""
+    with ctx.graph.as_default(), tf.name_scope("parallax_saver"):
+        ctx.saver = tf1.train.Saver(var_list=tf1.global_variables(), max_to_keep=5, sharded=False,
+                                    allow_empty=True)

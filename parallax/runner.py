@@ -1,0 +1,200 @@
+"""`parallax.get_runner` and the `Runner` it returns: a session on the rewritten graph that speaks in the
+user's original tensors, ops, variables and names."""
+import os
+
+import tensorflow as tf
+
+from parallax import graph_utils
+from parallax.analysis import analyze
+from parallax.config import Config
+from parallax.errors import ConfigError, FetchNotFoundError, NoTrainOpError, UnsupportedError
+from parallax.launcher.resource_spec import ResourceSpec
+from parallax.launcher.role import Role, current_role
+from parallax.plan import make_plan
+from parallax.rewrite import rewrite
+
+tf1 = tf.compat.v1
+
+
+def get_runner(graph, resource_spec, config=None):
+    """Analyze, plan and rewrite `graph` for the hosts in `resource_spec`; return a Runner for this process.
+
+    `graph` is a v1-style tf.Graph with variables, a loss and `opt.minimize(...)`. `resource_spec` is a path,
+    spec text, a `-H` string (`localhost:1`) or a ResourceSpec.
+    """
+    config = Config() if config is None else config
+    if not isinstance(config, Config):
+        raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
+    if not isinstance(graph, tf.Graph):
+        raise TypeError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
+    spec = ResourceSpec.load(resource_spec)
+    role = current_role()
+    if spec.num_workers > 1 or role.num_workers > 1:
+        raise UnsupportedError(f"{spec.source} has {spec.num_workers} worker slots; this version of parallax runs "
+                               f"one worker (a 1-slot localhost spec such as 'localhost: 0')")
+    if not spec.hosts[0].is_local:
+        raise UnsupportedError(f"{spec.source}: host {spec.hosts[0].hostname!r} is not this machine; a 1-worker "
+                               f"job runs in this process, so use 'localhost: 0'")
+    analysis = analyze(graph)
+    if not analysis.trained_variables:
+        raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
+                             "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
+    plan = make_plan(analysis, spec, config)
+    rewritten = rewrite(graph, analysis, plan, config)
+    if config.log_dir:
+        os.makedirs(config.log_dir, exist_ok=True)
+        with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:
+            f.write(f"{analysis}\n\n{plan}\n")
+    return Runner(graph, rewritten, analysis, plan, config, Role("worker", 0, 1) if role.role == "launcher" else role)
+
+
+class Runner:
+    """Runs the rewritten graph. Fetches and feed keys may be the user's own graph elements or their names."""
+
+    def __init__(self, source_graph, rewritten, analysis, plan, config, role):
+        self._source = source_graph
+        self._rewritten = rewritten
+        self.analysis, self.plan, self.config = analysis, plan, config
+        self._role = role
+        self._graph = rewritten.graph
+        self._variables = graph_utils.variables_by_op_name(self._graph)
+        update_ops = {self._graph.get_operation_by_name(n) for v in analysis.trained_variables for n in v.update_ops}
+        self._update_ops = update_ops
+        self._is_training = {}
+        self._steps = 0
+        self._closed = False
+        self._graph.finalize()
+        self._session = tf1.Session(graph=self._graph, config=config.session_config)
+        self._initialize()
+
+    # ---- identity ---------------------------------------------------------------------------------------------
+    @property
+    def worker_id(self):
+        return self._role.worker_id
+
+    @property
+    def num_workers(self):
+        return self._role.num_workers
+
+    @property
+    def is_chief(self):
+        return self._role.is_chief
+
+    @property
+    def graph(self):
+        """The rewritten graph (read-only: it is finalized)."""
+        return self._graph
+
+    @property
+    def session(self):
+        return self._session
+
+    # ---- running ----------------------------------------------------------------------------------------------
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        if self._closed:
+            raise RuntimeError("this Runner is closed")
+        mapped = tf.nest.map_structure(self._map_fetch, fetches)
+        feeds = None if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
+        result = self._session.run(mapped, feed_dict=feeds, options=options, run_metadata=run_metadata)
+        if self._trains(mapped):
+            self._steps += 1
+            every = self.config.save_checkpoint_steps
+            if every and self.is_chief and self._steps % every == 0:
+                self.save_checkpoint()
+        return result
+
+    def save_checkpoint(self):
+        """Save every global variable under the user's names into Config.checkpoint_dir; returns the path."""
+        if not self.config.checkpoint_dir:
+            raise ConfigError("save_checkpoint() needs Config.checkpoint_dir")
+        os.makedirs(self.config.checkpoint_dir, exist_ok=True)
+        return self._rewritten.saver.save(self._session, os.path.join(self.config.checkpoint_dir, "model.ckpt"),
+                                          global_step=self._global_step())
+
+    def close(self):
+        if self._closed:
+            return
+        try:
+            if self.config.checkpoint_dir and self.is_chief and self._steps:
+                self.save_checkpoint()
+        finally:
+            self._closed = True
+            self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # ---- internals --------------------------------------------------------------------------------------------
+    def _initialize(self):
+        ckpt = tf1.train.latest_checkpoint(self.config.checkpoint_dir) if self.config.checkpoint_dir else None
+        if ckpt:
+            self._rewritten.saver.restore(self._session, ckpt)
+        else:
+            self._session.run(self._rewritten.init_op)
+        self._session.run(self._rewritten.local_init_op)
+
+    def _global_step(self):
+        step = next((s.name for s in self.analysis.state if s.kind == "global_step"), None)
+        return int(self._session.run(self._variables[step])) if step in self._variables else self._steps
+
+    def _trains(self, mapped):
+        """Does this run execute an optimizer update? (Counts steps for checkpointing.)"""
+        leaves = tuple(tf.nest.flatten(mapped))
+        key = tuple(getattr(x, "name", id(x)) for x in leaves)
+        if key not in self._is_training:
+            ops = [getattr(x, "op", x) for x in leaves if isinstance(getattr(x, "op", x), tf.Operation)]
+            self._is_training[key] = bool(self._update_ops & graph_utils.ancestors(ops))
+        return self._is_training[key]
+
+    def _map_fetch(self, x):
+        if isinstance(x, tf.IndexedSlices):
+            return tf.IndexedSlices(*(None if t is None else self._map_fetch(t)
+                                      for t in (x.values, x.indices, x.dense_shape)))
+        if isinstance(x, tf.SparseTensor):
+            return tf.SparseTensor(*(self._map_fetch(t) for t in (x.indices, x.values, x.dense_shape)))
+        if isinstance(x, tf.Variable):
+            self._check_graph(x.op)
+            if x.op.name in self._variables:
+                return self._variables[x.op.name]
+            return self._lookup(x.name)
+        if isinstance(x, (tf.Tensor, tf.Operation)):
+            self._check_graph(x)
+            return self._lookup(x.name)
+        if isinstance(x, str):
+            return self._lookup(x)
+        raise FetchNotFoundError(f"cannot fetch {x!r} ({type(x).__name__}); fetch a tensor, op or variable of the "
+                                 f"graph passed to get_runner, or its name")
+
+    def _map_feed(self, key):
+        mapped = self._map_fetch(key)
+        if isinstance(mapped, tf.Operation):
+            if len(mapped.outputs) != 1:
+                raise FetchNotFoundError(f"feed key {key!r} is an op with {len(mapped.outputs)} outputs; "
+                                         f"feed a tensor such as '{mapped.name}:0'")
+            return mapped.outputs[0]
+        return mapped
+
+    def _check_graph(self, element):
+        if element.graph is not self._source and element.graph is not self._graph:
+            raise FetchNotFoundError(f"{element.name!r} belongs to another graph than the one passed to "
+                                     f"get_runner; fetch elements of that graph")
+
+    def _lookup(self, name):
+        try:
+            element = self._graph.as_graph_element(name, allow_tensor=True, allow_operation=True)
+            if isinstance(element, tf.Tensor) and element.dtype == tf.resource and element.op.name in self._variables:
+                return self._variables[element.op.name]  # a resource variable by name: its value, not its handle
+            return element
+        except (KeyError, ValueError) as e:
+            hint = ""
+            if self._source is not None:
+                try:
+                    self._source.as_graph_element(name, allow_tensor=True, allow_operation=True)
+                    hint = " It was added to the graph after get_runner(); build the whole graph first."
+                except (KeyError, ValueError):
+                    pass
+            raise FetchNotFoundError(f"{name!r} is not in the graph passed to get_runner ({e}).{hint}") from None

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything parallax needs on a fresh Debian machine (run as root).
+# Each step is skipped when its result is already present, so `make install` is cheap the second time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+PY=${PYTHON:-python3}
+APT_PACKAGES="libopenmpi-dev openmpi-bin cmake openssh-server openssh-client iproute2"
+
+say() { printf '[install] %s\n' "$*"; }
+
+missing_apt=""
+for p in $APT_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing_apt="$missing_apt $p"
+done
+if [ -n "$missing_apt" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    say "missing Debian packages:$missing_apt -- run 'make install' as root or apt-get install them"; exit 1
+  fi
+  say "apt-get install$missing_apt"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq $missing_apt >/dev/null
+fi
+
+VPY="$VENV/bin/python"
+if [ ! -x "$VPY" ]; then
+  say "creating virtual environment at $VENV"
+  "$PY" -m venv "$VENV"
+  "$VPY" -m pip install -q --upgrade pip 'setuptools<70' wheel
+fi
+
+if ! "$VPY" -c 'import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__version__ == "2.15.1"; assert int(numpy.__version__.split(".")[0]) < 2' 2>/dev/null; then
+  say "installing tensorflow-cpu==2.15.1, numpy<2, mpi4py, pytest"
+  "$VPY" -m pip install -q 'tensorflow-cpu==2.15.1' 'numpy<2' mpi4py pytest
+fi
+
+if ! "$VPY" -c 'import horovod.tensorflow' 2>/dev/null; then
+  say "building horovod==0.28.1 from source against TF (takes ~3 minutes on 2 cores)"
+  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+    "$VPY" -m pip install -q --no-build-isolation 'horovod==0.28.1'
+fi
+
+if ! "$VPY" -c 'import parallax' 2>/dev/null || [ setup.py -nt "$VENV/.parallax-installed" ]; then
+  say "installing parallax (editable)"
+  "$VPY" -m pip install -q --no-build-isolation --no-deps -e .
+  touch "$VENV/.parallax-installed"
+fi
+
+check=$("$VENV/bin/horovodrun" --check-build 2>&1 || true)
+for want in TensorFlow MPI; do
+  if ! printf '%s\n' "$check" | grep -q "\[X\] $want"; then
+    printf '%s\n' "$check"
+    say "ERROR: horovodrun --check-build does not list $want. Rebuild: rm -rf .venv && make install"
+    exit 1
+  fi
+done
+say "ok: $("$VPY" -c 'import tensorflow as tf, horovod; print("tensorflow", tf.__version__, "horovod", horovod.__version__)')"

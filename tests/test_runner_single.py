@@ -1,0 +1,134 @@
+"""The 1-worker runner: bitwise identical to a plain Session, and a Runner API that speaks the user's names."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import parallax
+from tests.models_for_tests import embedding_mlp
+
+tf1 = tf.compat.v1
+LOCAL = "localhost: 0"
+
+
+def _plain_session_values(g, h, steps):
+    with g.as_default():
+        init = tf1.global_variables_initializer()
+        variables = tf1.global_variables()
+    losses = []
+    with tf1.Session(graph=g) as sess:
+        sess.run(init)
+        for ids, y in embedding_mlp.batches(steps, 8):
+            losses.append(sess.run([h["loss"], h["train_op"]], {h["ids"]: ids, h["labels"]: y})[0])
+        return losses, dict(zip([v.op.name for v in variables], sess.run(variables)))
+
+
+def test_one_worker_runner_is_bitwise_identical_to_plain_session():
+    steps = 100
+    g, h = embedding_mlp.build("Adam", ema=True)
+    expected_losses, expected_vars = _plain_session_values(g, h, steps)
+    with g.as_default():
+        variables = tf1.global_variables()
+    losses = []
+    with parallax.get_runner(g, LOCAL) as runner:
+        for ids, y in embedding_mlp.batches(steps, 8):
+            losses.append(runner.run([h["loss"], h["train_op"]], {h["ids"]: ids, h["labels"]: y})[0])
+        got = dict(zip([v.op.name for v in variables], runner.run(variables)))
+    assert len(losses) == steps and losses[-1] < losses[0]
+    assert losses == expected_losses  # bitwise: exact float equality, every step
+    assert sorted(got) == sorted(expected_vars)
+    assert any("ExponentialMovingAverage" in n for n in got) and any("/Adam" in n for n in got)
+    for name, value in expected_vars.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+    assert got["global_step"] == steps
+
+
+def test_runner_identity_and_name_fetches():
+    g, h = embedding_mlp.build("GradientDescent")
+    with parallax.get_runner(g, parallax.ResourceSpec.load(LOCAL)) as runner:
+        assert (runner.worker_id, runner.num_workers, runner.is_chief) == (0, 1, True)
+        feed = {"ids:0": np.array([1, 2], np.int32), "labels": np.array([0.5, 0.25], np.float32)}
+        by_name = runner.run({"loss": "loss:0", "nested": ["global_step"]}, feed)
+        assert set(by_name) == {"loss", "nested"} and by_name["nested"] == [None]  # an op fetch returns None
+        by_obj = runner.run(h["loss"], {h["ids"]: feed["ids:0"], h["labels"]: feed["labels"]})
+        assert by_obj == pytest.approx(by_name["loss"])
+        step_var = [v for v in g.get_collection("variables") if v.op.name == "global_step"][0]
+        runner.run(h["train_op"], {h["ids"]: feed["ids:0"], h["labels"]: feed["labels"]})
+        assert runner.run(step_var) == 1
+
+
+def test_missing_fetch_is_a_clear_error():
+    g, h = embedding_mlp.build("GradientDescent")
+    with parallax.get_runner(g, LOCAL) as runner:
+        with pytest.raises(parallax.FetchNotFoundError, match="'no_such_tensor:0' is not in the graph"):
+            runner.run("no_such_tensor:0")
+        other = tf.Graph()
+        with other.as_default():
+            stray = tf.constant(1.0, name="stray")
+        with pytest.raises(parallax.FetchNotFoundError, match="another graph"):
+            runner.run(stray)
+        with g.as_default():
+            late = tf.identity(h["loss"], name="added_late")
+        with pytest.raises(parallax.FetchNotFoundError, match="after get_runner"):
+            runner.run(late)
+
+
+def test_graph_without_training_op_is_rejected():
+    g = tf.Graph()
+    with g.as_default():
+        w = tf1.get_variable("w", [3], use_resource=True)
+        tf.reduce_sum(w * 2.0, name="loss")
+    with pytest.raises(parallax.NoTrainOpError, match="minimize"):
+        parallax.get_runner(g, LOCAL)
+
+
+def test_graph_without_variables_is_rejected():
+    g = tf.Graph()
+    with g.as_default():
+        tf.constant(1.0)
+    with pytest.raises(parallax.GraphAnalysisError, match="no trainable variables"):
+        parallax.get_runner(g, LOCAL)
+
+
+def test_closed_runner_refuses_to_run():
+    g, h = embedding_mlp.build("GradientDescent")
+    runner = parallax.get_runner(g, LOCAL)
+    runner.close()
+    runner.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        runner.run(h["loss"])
+
+
+def test_checkpoint_restores_into_the_unmodified_single_device_graph(tmp_path):
+    config = parallax.Config(checkpoint_dir=str(tmp_path), save_checkpoint_steps=3)
+    g, h = embedding_mlp.build("Adam")
+    with g.as_default():
+        trainables = tf1.trainable_variables()
+    with parallax.get_runner(g, LOCAL, config) as runner:
+        for ids, y in embedding_mlp.batches(4, 8):
+            runner.run(h["train_op"], {h["ids"]: ids, h["labels"]: y})
+            runner.run(h["loss"], {h["ids"]: ids, h["labels"]: y})  # not a training step
+        trained = runner.run(trainables)
+    saved = tf1.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths
+    assert [p.rsplit("-", 1)[1] for p in saved] == ["3", "4"]  # every 3 training steps, and at close
+    fresh, _ = embedding_mlp.build("Adam")
+    with fresh.as_default(), tf1.Session() as sess:
+        tf1.train.Saver().restore(sess, tf1.train.latest_checkpoint(str(tmp_path)))
+        restored = sess.run(tf1.trainable_variables())
+    for a, b in zip(trained, restored):
+        np.testing.assert_array_equal(a, b)
+    # A new runner on the same directory resumes from the checkpoint instead of re-initializing.
+    with parallax.get_runner(embedding_mlp.build("Adam")[0], LOCAL, config) as resumed:
+        assert resumed.run("global_step:0") == 4
+
+
+def test_multi_slot_spec_is_refused_with_a_clear_message():
+    g, _ = embedding_mlp.build("GradientDescent")
+    with pytest.raises(parallax.UnsupportedError, match="4 worker slots"):
+        parallax.get_runner(g, "localhost slots=4")
+
+
+def test_shard_is_identity_for_one_worker():
+    ds = tf.data.Dataset.range(10)
+    assert parallax.shard(ds) is ds
+    with pytest.raises(parallax.ParallaxError, match="tf.data.Dataset"):
+        parallax.shard([1, 2, 3])
