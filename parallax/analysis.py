@@ -277,7 +277,7 @@ def _state_records(graph, trainable, slot_names, writers, apply_records, records
         if name is None or name in trainable_names or name in slot_names:
             continue
         init = getattr(getattr(v, "initializer", None), "name", None)
-        ops = [op for op in writers.get(name, []) if op.name != init]
+        ops = [op for op in writers.get(name, []) if op.name != init and not graph_utils.is_restore(op)]
         if not ops:
             continue
         if name in steps or name.rsplit("/", 1)[-1] == "global_step":

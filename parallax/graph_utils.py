@@ -35,6 +35,17 @@ def written_variable(op):
     return source.name if source.type in VARIABLE_OP_TYPES else None
 
 
+def is_restore(op):
+    """A Saver's restore assignment: it writes a variable from a checkpoint, not from training."""
+    for t in op.inputs[1:]:
+        source = t.op
+        while source.type == "Identity" and source.inputs:
+            source = source.inputs[0].op
+        if source.type in ("RestoreV2", "Restore", "RestoreSlice"):
+            return True
+    return False
+
+
 def variables_by_op_name(graph):
     """Every Variable object the graph's collections know, keyed by its op name."""
     found = {}

@@ -131,7 +131,7 @@ class ResourceSpec:
             key = host.hostname.lower()
             if key in seen:
                 raise ResourceSpecError(
-                    f"{source}:{where}: host {host.hostname!r} is listed twice (first at {source}:{seen[key]}); "
+                    f"{source}:{where}: host {host.hostname!r} is listed twice (first at line/item {seen[key]}); "
                     f"list each host once with all its slots")
             seen[key] = where
         return cls(tuple(h for _, h in numbered_hosts), source)

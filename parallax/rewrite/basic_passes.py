@@ -1,5 +1,6 @@
 """Passes every mode runs: copy the user's graph, then add initialization and checkpointing."""
 import tensorflow as tf
+from tensorflow.python.framework import meta_graph
 
 tf1 = tf.compat.v1
 
@@ -9,7 +10,8 @@ def copy_graph(ctx):
     meta = tf1.train.export_meta_graph(graph=ctx.source_graph, clear_devices=False)
     ctx.graph = tf.Graph()
     with ctx.graph.as_default():
-        tf1.train.import_meta_graph(meta, clear_devices=False)
+        # Not tf1.train.import_meta_graph: that also adds a default Saver, and add_saver makes our own.
+        meta_graph.import_scoped_meta_graph(meta, clear_devices=False)
         ctx.graph.seed = ctx.source_graph.seed
 
 

@@ -17,7 +17,7 @@ VOCAB, DIM, HIDDEN = 40, 6, 5
 
 
 def build(optimizer="Adam", use_resource=True, clip=None, ema=False, dtype=tf.float32, partitions=None):
-    """Returns (graph, handles) where handles has ids, labels, loss, train_op."""
+    """Returns (graph, handles): ids, labels, loss, train_op, optimizer, raw_grads_and_vars."""
     g = tf.Graph()
     with g.as_default():
         tf1.set_random_seed(7)
@@ -32,6 +32,7 @@ def build(optimizer="Adam", use_resource=True, clip=None, ema=False, dtype=tf.fl
         step = tf1.train.get_or_create_global_step()
         opt = OPTIMIZERS[optimizer]()
         grads_and_vars = opt.compute_gradients(loss)
+        raw_grads_and_vars = list(grads_and_vars)
         if clip is not None:
             grads, variables = zip(*grads_and_vars)
             grads, _ = tf.clip_by_global_norm(grads, clip)
@@ -41,7 +42,8 @@ def build(optimizer="Adam", use_resource=True, clip=None, ema=False, dtype=tf.fl
             averager = tf1.train.ExponentialMovingAverage(0.9)
             with tf.control_dependencies([train_op]):
                 train_op = averager.apply(tf1.trainable_variables())
-    return g, {"ids": ids, "labels": labels, "loss": loss, "train_op": train_op}
+    return g, {"ids": ids, "labels": labels, "loss": loss, "train_op": train_op, "optimizer": opt,
+               "raw_grads_and_vars": raw_grads_and_vars}
 
 
 def batches(steps, batch_size, seed=0, dtype=np.float32):

@@ -1,0 +1,43 @@
+"""`import parallax` is cheap (no TensorFlow), and capture works whichever is imported first."""
+import subprocess
+import sys
+import textwrap
+
+ROOT = __file__.rsplit("/tests/", 1)[0]
+
+
+def _run(code):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+                         env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_importing_parallax_and_its_launcher_does_not_import_tensorflow():
+    assert _run("""
+        import sys, parallax, parallax.launcher.resource_spec, parallax.launcher.role, parallax.plan
+        print('tensorflow' in sys.modules)""") == "False"
+
+
+def test_capture_installs_when_tensorflow_is_imported_after_parallax():
+    assert _run("""
+        import parallax
+        import tensorflow as tf
+        tf.compat.v1.disable_eager_execution()
+        w = tf.compat.v1.get_variable("w", [2])
+        tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * w))
+        print(parallax.analyze(tf.compat.v1.get_default_graph()).captured)""") == "True"
+
+
+def test_graph_built_before_import_parallax_is_analyzed_from_its_update_ops():
+    assert _run("""
+        import tensorflow as tf
+        tf.compat.v1.disable_eager_execution()
+        emb = tf.compat.v1.get_variable("emb", [10, 3])
+        loss = tf.reduce_sum(tf.gather(emb, [1, 2]) ** 2)
+        tf.compat.v1.train.AdamOptimizer().minimize(loss)
+        import parallax
+        a = parallax.analyze(tf.compat.v1.get_default_graph())
+        v = a.variable("emb")
+        print(a.captured, v.kind, v.gradients[0].is_sparse, len(v.slots), len(v.update_ops) > 0)""") == \
+        "False sparse True 2 True"
