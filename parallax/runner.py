@@ -1,17 +1,19 @@
 """`parallax.get_runner` and the `Runner` it returns: a session on the rewritten graph that speaks in the
 user's original tensors, ops, variables and names."""
 import os
+import sys
 
 import tensorflow as tf
 
-from parallax import graph_utils
+from parallax import graph_utils, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, FetchNotFoundError, NoTrainOpError, UnsupportedError
+from parallax.launcher.job import launch_mpi_job
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.launcher.role import Role, current_role
 from parallax.plan import make_plan
-from parallax.rewrite import rewrite
+from parallax.rewrite import passes_for, rewrite
 
 tf1 = tf.compat.v1
 
@@ -29,23 +31,33 @@ def get_runner(graph, resource_spec, config=None):
         raise TypeError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
     spec = ResourceSpec.load(resource_spec)
     role = current_role()
-    if spec.num_workers > 1 or role.num_workers > 1:
-        raise UnsupportedError(f"{spec.source} has {spec.num_workers} worker slots; this version of parallax runs "
-                               f"one worker (a 1-slot localhost spec such as 'localhost: 0')")
-    if not spec.hosts[0].is_local:
-        raise UnsupportedError(f"{spec.source}: host {spec.hosts[0].hostname!r} is not this machine; a 1-worker "
-                               f"job runs in this process, so use 'localhost: 0'")
     analysis = analyze(graph)
     if not analysis.trained_variables:
         raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
                              "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
     plan = make_plan(analysis, spec, config)
+    passes_for(plan)  # fails fast, before any process starts, on a mode this version cannot run
+    if role.role == "launcher":
+        if spec.num_workers > 1:
+            # This process only launches: every worker re-runs the script, and the job's status is ours.
+            sys.exit(launch_mpi_job(spec, config))
+        if not spec.hosts[0].is_local:
+            raise UnsupportedError(f"{spec.source}: host {spec.hosts[0].hostname!r} is not this machine; a "
+                                   f"1-worker job runs in this process, so use 'localhost: 0'")
+        role = Role("worker", 0, 1)
+    elif role.num_workers != spec.num_workers:
+        raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
+                               f"{spec.num_workers} slots; pass the same spec in every worker")
+    if role.num_workers > 1:
+        worker_checks.init_horovod(role)
     rewritten = rewrite(graph, analysis, plan, config)
-    if config.log_dir:
+    if role.num_workers > 1:
+        worker_checks.check_same_graph(rewritten)
+    if config.log_dir and role.is_chief:
         os.makedirs(config.log_dir, exist_ok=True)
         with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:
             f.write(f"{analysis}\n\n{plan}\n")
-    return Runner(graph, rewritten, analysis, plan, config, Role("worker", 0, 1) if role.role == "launcher" else role)
+    return Runner(graph, rewritten, analysis, plan, config, role)
 
 
 class Runner:
@@ -131,11 +143,13 @@ class Runner:
     # ---- internals --------------------------------------------------------------------------------------------
     def _initialize(self):
         ckpt = tf1.train.latest_checkpoint(self.config.checkpoint_dir) if self.config.checkpoint_dir else None
-        if ckpt:
+        if ckpt and (self.is_chief or self._rewritten.broadcast_op is None):
             self._rewritten.saver.restore(self._session, ckpt)
         else:
             self._session.run(self._rewritten.init_op)
         self._session.run(self._rewritten.local_init_op)
+        if self._rewritten.broadcast_op is not None:
+            self._session.run(self._rewritten.broadcast_op)  # every worker starts from the chief's values
 
     def _global_step(self):
         step = next((s.name for s in self.analysis.state if s.kind == "global_step"), None)

@@ -121,10 +121,16 @@ def test_checkpoint_restores_into_the_unmodified_single_device_graph(tmp_path):
         assert resumed.run("global_step:0") == 4
 
 
-def test_multi_slot_spec_is_refused_with_a_clear_message():
-    g, _ = embedding_mlp.build("GradientDescent")
-    with pytest.raises(parallax.UnsupportedError, match="4 worker slots"):
+def test_unimplemented_mode_is_refused_before_anything_starts():
+    g, _ = embedding_mlp.build("GradientDescent")  # has a sparse variable: HYBRID would put it on a server
+    with pytest.raises(parallax.UnsupportedError, match=r"needs methods \['PS'\].*run_option='MPI'"):
         parallax.get_runner(g, "localhost slots=4")
+
+
+def test_remote_single_host_is_refused():
+    g, _ = embedding_mlp.build("GradientDescent")
+    with pytest.raises(parallax.UnsupportedError, match="not this machine"):
+        parallax.get_runner(g, "example.invalid: 0")
 
 
 def test_shard_is_identity_for_one_worker():

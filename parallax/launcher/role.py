@@ -5,12 +5,16 @@ when the spec has one slot it is also the only worker.
 """
 import dataclasses
 import os
+import socket
 
 from parallax.errors import LaunchError
 
 ENV_ROLE = "PARALLAX_ROLE"
 ENV_WORKER_ID = "PARALLAX_WORKER_ID"
 ENV_NUM_WORKERS = "PARALLAX_NUM_WORKERS"
+ENV_JOB_DIR = "PARALLAX_JOB_DIR"
+# mpirun gives each rank its number; the launcher cannot know it in advance.
+MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +37,8 @@ def current_role(environ=None):
     if not role:
         return Role("launcher")
     try:
-        worker_id = int(environ.get(ENV_WORKER_ID, "0"))
+        rank = next((environ[k] for k in MPI_RANK_ENV if k in environ), "0")
+        worker_id = int(environ.get(ENV_WORKER_ID, rank))
         num_workers = int(environ.get(ENV_NUM_WORKERS, "1"))
     except ValueError:
         raise LaunchError(f"{ENV_WORKER_ID}/{ENV_NUM_WORKERS} must be integers; they are set by the launcher, "
@@ -42,3 +47,15 @@ def current_role(environ=None):
         raise LaunchError(f"inconsistent parallax role in the environment: {role!r} {worker_id}/{num_workers}; "
                           f"unset {ENV_ROLE} to run the script as a launcher")
     return Role(role, worker_id, num_workers)
+
+
+def register_process(environ=None):
+    """Record `<host> <pid>` in the job directory, so the launcher can stop this process by id."""
+    environ = os.environ if environ is None else environ
+    job_dir = environ.get(ENV_JOB_DIR)
+    if not job_dir or not environ.get(ENV_ROLE) or not os.path.isdir(job_dir):
+        return
+    role = current_role(environ)
+    path = os.path.join(job_dir, f"pid.{role.worker_id}" if role.role == "worker" else f"pid.{role.role}")
+    with open(path, "w") as f:
+        f.write(f"{socket.gethostname()} {os.getpid()}\n")

@@ -1,0 +1,57 @@
+"""The equivalence oracle: run a case as one process with batch N*b and as N workers of batch b, then compare
+every global variable (trainables, slots, EMA shadows, batch-norm statistics, global step).
+
+Single-process references are cached per pytest session, so PS and HYBRID tests reuse MPI's.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "run_case.py")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+F64_TOLERANCE = 1e-9  # max abs diff
+F32_TOLERANCE = 1e-5  # relative to the variable's largest magnitude
+STEPS, BATCH = 6, 4
+TIMEOUT = 300
+
+_references = {}
+
+
+def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
+             no_average=False):
+    tag = f"{case}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
+    out = os.path.join(str(out_dir), tag + ".npz")
+    cmd = [sys.executable, SCRIPT, "--case", case, "--mode", mode, "--workers", str(workers), "--batch", str(batch),
+           "--steps", str(steps), "--out", out, "--run-option", run_option, "--lr-scale", str(lr_scale)]
+    if no_average:
+        cmd.append("--no-average")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    if proc.returncode != 0 or not os.path.exists(out):
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- output (tail) ---\n"
+                             f"{(proc.stdout + proc.stderr)[-6000:]}")
+    return dict(np.load(out))
+
+
+def reference(out_dir, case, workers, **kw):
+    key = (case, workers, tuple(sorted(kw.items())))
+    if key not in _references:
+        _references[key] = run_case(out_dir, case, "single", workers, **kw)
+    return _references[key]
+
+
+def max_differences(expected, got):
+    assert sorted(got) == sorted(expected), f"variables differ: {sorted(set(got) ^ set(expected))}"
+    return {k: float(np.max(np.abs(np.asarray(got[k], np.float64) - np.asarray(expected[k], np.float64))))
+            if np.size(expected[k]) else 0.0 for k in expected}
+
+
+def assert_equivalent(expected, got, float32=False):
+    diffs = max_differences(expected, got)
+    for name, diff in diffs.items():
+        scale = max(1.0, float(np.max(np.abs(expected[name])))) if np.size(expected[name]) else 1.0
+        limit = F32_TOLERANCE * scale if float32 else F64_TOLERANCE
+        assert diff <= limit, f"{name}: max abs diff {diff:.3g} > {limit:.3g}; all diffs: {diffs}"
+    return diffs

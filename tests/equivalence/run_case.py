@@ -1,0 +1,65 @@
+"""Run one equivalence case and dump every global variable with np.savez.
+
+  --mode single     the unmodified graph in a plain Session, global batch N*b
+  --mode parallax   parallax.get_runner on `localhost:N`, N workers of batch b; the chief dumps
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+import numpy as np  # noqa: E402
+import parallax  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tests.equivalence.cases import CASES  # noqa: E402
+
+tf1 = tf.compat.v1
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--mode", required=True, choices=("single", "parallax"))
+    p.add_argument("--workers", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True, help="per-worker batch b")
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--run-option", default="MPI")
+    p.add_argument("--lr-scale", type=float, default=1.0)
+    p.add_argument("--no-average", action="store_true", help="average_dense=average_sparse=False")
+    args = p.parse_args()
+    tf1.disable_eager_execution()
+    n, b = args.workers, args.batch
+    single = args.mode == "single"
+    case = CASES[args.case](n, b, args.steps, n * b if single else b, args.lr_scale)
+    with case.graph.as_default():
+        variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
+    if single:
+        with case.graph.as_default():
+            init = tf1.global_variables_initializer()
+        with tf1.Session(graph=case.graph) as sess:
+            sess.run(init)
+            for k in range(args.steps):
+                sess.run(case.train_op, case.feeds(k, k * n * b, n * b) if case.feeds else None)
+            _dump(args.out, variables, sess.run(variables))
+        return
+    config = parallax.Config(run_option=args.run_option, average_dense=not args.no_average,
+                             average_sparse=not args.no_average)
+    with parallax.get_runner(case.graph, f"localhost:{n}", config) as runner:
+        i = runner.worker_id
+        for k in range(args.steps):
+            runner.run(case.train_op, case.feeds(k, k * n * b + i * b, b) if case.feeds else None)
+        values = runner.run(variables)
+        if runner.is_chief:
+            _dump(args.out, variables, values)
+
+
+def _dump(path, variables, values):
+    np.savez(path, **{v.op.name: value for v, value in zip(variables, values)})
+
+
+if __name__ == "__main__":
+    main()
