@@ -58,25 +58,26 @@ class _Digester:
 
 
 def node_digests(graph_def):
-    """(node name, digest) for every node, and (`<function digest>`, digest) for every function; sorted."""
+    """(node name, digest) for every node in creation order, then (`function <digest>`, digest) per function."""
     d = _Digester(graph_def)
     out = [(node.name, d.node(node)) for node in graph_def.node]
     out += [(f"function {d.function(f.signature.name)[:19]}", d.function(f.signature.name))
             for f in graph_def.library.function]
-    return sorted(out)
+    return out
 
 
 def graph_fingerprint(graph_def):
     h = hashlib.sha256()
-    for name, digest in node_digests(graph_def):
+    for name, digest in sorted(node_digests(graph_def)):
         h.update(name.encode() + b"=" + digest.encode() + b"\n")
     return h.hexdigest()
 
 
-def first_difference(digests_a, digests_b):
-    """Name of the first node (in name order) that differs or exists on one side only, or None."""
-    a, b = dict(digests_a), dict(digests_b)
-    for name in sorted(set(a) | set(b)):
-        if a.get(name) != b.get(name):
+def first_difference(reference, other):
+    """The first node, in `other`'s creation order (so usually the root cause), that differs from `reference` or
+    is missing there; then any node only `reference` has. None when the graphs agree."""
+    ref, oth = dict(reference), dict(other)
+    for name, digest in other:
+        if ref.get(name) != digest:
             return name
-    return None
+    return next((name for name, _ in reference if name not in oth), None)

@@ -12,8 +12,15 @@ tf1 = tf.compat.v1
 
 
 def _hvd():
-    import horovod.tensorflow as hvd  # imported only by jobs that use MPI collectives
-    return hvd
+    # The raw collectives, not hvd.allreduce: that one asks hvd.size() while building the graph, so a rewrite could
+    # not be built (or tested) before hvd.init(). Averaging is a division by the plan's N, done here.
+    from horovod.tensorflow import mpi_ops  # imported only by jobs that use MPI collectives
+    return mpi_ops
+
+
+def _average(total, n):
+    # N is a power of two in most jobs, and then this division is exact.
+    return tf.math.truediv(total, tf.constant(n, total.dtype), name="average")
 
 
 def _parts(ctx, method):
@@ -24,12 +31,14 @@ def _parts(ctx, method):
 
 
 def allreduce_dense_gradients(ctx):
-    """AR variables: gradient -> hvd.allreduce (Average when averaging, else Sum)."""
+    """AR variables: gradient -> Horovod allreduce (Sum), then / N when averaging."""
     hvd, g = _hvd(), ctx.graph
     for vp, part in _parts(ctx, "AR"):
         grad = g.get_tensor_by_name(part.gradient.values)
-        with g.as_default(), new_ops(g) as created, tf.name_scope("parallax_allreduce"):
-            agg = hvd.allreduce(grad, op=hvd.Average if vp.average else hvd.Sum, name=f"allreduce/{part.name}")
+        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allreduce/{part.name}"):
+            agg = hvd._allreduce(grad, op=hvd.Sum, name="allreduce")
+            if vp.average:
+                agg = _average(agg, ctx.plan.num_workers)
         reroute_consumers(grad, agg, keep=created)
         ctx.aggregated[part.name] = agg
 
@@ -41,12 +50,11 @@ def allgather_sparse_gradients(ctx):
     for vp, part in _parts(ctx, "AG"):
         values = g.get_tensor_by_name(part.gradient.values)
         indices = g.get_tensor_by_name(part.gradient.indices)
-        with g.as_default(), new_ops(g) as created, tf.name_scope("parallax_allgather"):
-            all_values = hvd.allgather(values, name=f"values/{part.name}")
-            all_indices = hvd.allgather(indices, name=f"indices/{part.name}")
+        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allgather/{part.name}"):
+            all_values = hvd.allgather(values, name="values")
+            all_indices = hvd.allgather(indices, name="indices")
             if vp.average:
-                # N is a power of two in most jobs, and then this division is exact.
-                all_values = tf.math.truediv(all_values, tf.constant(n, values.dtype))
+                all_values = _average(all_values, n)
         reroute_consumers(values, all_values, keep=created)
         reroute_consumers(indices, all_indices, keep=created)
         ctx.aggregated[part.name] = (all_values, all_indices)
@@ -60,6 +68,6 @@ def broadcast_initial_values(ctx):
         previous = []
         for v in variables:
             with tf.control_dependencies(previous):
-                value = hvd.broadcast(v.read_value(), root_rank=0, name=f"bcast/{v.op.name}")
+                value = hvd.broadcast(v.read_value(), root_rank=0, name=f"{v.op.name}/broadcast")
                 previous = [tf1.assign(v, value)]
         ctx.broadcast_op = tf.group(*previous, name="all")

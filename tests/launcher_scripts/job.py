@@ -1,0 +1,44 @@
+"""A small MPI-mode job for launcher tests. Behaviour is chosen by environment variables:
+  JOB_FAIL_RANK=R     rank R raises after its first step
+  JOB_HANG=1          every rank sleeps forever after start-up (for signal tests)
+  JOB_MISMATCH_RANK=R rank R builds a slightly different graph
+  JOB_OUT=DIR         each rank writes DIR/identity.<rank> with worker_id num_workers is_chief
+"""
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import parallax  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1"))
+g = tf.Graph()
+with g.as_default():
+    x = tf1.placeholder(tf.float32, [None, 2], name="x")
+    w = tf1.get_variable("w", [2, 1], initializer=tf1.zeros_initializer(), use_resource=True)
+    out = tf.matmul(x, w)
+    if os.environ.get("JOB_MISMATCH_RANK") == str(rank):
+        out = out * 2.0
+    loss = tf.reduce_mean(tf.square(out - 1.0), name="loss")
+    train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+spec = os.environ.get("JOB_SPEC", "localhost:2")
+log_dir = os.environ.get("JOB_LOG_DIR")
+runner = parallax.get_runner(g, spec, parallax.Config(run_option="MPI", log_dir=log_dir))
+print(f"started worker {runner.worker_id}", flush=True)
+if os.environ.get("JOB_OUT"):
+    with open(os.path.join(os.environ["JOB_OUT"], f"identity.{runner.worker_id}"), "w") as f:
+        f.write(f"{runner.worker_id} {runner.num_workers} {runner.is_chief} {os.getpid()}")
+if os.environ.get("JOB_HANG"):
+    while True:
+        time.sleep(1)
+runner.run(train, {x: np.ones((2, 2), np.float32)})
+if os.environ.get("JOB_FAIL_RANK") == str(runner.worker_id):
+    raise RuntimeError(f"deliberate failure on worker {runner.worker_id}")
+print(f"worker {runner.worker_id} loss {runner.run(loss, {x: np.ones((2, 2), np.float32)}):.6f}", flush=True)
+runner.close()
+sys.exit(0)

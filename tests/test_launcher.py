@@ -1,0 +1,109 @@
+"""get_runner as a launcher: real mpirun jobs on localhost, their identities, output, failures and teardown."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from parallax.launcher import mpirun, supervisor
+from parallax.launcher.resource_spec import ResourceSpec
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
+
+
+def _start(env_extra, tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, JOB_OUT=str(tmp_path), **env_extra)
+    return subprocess.Popen([sys.executable, JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _finish(proc, timeout=120):
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return proc.returncode, out
+
+
+def _worker_pids(tmp_path):
+    pids = []
+    for name in os.listdir(tmp_path):
+        if name.startswith("identity."):
+            pids.append(int(open(tmp_path / name).read().split()[3]))
+    return pids
+
+
+def _assert_all_gone(pids, within=10.0):
+    deadline = time.time() + within
+    alive = pids
+    while time.time() < deadline:
+        alive = [p for p in pids if supervisor._alive(p)]
+        if not alive:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"processes left running: {alive}")
+
+
+def test_two_worker_job_identities_and_prefixed_output(tmp_path):
+    code, out = _finish(_start({}, tmp_path))
+    assert code == 0, out
+    identities = sorted(open(tmp_path / f"identity.{r}").read().split()[:3] for r in range(2))
+    assert identities == [["0", "2", "True"], ["1", "2", "False"]]
+    assert "[rank 0] worker 0 loss" in out and "[rank 1] worker 1 loss" in out
+    losses = {line.split()[-1] for line in out.splitlines() if " loss " in line}
+    assert len(losses) == 1  # both replicas hold the same values after the step
+    _assert_all_gone(_worker_pids(tmp_path))
+
+
+def test_log_dir_gets_one_file_per_rank(tmp_path):
+    logs = tmp_path / "logs"
+    code, out = _finish(_start({"JOB_LOG_DIR": str(logs)}, tmp_path))
+    assert code == 0, out
+    assert sorted(os.listdir(logs)) == ["plan.txt", "rank.0.log", "rank.1.log"]
+    assert "worker 1 loss" in (logs / "rank.1.log").read_text()
+    assert "[rank" not in out
+
+
+def test_a_failing_rank_stops_the_job_and_is_named(tmp_path):
+    code, out = _finish(_start({"JOB_FAIL_RANK": "1"}, tmp_path))
+    assert code != 0
+    assert "job failed: rank 1" in out and "deliberate failure on worker 1" in out
+    _assert_all_gone(_worker_pids(tmp_path))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_to_the_launcher_tears_everything_down(tmp_path, sig):
+    proc = _start({"JOB_HANG": "1"}, tmp_path)
+    deadline = time.time() + 90
+    while len(_worker_pids(tmp_path)) < 2 and time.time() < deadline:
+        time.sleep(0.5)
+    pids = _worker_pids(tmp_path)
+    assert len(pids) == 2, "workers did not start"
+    os.kill(proc.pid, sig)
+    code, out = _finish(proc, timeout=60)
+    assert code == 128 + sig, out
+    assert "all processes torn down" in out
+    _assert_all_gone(pids)
+
+
+def test_graph_mismatch_stops_the_job_naming_the_node(tmp_path):
+    code, out = _finish(_start({"JOB_MISMATCH_RANK": "1"}, tmp_path))
+    assert code != 0
+    assert "GraphMismatchError: worker 1 built a different rewritten graph than worker 0" in out
+    assert "first differing node: 'mul/y'" in out  # the first node rank 1 made differently, in creation order
+
+
+def test_mpirun_command_line():
+    spec = ResourceSpec.load("localhost:2")
+    cmd = mpirun.mpirun_command(spec, ["python", "train.py", "--x"], ["PATH", "PARALLAX_ROLE"])
+    joined = " ".join(cmd)
+    assert "-np 2 -H localhost:2" in joined and "--tag-output" in joined and "--bind-to none" in joined
+    assert "-x PARALLAX_ROLE" in joined and "-x PATH" in joined
+    assert cmd[-3:] == ["python", "train.py", "--x"]
+    assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
+    ssh = mpirun.mpirun_command(ResourceSpec.load("h1:2,h2:2"), ["p"], [], ssh_port=2222, ssh_identity="/k")
+    assert ssh[ssh.index("plm_rsh_args") + 1] == "-p 2222 -i /k" and "h1:2,h2:2" in ssh

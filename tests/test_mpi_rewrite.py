@@ -1,0 +1,91 @@
+"""The MPI passes, checked on the rewritten graph itself (no processes started)."""
+import tensorflow as tf
+
+import parallax
+from parallax import graph_utils
+from parallax.plan import make_plan
+from parallax.rewrite import rewrite
+from parallax.rewrite.fingerprint import first_difference, node_digests
+from tests.models_for_tests import embedding_mlp
+
+TWO = parallax.ResourceSpec.load("localhost:2")
+MPI = parallax.Config(run_option="MPI")
+
+
+def _rewrite(graph, config=MPI):
+    analysis = parallax.analyze(graph)
+    return analysis, rewrite(graph, analysis, make_plan(analysis, TWO, config), config)
+
+
+def _grad_input(op):
+    """The gradient input of an update op (dense Apply*/sparse SparseApply*)."""
+    index = {"ResourceApplyAdam": 9, "ResourceApplyGradientDescent": 2, "ResourceSparseApplyMomentum": 3,
+             "ResourceApplyMomentum": 3}[op.type]
+    return op.inputs[index]
+
+
+def test_update_ops_read_collectives_and_no_raw_gradient_reaches_an_update():
+    g, _ = embedding_mlp.build("Momentum")
+    analysis, out = _rewrite(g)
+    new = out.graph
+    for record in analysis.variables:
+        gradient = record.gradients[0]
+        (update,) = [new.get_operation_by_name(n) for n in record.update_ops]
+        if record.kind == "dense":
+            fed = _grad_input(update).op
+            assert (fed.type, fed.name) == ("RealDiv", f"parallax_allreduce/{record.name}/average")
+            assert fed.inputs[0].op.type == "HorovodAllreduce"
+        else:  # the optimizer first sums duplicate indices, from the gathered values and indices
+            feeding = graph_utils.ancestors([update])
+            average = new.get_operation_by_name(f"parallax_allgather/{record.name}/average")
+            indices = new.get_operation_by_name(f"parallax_allgather/{record.name}/indices")
+            assert average in feeding and indices in feeding and average.inputs[0].op.type == "HorovodAllgather"
+        raw = [new.get_tensor_by_name(gradient.values)] + ([new.get_tensor_by_name(gradient.indices)]
+                                                            if gradient.is_sparse else [])
+        for t in raw:
+            assert {c.type for c in t.consumers()} <= {"HorovodAllreduce", "HorovodAllgather"}, t.name
+
+
+def test_summing_leaves_out_the_division():
+    g, _ = embedding_mlp.build("GradientDescent")
+    config = MPI.replace(average_dense=False, average_sparse=False)
+    analysis, out = _rewrite(g, config)
+    assert not [op for op in out.graph.get_operations() if op.name.endswith("/average")]
+    update = out.graph.get_operation_by_name(analysis.variable("model/out/kernel").update_ops[0])
+    assert _grad_input(update).op.type == "HorovodAllreduce"
+
+
+def test_clipping_consumes_the_aggregated_gradients():
+    g, _ = embedding_mlp.build("Adam", clip=1.0)
+    analysis, out = _rewrite(g)
+    norm_inputs = [op for op in out.graph.get_operations() if op.type == "L2Loss"]
+    assert len(norm_inputs) == len(analysis.variables)
+    for op in norm_inputs:
+        source = op.inputs[0].op
+        while source.type in ("Identity", "RealDiv"):
+            source = source.inputs[0].op
+        assert source.type in ("HorovodAllreduce", "HorovodAllgather"), (op.name, source.name)
+
+
+def test_initial_values_broadcast_in_sorted_name_order():
+    g, _ = embedding_mlp.build("Adam")
+    _, out = _rewrite(g)
+    bcasts = [op for op in out.graph.get_operations() if op.type == "HorovodBroadcast"]
+    with g.as_default():
+        names = sorted(v.op.name for v in tf.compat.v1.global_variables())
+    assert [op.name for op in bcasts] == [f"parallax_broadcast/{n}/broadcast" for n in names]
+    # Each broadcast depends on the previous one (through its assignment): a chain, so the order is enforced.
+    for earlier, later in zip(bcasts, bcasts[1:]):
+        assert earlier in graph_utils.ancestors([later]), later.name
+
+
+def test_rewrite_is_deterministic_and_fingerprint_finds_the_first_difference():
+    g, _ = embedding_mlp.build("Adam", clip=1.0)
+    _, a = _rewrite(g)
+    _, b = _rewrite(g)
+    assert a.fingerprint == b.fingerprint
+    da, db = node_digests(a.graph.as_graph_def()), node_digests(b.graph.as_graph_def())
+    assert first_difference(da, db) is None
+    altered = [(n, "changed" if n in ("model/hidden/MatMul", "loss") else d) for n, d in db]
+    assert first_difference(da, altered) == "model/hidden/MatMul"  # created before "loss"
+    assert first_difference(da, db[:-1]) == db[-1][0]  # a node only the reference has
