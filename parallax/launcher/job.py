@@ -18,8 +18,7 @@ def launch_mpi_job(spec, config, command=None, out=None):
                                f"on localhost only")
     job_dir = tempfile.mkdtemp(prefix="parallax-job-")
     try:
-        extra = {role.ENV_ROLE: "worker", role.ENV_NUM_WORKERS: str(spec.num_workers), role.ENV_JOB_DIR: job_dir,
-                 "PARALLAX_RESOURCE_SPEC": str(spec)}
+        extra = {role.ENV_ROLE: "worker", role.ENV_NUM_WORKERS: str(spec.num_workers), role.ENV_JOB_DIR: job_dir}
         env = dict(os.environ)
         env.update(extra)
         names = [k for k in mpirun.PASSED_ENV if k in env] + list(extra)
