@@ -29,6 +29,7 @@ _LAZY = {
     "get_runner": "parallax.runner",
     "Runner": "parallax.runner",
     "shard": "parallax.data",
+    "get_partitioner": "parallax.partitioner",
 }
 
 __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",

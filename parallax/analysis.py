@@ -82,6 +82,8 @@ class StateRecord:
     shape: Tuple[Optional[int], ...]
     dtype: str
     written_by: Tuple[str, ...]
+    colocated_with: Optional[str] = None  # a variable this one must live with (EMA shadows, Adam's beta powers)
+    bytes: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,12 +239,9 @@ def _group_partitions(trainable, parts, optimizers):
     for key, (v, full_shape, group_parts) in sorted(groups.items()):
         group_parts.sort(key=lambda p: p.offset)
         dtype = v.dtype.base_dtype
-        n = 1
-        for d in full_shape:
-            n = None if (n is None or d is None) else n * d
         sparse = any(p.gradient is not None and p.gradient.is_sparse for p in group_parts)
         opt = next((optimizers[p.name] for p in group_parts if p.name in optimizers), None)
-        records.append(VariableRecord(key, full_shape, dtype.name, None if n is None else n * dtype.size,
+        records.append(VariableRecord(key, full_shape, dtype.name, _bytes(full_shape, dtype),
                                       "sparse" if sparse else "dense", tuple(group_parts), opt))
     return records
 
@@ -290,8 +289,18 @@ def _state_records(graph, trainable, slot_names, writers, apply_records, records
             kind = "ema"
         else:
             kind = "other"
-        state.append(StateRecord(name, kind, _shape(v), v.dtype.base_dtype.name, tuple(op.name for op in ops)))
+        state.append(StateRecord(name, kind, _shape(v), v.dtype.base_dtype.name, tuple(op.name for op in ops),
+                                 graph_utils.colocation_target(v.op), _bytes(_shape(v), v.dtype.base_dtype)))
     return sorted(state, key=lambda s: s.name)
+
+
+def _bytes(shape, dtype):
+    n = 1
+    for d in shape:
+        if d is None:
+            return None
+        n *= d
+    return n * dtype.size
 
 
 def _shape(v):

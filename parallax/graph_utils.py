@@ -35,6 +35,19 @@ def written_variable(op):
     return source.name if source.type in VARIABLE_OP_TYPES else None
 
 
+def colocation_target(op):
+    """The op this op is colocated with by a `_class: loc:@name` attribute (slots, EMA shadows), or None."""
+    try:
+        groups = op.get_attr("_class")
+    except ValueError:
+        return None
+    for g in groups:
+        g = g.decode() if isinstance(g, bytes) else g
+        if g.startswith("loc:@") and g[5:] != op.name:
+            return g[5:]
+    return None
+
+
 def is_restore(op):
     """A Saver's restore assignment: it writes a variable from a checkpoint, not from training."""
     for t in op.inputs[1:]:
@@ -68,4 +81,17 @@ def ancestors(ops, include_control=True):
         stack.extend(t.op for t in op.inputs)
         if include_control:
             stack.extend(op.control_inputs)
+    return seen
+
+
+def descendants(ops):
+    """All ops that depend on `ops` (including themselves), through data and control edges."""
+    seen, stack = set(), list(ops)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(c for t in op.outputs for c in t.consumers())
+        stack.extend(op._control_outputs)
     return seen

@@ -23,11 +23,30 @@ class VariablePlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatePlan:
+    """Where a non-trainable variable that training updates lives: a server task, or None (in every worker)."""
+    name: str
+    kind: str
+    ps_task: Optional[int]
+    aggregate: bool  # its update reads worker data (e.g. batch-norm statistics): averaged over workers first
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     run_option: str
     num_workers: int
     num_hosts: int
     variables: Tuple[VariablePlan, ...]
+    sync: bool = True
+    state: Tuple[StatePlan, ...] = ()
+
+    @property
+    def uses_servers(self):
+        return any(v.method == "PS" for v in self.variables)
+
+    @property
+    def uses_collectives(self):
+        return any(v.method in ("AR", "AG") for v in self.variables)
 
     def variable(self, name):
         for v in self.variables:
@@ -43,8 +62,12 @@ class Plan:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        head = f"plan: run_option={self.run_option} workers={self.num_workers} hosts={self.num_hosts}"
-        return head + "\n" + "\n".join(lines)
+        head = f"plan: run_option={self.run_option} workers={self.num_workers} hosts={self.num_hosts} sync={self.sync}"
+        out = head + "\n" + "\n".join(lines)
+        if self.state:
+            out += "\nstate: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
+                                           + (" (averaged)" if s.aggregate else "") for s in self.state)
+        return out
 
 
 def make_plan(analysis, spec, config):
@@ -54,9 +77,10 @@ def make_plan(analysis, spec, config):
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
         average = config.average_sparse if v.kind == "sparse" else config.average_dense
         decisions.append(VariablePlan(v.name, v.kind, _method(v.kind, config.run_option, n), v.bytes, average))
-    decisions = _assign_servers(decisions, {v.name: len(v.parts) for v in analysis.variables}, spec.num_hosts,
-                                config.local_aggregation)
-    return Plan(config.run_option, n, spec.num_hosts, tuple(decisions))
+    decisions, load = _assign_servers(decisions, {v.name: len(v.parts) for v in analysis.variables}, spec.num_hosts,
+                                      config.local_aggregation)
+    state = _place_state(analysis, decisions, load, config.run_option, n)
+    return Plan(config.run_option, n, spec.num_hosts, tuple(decisions), config.sync, state)
 
 
 def _method(kind, run_option, num_workers):
@@ -85,4 +109,26 @@ def _assign_servers(decisions, num_parts, num_servers, local_aggregation):
             tasks.append(task)
         out[d.name] = dataclasses.replace(d, ps_tasks=tuple(tasks),
                                           local_aggregation=local_aggregation and d.kind == "sparse")
-    return [out.get(d.name, d) for d in decisions]
+    return [out.get(d.name, d) for d in decisions], load
+
+
+def _place_state(analysis, decisions, load, run_option, num_workers):
+    """State colocated with a variable follows it; in PS mode the rest is balanced over servers, otherwise it is
+    replicated in every worker (as in MPI mode)."""
+    if num_workers == 1:
+        return ()
+    part_task = {}
+    for d in decisions:
+        for part, task in zip((p.name for p in analysis.variable(d.name).parts), d.ps_tasks):
+            part_task[part] = task
+    placed = []
+    for s in sorted(analysis.state, key=lambda s: (-(s.bytes or 0), s.name)):
+        if s.colocated_with is not None:
+            task = part_task.get(s.colocated_with)
+        elif run_option == "PS":
+            task = min(range(len(load)), key=lambda t: (load[t], t))
+            load[task] += s.bytes or 0
+        else:
+            task = None
+        placed.append(StatePlan(s.name, s.kind, task, aggregate=s.kind == "update_ops"))
+    return tuple(sorted(placed, key=lambda s: s.name))

@@ -2,14 +2,15 @@
 user's original tensors, ops, variables and names."""
 import os
 import sys
+import time
 
 import tensorflow as tf
 
-from parallax import graph_utils, worker_checks
+from parallax import cluster, graph_utils, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
-from parallax.errors import ConfigError, FetchNotFoundError, NoTrainOpError, UnsupportedError
-from parallax.launcher.job import launch_mpi_job
+from parallax.errors import ConfigError, FetchNotFoundError, LaunchError, NoTrainOpError, UnsupportedError
+from parallax.launcher.job import launch_job
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.launcher.role import Role, current_role
 from parallax.plan import make_plan
@@ -40,7 +41,7 @@ def get_runner(graph, resource_spec, config=None):
     if role.role == "launcher":
         if spec.num_workers > 1:
             # This process only launches: every worker re-runs the script, and the job's status is ours.
-            sys.exit(launch_mpi_job(spec, config))
+            sys.exit(launch_job(spec, config, with_servers=plan.uses_servers))
         if not spec.hosts[0].is_local:
             raise UnsupportedError(f"{spec.source}: host {spec.hosts[0].hostname!r} is not this machine; a "
                                    f"1-worker job runs in this process, so use 'localhost: 0'")
@@ -48,8 +49,12 @@ def get_runner(graph, resource_spec, config=None):
     elif role.num_workers != spec.num_workers:
         raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
                                f"{spec.num_workers} slots; pass the same spec in every worker")
-    if role.num_workers > 1:
+    if plan.uses_collectives:
         worker_checks.init_horovod(role)
+    server, session_config = None, config.session_config
+    if plan.uses_servers:
+        server, filters = cluster.start_worker_server(role)
+        session_config = _merged(session_config, filters)
     rewritten = rewrite(graph, analysis, plan, config)
     if role.num_workers > 1:
         worker_checks.check_same_graph(rewritten)
@@ -57,13 +62,23 @@ def get_runner(graph, resource_spec, config=None):
         os.makedirs(config.log_dir, exist_ok=True)
         with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:
             f.write(f"{analysis}\n\n{plan}\n")
-    return Runner(graph, rewritten, analysis, plan, config, role)
+    return Runner(graph, rewritten, analysis, plan, config, role, server=server, session_config=session_config)
+
+
+def _merged(user_config, extra):
+    merged = tf1.ConfigProto()
+    if user_config is not None:
+        merged.CopyFrom(user_config)
+    merged.MergeFrom(extra)
+    return merged
 
 
 class Runner:
     """Runs the rewritten graph. Fetches and feed keys may be the user's own graph elements or their names."""
 
-    def __init__(self, source_graph, rewritten, analysis, plan, config, role):
+    INIT_WAIT_SECONDS = 300
+
+    def __init__(self, source_graph, rewritten, analysis, plan, config, role, server=None, session_config=None):
         self._source = source_graph
         self._rewritten = rewritten
         self.analysis, self.plan, self.config = analysis, plan, config
@@ -72,11 +87,15 @@ class Runner:
         self._variables = graph_utils.variables_by_op_name(self._graph)
         update_ops = {self._graph.get_operation_by_name(n) for v in analysis.trained_variables for n in v.update_ops}
         self._update_ops = update_ops
+        self._sync_takes = {self._graph.get_operation_by_name(n) for n in rewritten.sync_takes}
+        self._server = server  # keeps this worker's gRPC server alive as long as the runner
         self._is_training = {}
+        self._blocked_fetch = {}  # fetch key -> the take op it would wrongly run, or None
         self._steps = 0
         self._closed = False
         self._graph.finalize()
-        self._session = tf1.Session(graph=self._graph, config=config.session_config)
+        self._session = tf1.Session(server.target if server else "", graph=self._graph,
+                                    config=session_config if server else config.session_config)
         self._initialize()
 
     # ---- identity ---------------------------------------------------------------------------------------------
@@ -106,6 +125,7 @@ class Runner:
         if self._closed:
             raise RuntimeError("this Runner is closed")
         mapped = tf.nest.map_structure(self._map_fetch, fetches)
+        self._check_sync_fetches(mapped)
         feeds = None if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
         result = self._session.run(mapped, feed_dict=feeds, options=options, run_metadata=run_metadata)
         if self._trains(mapped):
@@ -143,13 +163,26 @@ class Runner:
     # ---- internals --------------------------------------------------------------------------------------------
     def _initialize(self):
         ckpt = tf1.train.latest_checkpoint(self.config.checkpoint_dir) if self.config.checkpoint_dir else None
-        if ckpt and (self.is_chief or self._rewritten.broadcast_op is None):
+        if self._rewritten.ready_op is not None and not self.is_chief:
+            self._wait_for_chief()  # variables live on the servers: the chief initializes them, once
+        elif ckpt and (self.is_chief or self._rewritten.broadcast_op is None):
             self._rewritten.saver.restore(self._session, ckpt)
         else:
             self._session.run(self._rewritten.init_op)
         self._session.run(self._rewritten.local_init_op)
         if self._rewritten.broadcast_op is not None:
             self._session.run(self._rewritten.broadcast_op)  # every worker starts from the chief's values
+
+    def _wait_for_chief(self):
+        deadline = time.time() + self.INIT_WAIT_SECONDS
+        while True:
+            missing = self._session.run(self._rewritten.ready_op)
+            if len(missing) == 0:
+                return
+            if time.time() > deadline:
+                raise LaunchError(f"worker {self.worker_id}: the chief did not initialize {len(missing)} variables "
+                                  f"(e.g. {missing[0].decode()}) within {self.INIT_WAIT_SECONDS} s; see the chief's log")
+            time.sleep(0.2)
 
     def _global_step(self):
         step = next((s.name for s in self.analysis.state if s.kind == "global_step"), None)
@@ -177,11 +210,34 @@ class Runner:
             return self._lookup(x.name)
         if isinstance(x, (tf.Tensor, tf.Operation)):
             self._check_graph(x)
-            return self._lookup(x.name)
+            return self._for_role(self._lookup(x.name))
         if isinstance(x, str):
-            return self._lookup(x)
+            return self._for_role(self._lookup(x))
         raise FetchNotFoundError(f"cannot fetch {x!r} ({type(x).__name__}); fetch a tensor, op or variable of the "
                                  f"graph passed to get_runner, or its name")
+
+    def _for_role(self, element):
+        """In sync PS mode a training op has one version for the chief and one per other worker."""
+        variants = self._rewritten.train_op_variants.get(getattr(element, "name", None))
+        return self._graph.get_operation_by_name(variants[self.worker_id]) if variants else element
+
+    def _check_sync_fetches(self, mapped):
+        """Only the chief's training step may take aggregated gradients; anything else would block forever."""
+        if not self._sync_takes:
+            return
+        leaves = tuple(tf.nest.flatten(mapped))
+        key = tuple(getattr(x, "name", id(x)) for x in leaves)
+        if key not in self._blocked_fetch:
+            ops = [getattr(x, "op", x) for x in leaves if isinstance(getattr(x, "op", x), tf.Operation)]
+            chief_step = {self._graph.get_operation_by_name(v[0]) for v in self._rewritten.train_op_variants.values()}
+            blocked = self._sync_takes & graph_utils.ancestors(ops)
+            allowed = self.is_chief and bool(chief_step & set(ops))
+            self._blocked_fetch[key] = None if not blocked or allowed else sorted(op.name for op in blocked)[0]
+        if self._blocked_fetch[key]:
+            raise UnsupportedError(
+                f"in synchronous PS mode, this fetch needs aggregated gradients ({self._blocked_fetch[key]}), which "
+                f"only the chief computes, inside its training step: fetch it together with the training op "
+                f"({', '.join(self._rewritten.train_op_variants)}) on the chief (runner.is_chief)")
 
     def _map_feed(self, key):
         mapped = self._map_fetch(key)

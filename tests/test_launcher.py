@@ -1,4 +1,5 @@
 """get_runner as a launcher: real mpirun jobs on localhost, their identities, output, failures and teardown."""
+import glob
 import os
 import signal
 import subprocess
@@ -15,7 +16,10 @@ JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
 
 
 def _start(env_extra, tmp_path):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, JOB_OUT=str(tmp_path), **env_extra)
+    # TMPDIR puts the launcher's job directory, where every process records its pid, under tmp_path.
+    (tmp_path / "jobs").mkdir(exist_ok=True)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, JOB_OUT=str(tmp_path),
+               TMPDIR=str(tmp_path / "jobs"), **env_extra)
     return subprocess.Popen([sys.executable, JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -35,6 +39,27 @@ def _worker_pids(tmp_path):
         if name.startswith("identity."):
             pids.append(int(open(tmp_path / name).read().split()[3]))
     return pids
+
+
+def _recorded_pids(tmp_path, pattern):
+    """{file name: pid} of the processes the running job recorded (the job directory is removed at the end)."""
+    found = {}
+    for path in glob.glob(str(tmp_path / "jobs" / "parallax-job-*" / pattern)):
+        try:
+            found[os.path.basename(path)] = int(open(path).read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+
+
+def _wait_for(predicate, timeout=90):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError("timed out waiting")
 
 
 def _assert_all_gone(pids, within=10.0):
@@ -107,3 +132,48 @@ def test_mpirun_command_line():
     assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
     ssh = mpirun.mpirun_command(ResourceSpec.load("h1:2,h2:2"), ["p"], [], ssh_port=2222, ssh_identity="/k")
     assert ssh[ssh.index("plm_rsh_args") + 1] == "-p 2222 -i /k" and "h1:2,h2:2" in ssh
+
+
+PS_SPEC = "127.0.0.1: 0\n127.0.0.2: 0"  # two loopback hosts: two parameter servers
+
+
+def test_ps_job_runs_and_its_servers_are_stopped_after_the_workers(tmp_path):
+    proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC}, tmp_path)
+    servers = _wait_for(lambda: (lambda p: p if len(p) == 2 else None)(_recorded_pids(tmp_path, "pid.ps*")))
+    code, out = _finish(proc)
+    assert code == 0, out
+    assert "[ps 0] serving ps task 0 at 127.0.0.1:" in out and "[ps 1] serving ps task 1 at 127.0.0.2:" in out
+    assert "2 workers and 2 parameter server(s) (PS)" in out
+    losses = {line.split()[-1] for line in out.splitlines() if " loss " in line}
+    assert len(losses) == 1
+    _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
+
+
+def test_a_dying_server_stops_the_job_and_is_named(tmp_path):
+    proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_HANG": "1"}, tmp_path)
+    _wait_for(lambda: len(_worker_pids(tmp_path)) == 2)
+    servers = _recorded_pids(tmp_path, "pid.ps*")
+    os.kill(servers["pid.ps1"], signal.SIGKILL)
+    code, out = _finish(proc, timeout=60)
+    assert code != 0
+    assert "job failed: ps 1 exited with code -9 while the workers ran" in out
+    _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
+
+
+def test_a_failing_worker_in_ps_mode_stops_the_servers_too(tmp_path):
+    proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_FAIL_RANK": "1"}, tmp_path)
+    servers = _wait_for(lambda: (lambda p: p if len(p) == 2 else None)(_recorded_pids(tmp_path, "pid.ps*")))
+    code, out = _finish(proc)
+    assert code != 0 and "job failed: rank 1" in out and "deliberate failure on worker 1" in out
+    _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
+
+
+def test_a_killed_launcher_takes_its_whole_job_down(tmp_path):
+    """SIGKILL cannot be handled; the children's parent-death signal still stops servers, mpirun and workers."""
+    proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_HANG": "1"}, tmp_path)
+    _wait_for(lambda: len(_worker_pids(tmp_path)) == 2)
+    everything = list(_recorded_pids(tmp_path, "pid.*").values())
+    assert len(everything) == 4  # 2 workers, 2 servers
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    _assert_all_gone(everything, within=20)

@@ -8,26 +8,50 @@ from parallax.plan import make_plan
 
 
 @dataclasses.dataclass
+class FakePart:
+    name: str
+
+
+@dataclasses.dataclass
 class FakeVar:  # the fields of analysis.VariableRecord that planning reads
     name: str
     kind: str
     bytes: int
-    parts: tuple = ((),)
+    shards: int = 1
     is_trained: bool = True
+
+    @property
+    def parts(self):
+        return tuple(FakePart(f"{self.name}/part_{i}" if self.shards > 1 else self.name) for i in range(self.shards))
+
+
+@dataclasses.dataclass
+class FakeState:  # the fields of analysis.StateRecord that planning reads
+    name: str
+    kind: str
+    bytes: int
+    colocated_with: str = None
 
 
 @dataclasses.dataclass
 class FakeAnalysis:
     variables: tuple
+    state: tuple = ()
 
     @property
     def trained_variables(self):
         return tuple(v for v in self.variables if v.is_trained)
 
+    def variable(self, name):
+        return next(v for v in self.variables if v.name == name)
 
-ANALYSIS = FakeAnalysis((FakeVar("emb", "sparse", 4000, parts=((), (), (), ())), FakeVar("w", "dense", 800),
+
+ANALYSIS = FakeAnalysis((FakeVar("emb", "sparse", 4000, shards=4), FakeVar("w", "dense", 800),
                          FakeVar("b", "dense", 8), FakeVar("frozen", "dense", 10, is_trained=False),
-                         FakeVar("emb2", "sparse", 3000)))
+                         FakeVar("emb2", "sparse", 3000)),
+                        (FakeState("global_step", "global_step", 8), FakeState("bn/moving_mean", "update_ops", 16),
+                         FakeState("w/ExponentialMovingAverage", "ema", 800, colocated_with="w"),
+                         FakeState("beta1_power", "optimizer", 4, colocated_with="emb/part_2")))
 TWO_HOSTS = ResourceSpec.parse("h1: 0,1\nh2: 0,1")
 
 
@@ -63,3 +87,21 @@ def test_averaging_flags_and_local_aggregation_follow_config():
     assert plan.variable("emb").local_aggregation is True and plan.variable("w").local_aggregation is False
     text = str(plan)
     assert "run_option=HYBRID workers=4 hosts=2" in text and "emb2" in text
+
+
+def test_state_follows_its_variable_or_is_balanced_in_ps_mode():
+    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="PS"))
+    state = {s.name: (s.ps_task, s.aggregate) for s in plan.state}
+    assert state["w/ExponentialMovingAverage"] == (1, False)  # with w
+    assert state["beta1_power"] == (0, False)  # with emb's third shard
+    assert state["bn/moving_mean"][1] is True  # batch-norm statistics are averaged over workers
+    assert {state["global_step"][0], state["bn/moving_mean"][0]} <= {0, 1}
+    assert "bn/moving_mean->ps" in str(plan)
+
+
+def test_state_is_replicated_outside_ps_mode_unless_colocated():
+    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="HYBRID"))
+    state = {s.name: s.ps_task for s in plan.state}
+    assert state["global_step"] is None and state["bn/moving_mean"] is None and state["w/ExponentialMovingAverage"] is None
+    assert state["beta1_power"] == 0  # lives with the sparse embedding shard on the server
+    assert make_plan(ANALYSIS, ResourceSpec.load("localhost: 0"), Config()).state == ()

@@ -123,7 +123,7 @@ def test_checkpoint_restores_into_the_unmodified_single_device_graph(tmp_path):
 
 def test_unimplemented_mode_is_refused_before_anything_starts():
     g, _ = embedding_mlp.build("GradientDescent")  # has a sparse variable: HYBRID would put it on a server
-    with pytest.raises(parallax.UnsupportedError, match=r"needs methods \['PS'\].*run_option='MPI'"):
+    with pytest.raises(parallax.UnsupportedError, match=r"HYBRID mixes methods \['AR', 'PS'\]"):
         parallax.get_runner(g, "localhost slots=4")
 
 

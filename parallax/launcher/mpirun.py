@@ -16,7 +16,9 @@ def mpirun_command(spec, command, env_names, ssh_port=None, ssh_identity=None):
     if mpirun is None:
         raise LaunchError("mpirun was not found on PATH; install OpenMPI (`make install` does: apt-get install "
                           "openmpi-bin libopenmpi-dev)")
-    hosts = ",".join(f"{h.hostname}:{h.num_slots}" for h in spec.hosts)
+    # Several loopback "hosts" (127.0.0.1, 127.0.0.2) are one machine: mpirun must not try to ssh to them.
+    hosts = f"localhost:{spec.num_workers}" if spec.all_local else \
+        ",".join(f"{h.hostname}:{h.num_slots}" for h in spec.hosts)
     cmd = [mpirun, "-np", str(spec.num_workers), "-H", hosts, "--bind-to", "none", "--map-by", "slot",
            "--oversubscribe", "--tag-output", "-wdir", os.getcwd()]
     if os.geteuid() == 0:

@@ -63,6 +63,18 @@ class ResourceSpec:
     def num_hosts(self):
         return len(self.hosts)
 
+    @property
+    def all_local(self):
+        return all(h.is_local for h in self.hosts)
+
+    def host_of_worker(self, worker_id):
+        """Workers fill hosts in spec order: the first host's slots are workers 0..k-1, and so on."""
+        for index, host in enumerate(self.hosts):
+            if worker_id < host.num_slots:
+                return index
+            worker_id -= host.num_slots
+        raise IndexError(f"worker {worker_id} is beyond the spec's {self.num_workers} slots")
+
     def __str__(self):
         return "\n".join(str(h) for h in self.hosts)
 

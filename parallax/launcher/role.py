@@ -13,6 +13,9 @@ ENV_ROLE = "PARALLAX_ROLE"
 ENV_WORKER_ID = "PARALLAX_WORKER_ID"
 ENV_NUM_WORKERS = "PARALLAX_NUM_WORKERS"
 ENV_JOB_DIR = "PARALLAX_JOB_DIR"
+ENV_CLUSTER = "PARALLAX_CLUSTER"  # JSON {"ps": ["host:port", ...], "worker": [...]}, for jobs with servers
+ENV_PS_TASK = "PARALLAX_PS_TASK"
+ENV_NUM_SERVERS = "PARALLAX_NUM_SERVERS"
 # mpirun gives each rank its number; the launcher cannot know it in advance.
 MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
@@ -56,6 +59,7 @@ def register_process(environ=None):
     if not job_dir or not environ.get(ENV_ROLE) or not os.path.isdir(job_dir):
         return
     role = current_role(environ)
-    path = os.path.join(job_dir, f"pid.{role.worker_id}" if role.role == "worker" else f"pid.{role.role}")
+    name = f"pid.{role.worker_id}" if role.role == "worker" else f"pid.ps{environ.get(ENV_PS_TASK, '')}"
+    path = os.path.join(job_dir, name)
     with open(path, "w") as f:
         f.write(f"{socket.gethostname()} {os.getpid()}\n")

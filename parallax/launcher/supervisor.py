@@ -1,9 +1,11 @@
-"""Run a job's process tree, forward its output, and tear all of it down on failure or signal.
+"""Run a job's processes, forward their output, and tear all of them down on failure or signal.
 
-Each worker records `<job dir>/pid.<rank>` when it starts (see role.register_process), so teardown can stop
-workers by id even if mpirun itself is gone. Imports no TensorFlow.
+The main process is mpirun (the workers); services (parameter servers) start before it and are stopped after it.
+Each worker and server records `<job dir>/pid.<name>` when it starts (role.register_process), so teardown can stop
+them by id even if their parent is gone. Imports no TensorFlow.
 """
 import collections
+import ctypes
 import glob
 import os
 import re
@@ -20,14 +22,24 @@ TAIL_LINES = 20
 GRACE_SECONDS = 5.0
 
 
+class _Proc:
+    def __init__(self, label, command, env):
+        self.label, self.command, self.env = label, command, env
+        self.popen = None
+        self.reader = None
+
+
 class Supervisor:
-    def __init__(self, command, env, job_dir, log_dir=None, out=None):
-        self.command, self.env, self.job_dir, self.log_dir = command, env, job_dir, log_dir
+    def __init__(self, command, env, job_dir, log_dir=None, out=None, services=()):
+        """`services`: (label, command, env) of processes that serve the job while `command` runs."""
+        self.main = _Proc("mpirun", command, env)
+        self.services = [_Proc(*s) for s in services]
+        self.job_dir, self.log_dir = job_dir, log_dir
         self.out = out or sys.stdout
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
         self._files = {}
-        self._proc = None
+        self._lock = threading.Lock()
         self._stopping = None
 
     # ---- running ----------------------------------------------------------------------------------------------
@@ -35,17 +47,22 @@ class Supervisor:
         """Start, forward output, wait. Returns the job's exit status (non-zero on any failure)."""
         previous = self._install_signal_handlers()
         try:
-            self._proc = subprocess.Popen(self.command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
-            reader = threading.Thread(target=self._forward, daemon=True)
-            reader.start()
-            code = self._proc.wait()
-            reader.join(timeout=10)
+            for service in self.services:
+                self._start(service, self._forward_plain)
+            self._start(self.main, self._forward_mpirun)
+            failed_service = self._wait()
+            self.main.reader.join(timeout=10)
             if self._stopping is not None:
                 self._say(f"stopped by signal {self._stopping}; all processes torn down")
                 return 128 + self._stopping
+            if failed_service is not None:
+                code = failed_service.popen.returncode
+                self._report(f"{failed_service.label} exited with code {code} while the workers ran",
+                             failed_service.label)
+                return code or 1
+            code = self.main.popen.returncode
             if code != 0:
-                self._report_failure(code)
+                self._report_rank_failure(code)
             return code
         finally:
             self.teardown()
@@ -53,15 +70,35 @@ class Supervisor:
             for f in self._files.values():
                 f.close()
 
+    def _start(self, proc, forward):
+        proc.popen = subprocess.Popen(proc.command, env=proc.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True,
+                                      preexec_fn=_terminate_when_launcher_dies(os.getpid()))
+        proc.reader = threading.Thread(target=forward, args=(proc,), daemon=True)
+        proc.reader.start()
+
+    def _wait(self):
+        """Until the workers end, a signal arrives, or a service dies; returns the dead service, if any."""
+        while self._stopping is None and self.main.popen.poll() is None:
+            for service in self.services:
+                if service.popen.poll() is not None:
+                    return service
+            time.sleep(0.1)
+        return None
+
     def teardown(self):
-        """Stop mpirun's process group, then any recorded worker still alive: SIGTERM, grace, SIGKILL."""
-        if self._proc is not None and self._proc.poll() is None:
-            _signal_group(self._proc.pid, signal.SIGTERM)
+        """Stop every process group we started, then any recorded process still alive: SIGTERM, grace, SIGKILL."""
+        started = [p.popen for p in [self.main, *self.services] if p.popen is not None]
+        for popen in started:
+            if popen.poll() is None:
+                _signal_group(popen.pid, signal.SIGTERM)
+        deadline = time.time() + GRACE_SECONDS
+        for popen in started:
             try:
-                self._proc.wait(timeout=GRACE_SECONDS)
+                popen.wait(timeout=max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
-                _signal_group(self._proc.pid, signal.SIGKILL)
-                self._proc.wait()
+                _signal_group(popen.pid, signal.SIGKILL)
+                popen.wait()
         pids = recorded_pids(self.job_dir)
         for pid in pids:
             _signal(pid, signal.SIGTERM)
@@ -72,10 +109,9 @@ class Supervisor:
             _signal(pid, signal.SIGKILL)
 
     # ---- output -----------------------------------------------------------------------------------------------
-    def _forward(self):
+    def _forward_mpirun(self, proc):
         partial = collections.defaultdict(str)  # mpirun tags every write, so one rank's line may come in pieces
-        for raw in iter(self._proc.stdout.readline, b""):
-            line = raw.decode(errors="replace").rstrip("\n")
+        for line in _lines(proc.popen):
             pieces = _TAG.split(line)
             if len(pieces) == 1:
                 self._launcher_line(line)
@@ -86,57 +122,62 @@ class Supervisor:
             for rank, text in segments[:-1]:
                 partial[rank] += text
             rank, text = segments[-1]
-            self._rank_line(rank, partial.pop(rank, "") + text)
+            self._process_line(f"rank {rank}", partial.pop(rank, "") + text)
         for rank, text in partial.items():
-            self._rank_line(rank, text)
+            self._process_line(f"rank {rank}", text)
 
-    def _rank_line(self, rank, text):
-        self.tails[rank].append(text)
+    def _forward_plain(self, proc):
+        for line in _lines(proc.popen):
+            self._process_line(proc.label, line)
+
+    def _process_line(self, label, text):
+        self.tails[label].append(text)
         if self.log_dir:
-            self._log_file(rank).write(text + "\n")
+            self._log_file(label).write(text + "\n")
         else:
-            self._write(f"[rank {rank}] {text}")
+            self._write(f"[{label}] {text}")
 
     def _launcher_line(self, line):
         self.launcher_lines.append(line)
         if line.strip() and not set(line.strip()) <= {"-"}:
             self._write(f"[mpirun] {line}")
 
-    def _log_file(self, rank):
-        if rank not in self._files:
+    def _log_file(self, label):
+        if label not in self._files:
             os.makedirs(self.log_dir, exist_ok=True)
-            self._files[rank] = open(os.path.join(self.log_dir, f"rank.{rank}.log"), "a", buffering=1)
-        return self._files[rank]
+            self._files[label] = open(os.path.join(self.log_dir, label.replace(" ", ".") + ".log"), "a", buffering=1)
+        return self._files[label]
 
     def _write(self, text):
-        self.out.write(text + "\n")
-        self.out.flush()
+        with self._lock:
+            self.out.write(text + "\n")
+            self.out.flush()
 
     def _say(self, text):
         sys.stderr.write(f"parallax: {text}\n")
         sys.stderr.flush()
 
-    def _report_failure(self, code):
+    def _report_rank_failure(self, code):
         text = "\n".join(self.launcher_lines)
-        rank = None
-        for pattern in _FAILED_RANK:
-            m = pattern.search(text)
-            if m:
-                rank = int(m.group(1))
-                break
+        rank = next((int(m.group(1)) for m in (p.search(text) for p in _FAILED_RANK) if m), None)
         m = _EXIT_CODE.search(text)
         detail = f"exit code {m.group(1)}" if m else f"mpirun exit status {code}"
-        who = f"rank {rank} (worker {rank}, host {self._host_of(rank)})" if rank is not None else "a rank"
-        lines = list(self.tails.get(rank, [])) if rank is not None else []
-        tail = "\n".join("    " + t for t in lines) or "    (no output)"
-        where = f" (full log: {os.path.join(self.log_dir, f'rank.{rank}.log')})" if self.log_dir and rank is not None else ""
-        self._say(f"job failed: {who} exited with {detail}; every process was stopped.\n"
-                  f"  last lines of rank {rank}{where}:\n{tail}")
+        if rank is None:
+            self._report(f"a rank exited with {detail}", None)
+        else:
+            self._report(f"rank {rank} (worker {rank}, host {self._host_of(f'pid.{rank}')}) exited with {detail}",
+                         f"rank {rank}")
 
-    def _host_of(self, rank):
-        path = os.path.join(self.job_dir, f"pid.{rank}")
+    def _report(self, what, label):
+        lines = list(self.tails.get(label, [])) if label else []
+        tail = "\n".join("    " + t for t in lines) or "    (no output)"
+        where = f" (full log: {os.path.join(self.log_dir, label.replace(' ', '.') + '.log')})" \
+            if self.log_dir and label else ""
+        self._say(f"job failed: {what}; every process was stopped.\n  last lines of {label}{where}:\n{tail}")
+
+    def _host_of(self, pid_file):
         try:
-            with open(path) as f:
+            with open(os.path.join(self.job_dir, pid_file)) as f:
                 return f.read().split()[0]
         except (OSError, IndexError):
             return "?"
@@ -156,8 +197,25 @@ class Supervisor:
 
     def _on_signal(self, signum, frame):
         self._stopping = signum
-        if self._proc is not None and self._proc.poll() is None:
-            _signal_group(self._proc.pid, signal.SIGTERM)
+
+
+def _terminate_when_launcher_dies(launcher_pid):
+    """Even a SIGKILLed launcher takes its job down: each child gets SIGTERM when the launcher dies (Linux
+    PR_SET_PDEATHSIG; mpirun then stops its ranks). Children are started from the main thread, whose exit is
+    what the kernel watches."""
+    def preexec():
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return  # not Linux: teardown relies on the launcher alone
+        if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def _lines(popen):
+    for raw in iter(popen.stdout.readline, b""):
+        yield raw.decode(errors="replace").rstrip("\n")
 
 
 def recorded_pids(job_dir):

@@ -21,6 +21,9 @@ def add_initializers(ctx):
         ctx.init_op = tf1.variables_initializer(tf1.global_variables(), name="global")
         ctx.local_init_op = tf.group(tf1.variables_initializer(tf1.local_variables()), tf1.tables_initializer(),
                                      name="local")
+        if ctx.plan.uses_servers:  # non-chief workers poll it until the chief has initialized the servers
+            ctx.ready_op = tf1.report_uninitialized_variables(tf1.global_variables(), name="uninitialized")
+            ctx.ready_op.mark_used()  # TF's should-use wrapper would warn in the chief, which never runs it
 
 
 def add_saver(ctx):

@@ -2,7 +2,7 @@
 below is the whole story of what happens to a user's graph."""
 import dataclasses
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -10,6 +10,7 @@ from parallax.rewrite import fingerprint
 from parallax.errors import UnsupportedError
 from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
+from parallax.rewrite.ps_passes import add_sync_barrier, aggregate_in_accumulators, place_variables_on_servers
 
 
 @dataclasses.dataclass
@@ -22,8 +23,13 @@ class RewriteContext:
     init_op: Optional[tf.Operation] = None
     local_init_op: Optional[tf.Operation] = None
     saver: Optional[tf.compat.v1.train.Saver] = None
+    ready_op: Optional[tf.Tensor] = None
     broadcast_op: Optional[tf.Operation] = None
     aggregated: Dict[str, Any] = dataclasses.field(default_factory=dict)  # part name -> aggregated gradient
+    devices: Dict[str, str] = dataclasses.field(default_factory=dict)  # op name -> device set by a pass
+    accumulators: List[Any] = dataclasses.field(default_factory=list)  # (apply op, take op) pairs
+    train_op_variants: Dict[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    sync_takes: Tuple[str, ...] = ()
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
@@ -33,7 +39,10 @@ class RewrittenGraph:
     init_op: tf.Operation
     local_init_op: tf.Operation
     saver: tf.compat.v1.train.Saver
+    ready_op: Optional[tf.Tensor]  # PS: names of uninitialized global variables (empty once the chief is done)
     broadcast_op: Optional[tf.Operation]
+    train_op_variants: Dict[str, Tuple[str, ...]]  # user's train op -> (chief's op, worker 1's op, ...)
+    sync_takes: Tuple[str, ...]  # ops only the chief's training step may run
     fingerprint: str
     pass_seconds: Dict[str, float]
 
@@ -45,8 +54,11 @@ def passes_for(plan) -> List[Callable[[RewriteContext], None]]:
     if methods <= {"AR", "AG"}:
         return [copy_graph, allreduce_dense_gradients, allgather_sparse_gradients, broadcast_initial_values,
                 add_initializers, add_saver]
-    raise UnsupportedError(f"run_option={plan.run_option} needs methods {sorted(methods - {'AR', 'AG', 'LOCAL'})}, "
-                           f"which this version does not implement yet; use Config(run_option='MPI')")
+    if methods == {"PS"}:
+        sync = [aggregate_in_accumulators, add_sync_barrier] if plan.sync else []
+        return [copy_graph, place_variables_on_servers, *sync, add_initializers, add_saver]
+    raise UnsupportedError(f"run_option={plan.run_option} mixes methods {sorted(methods)}, which this version "
+                           f"does not implement yet; use Config(run_option='MPI') or 'PS'")
 
 
 def rewrite(source_graph, analysis, plan, config):
@@ -55,5 +67,6 @@ def rewrite(source_graph, analysis, plan, config):
         start = time.perf_counter()
         p(ctx)
         ctx.pass_seconds[p.__name__] = time.perf_counter() - start
-    return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.broadcast_op,
+    return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.ready_op, ctx.broadcast_op,
+                          ctx.train_op_variants, ctx.sync_takes,
                           fingerprint.graph_fingerprint(ctx.graph.as_graph_def()), ctx.pass_seconds)

@@ -43,10 +43,14 @@ def _dense(x, units, name, seed, activation=None, dtype=F64):
 
 
 # ---- case 1 -------------------------------------------------------------------------------------------------
-def linear(n, b, steps, graph_batch, lr_scale=1.0):
+def linear_data(n, b, steps):
     rng = np.random.RandomState(1)
     x = rng.randn(n * b * steps, 5)
-    y = x @ rng.randn(5, 1) + 0.5 + 0.01 * rng.randn(n * b * steps, 1)
+    return x, x @ rng.randn(5, 1) + 0.5 + 0.01 * rng.randn(n * b * steps, 1)
+
+
+def linear(n, b, steps, graph_batch, lr_scale=1.0):
+    x, y = linear_data(n, b, steps)
     g = tf.Graph()
     with g.as_default():
         ds = parallax.shard(tf.data.Dataset.from_tensor_slices((x, y))).batch(graph_batch)
@@ -92,14 +96,15 @@ def mlp_optimizers(n, b, steps, graph_batch, lr_scale=1.0):
 VOCAB = 30
 
 
-def _embedding_model(n, b, steps, optimizer, clip):
+def _embedding_model(n, b, steps, optimizer, clip, partitioner=None):
     rng = np.random.RandomState(3)
     ids = rng.randint(0, VOCAB, size=(n * b * steps, 3)).astype(np.int32)
     y = np.sin(ids).sum(axis=1, keepdims=True)
     g = tf.Graph()
     with g.as_default():
         idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
-        emb = tf1.get_variable("embedding", [VOCAB, 6], F64, initializer=_init(3), use_resource=True)
+        emb = tf1.get_variable("embedding", [VOCAB, 6], F64, initializer=_init(3), use_resource=True,
+                               partitioner=partitioner)
         h = _dense(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1), 8, "hidden", 4, tf.nn.relu)
         loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 5) - yp))
         grads, variables = zip(*optimizer.compute_gradients(loss))
@@ -112,6 +117,12 @@ def _embedding_model(n, b, steps, optimizer, clip):
 def embedding_clip_adam(n, b, steps, graph_batch, lr_scale=1.0):
     # A clip norm small enough that clipping is active at every step, so aggregation-before-clip matters.
     return _embedding_model(n, b, steps, tf1.train.AdamOptimizer(0.01 * lr_scale), clip=0.05)
+
+
+def embedding_clip_adam_partitioned(n, b, steps, graph_batch, lr_scale=1.0):
+    """Case 3 with the embedding split by parallax.get_partitioner(2): over both servers in a 2-host PS job."""
+    return _embedding_model(n, b, steps, tf1.train.AdamOptimizer(0.01 * lr_scale), clip=0.05,
+                            partitioner=parallax.get_partitioner(2))
 
 
 def summed_sgd(n, b, steps, graph_batch, lr_scale=1.0):
@@ -180,7 +191,27 @@ def lstm_lm(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((tokens,), (tp,)), float32=True)
 
 
+# ---- TF's sync_replicas_optimizer_test, in our terms ----------------------------------------------------------
+def sync_replicas(n, b, steps, graph_batch, lr_scale=1.0):
+    """2 workers, one row each: worker i's gradients are 0.1+0.2i (v0), 0.9+0.2i (v1) and 0.1+0.2i on row 1 of
+    the sparse variable; SGD with learning rate 2.0 (the values of TF's test2Workers)."""
+    rows = np.array([[0.1 + 0.2 * i, 0.9 + 0.2 * i, 0.1 + 0.2 * i] for i in range(n)] * steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp = tf1.placeholder(F64, [None, 3], "x")
+        v0 = tf1.get_variable("v0", [], F64, initializer=tf1.constant_initializer(0.0), use_resource=True)
+        v1 = tf1.get_variable("v1", [], F64, initializer=tf1.constant_initializer(1.0), use_resource=True)
+        sparse = tf1.get_variable("v_sparse", [2, 1], F64, initializer=tf1.constant_initializer([[3.0], [4.0]]),
+                                  use_resource=True)
+        per_row = v0 * xp[:, 0] + v1 * xp[:, 1] + tf.gather(sparse, [1])[0, 0] * xp[:, 2]
+        train = tf1.train.GradientDescentOptimizer(2.0).minimize(
+            tf.reduce_mean(per_row), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((rows,), (xp,)))
+
+
 CASES = {
+    "sync_replicas": sync_replicas,
+    "embedding_clip_adam_partitioned": embedding_clip_adam_partitioned,
     "linear": linear,
     "mlp_optimizers": mlp_optimizers,
     "embedding_clip_adam": embedding_clip_adam,

@@ -19,19 +19,35 @@ TIMEOUT = 300
 _references = {}
 
 
+def two_hosts(workers):
+    """Two loopback "hosts" on this machine, workers split evenly: two parameter servers in PS mode."""
+    half = workers // 2
+    return "\n".join(f"127.0.0.{h + 1}: {','.join(str(i) for i in range(half))}" for h in range(2))
+
+
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
-             no_average=False):
-    tag = f"{case}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
+             no_average=False, sync=True, spec=None):
+    tag = (f"{case}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
+           f"-sync{sync}-{'2hosts' if spec else '1host'}")
     out = os.path.join(str(out_dir), tag + ".npz")
     cmd = [sys.executable, SCRIPT, "--case", case, "--mode", mode, "--workers", str(workers), "--batch", str(batch),
            "--steps", str(steps), "--out", out, "--run-option", run_option, "--lr-scale", str(lr_scale)]
     if no_average:
         cmd.append("--no-average")
+    if not sync:
+        cmd.append("--async")
+    if spec:
+        cmd += ["--spec", spec]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # SIGTERM: the launcher tears its whole job down (SIGKILL would orphan nothing either,
+        output, _ = proc.communicate(timeout=60)  # children die with it, but this way its report is printed)
+        raise AssertionError(f"{' '.join(cmd)} timed out after {TIMEOUT} s\n--- output (tail) ---\n{output[-6000:]}")
     if proc.returncode != 0 or not os.path.exists(out):
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- output (tail) ---\n"
-                             f"{(proc.stdout + proc.stderr)[-6000:]}")
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- output (tail) ---\n{output[-6000:]}")
     return dict(np.load(out))
 
 

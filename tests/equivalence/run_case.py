@@ -30,6 +30,8 @@ def main():
     p.add_argument("--run-option", default="MPI")
     p.add_argument("--lr-scale", type=float, default=1.0)
     p.add_argument("--no-average", action="store_true", help="average_dense=average_sparse=False")
+    p.add_argument("--async", dest="sync", action="store_false", help="Config(sync=False)")
+    p.add_argument("--spec", help="resource spec text; default localhost:N")
     args = p.parse_args()
     tf1.disable_eager_execution()
     n, b = args.workers, args.batch
@@ -47,8 +49,8 @@ def main():
             _dump(args.out, variables, sess.run(variables))
         return
     config = parallax.Config(run_option=args.run_option, average_dense=not args.no_average,
-                             average_sparse=not args.no_average)
-    with parallax.get_runner(case.graph, f"localhost:{n}", config) as runner:
+                             average_sparse=not args.no_average, sync=args.sync)
+    with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config) as runner:
         i = runner.worker_id
         for k in range(args.steps):
             runner.run(case.train_op, case.feeds(k, k * n * b + i * b, b) if case.feeds else None)

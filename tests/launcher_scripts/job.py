@@ -3,6 +3,7 @@
   JOB_HANG=1          every rank sleeps forever after start-up (for signal tests)
   JOB_MISMATCH_RANK=R rank R builds a slightly different graph
   JOB_OUT=DIR         each rank writes DIR/identity.<rank> with worker_id num_workers is_chief
+  JOB_RUN_OPTION=PS   the run option (default MPI); JOB_SPEC the resource spec (default localhost:2)
 """
 import os
 import sys
@@ -28,7 +29,8 @@ with g.as_default():
     train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
 spec = os.environ.get("JOB_SPEC", "localhost:2")
 log_dir = os.environ.get("JOB_LOG_DIR")
-runner = parallax.get_runner(g, spec, parallax.Config(run_option="MPI", log_dir=log_dir))
+config = parallax.Config(run_option=os.environ.get("JOB_RUN_OPTION", "MPI"), log_dir=log_dir)
+runner = parallax.get_runner(g, spec, config)
 print(f"started worker {runner.worker_id}", flush=True)
 if os.environ.get("JOB_OUT"):
     with open(os.path.join(os.environ["JOB_OUT"], f"identity.{runner.worker_id}"), "w") as f:

@@ -1,0 +1,30 @@
+"""A parameter server process: `python -m parallax.ps_server`, started by the launcher.
+
+It serves job `ps`, task $PARALLAX_PS_TASK of the cluster in $PARALLAX_CLUSTER until it is told to stop (SIGTERM
+from the launcher when the workers are done). TensorFlow's gRPC server listens on every interface and runs any graph
+sent to it without authentication: run jobs only on networks you trust (see docs/modes.md).
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main():
+    from parallax.launcher.role import ENV_CLUSTER, ENV_PS_TASK  # importing parallax registered our pid
+    try:
+        cluster = json.loads(os.environ[ENV_CLUSTER])
+        task = int(os.environ[ENV_PS_TASK])
+    except (KeyError, ValueError) as e:
+        sys.exit(f"parallax.ps_server: {e}: start servers through parallax's launcher")
+    # No Python SIGTERM handler: it could not run while the main thread blocks in join(), and the default
+    # action (terminate) is exactly what the launcher asks for.
+    import tensorflow as tf
+    server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="ps", task_index=task, start=True)
+    print(f"serving ps task {task} at {cluster['ps'][task]}", flush=True)
+    server.join()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""PS mode: variables live on parameter servers; synchronous steps aggregate gradients in accumulators.
+
+One synchronous step (N workers, worker 0 the chief):
+  every worker   computes its gradients and applies them to the accumulators on the servers (apply_grad);
+  the chief      takes each accumulator's SUM of N gradients (take_grad), divides by N when averaging, runs the
+                 user's training op on those (clipping and other ops in between included), exactly once,
+                 then puts one token into each other worker's token queue;
+  other workers  wait for their token before their next step.
+The rewritten graph is the same in every worker. The runner runs, for the user's training op `T`,
+`parallax_sync/<T>/chief` on the chief and `parallax_sync/<T>/worker_<i>` on worker i.
+"""
+import tensorflow as tf
+
+from parallax import graph_utils
+from parallax.rewrite.reroute import new_ops, reroute_consumers
+
+tf1 = tf.compat.v1
+TOKEN_SCOPE = "parallax_sync"
+# Each take_grad advances an accumulator's step, and apply_grad silently drops a gradient whose local_step is
+# older. The token barrier already makes stale gradients impossible, so gradients carry a step that is never old.
+NEVER_STALE = 2 ** 62
+
+
+def ps_device(task):
+    return f"/job:ps/task:{task}"
+
+
+def place_variables_on_servers(ctx):
+    """Each PS variable (shard), its slots and everything colocated with it, and each update op, on its server."""
+    device_of = {}
+    for vp in ctx.plan.variables:
+        if vp.method != "PS":
+            continue
+        for part, task in zip(ctx.analysis.variable(vp.name).parts, vp.ps_tasks):
+            for name in (part.name, *(s for _, s in part.slots), *part.update_ops):
+                device_of[name] = ps_device(task)
+    for sp in ctx.plan.state:
+        if sp.ps_task is not None:
+            device_of[sp.name] = ps_device(sp.ps_task)
+    for op in ctx.graph.get_operations():
+        device = device_of.get(op.name) or device_of.get(graph_utils.colocation_target(op) or "")
+        if device is not None:
+            op._set_device(device)
+    ctx.devices.update(device_of)
+
+
+def aggregate_in_accumulators(ctx):
+    """Sync: raw gradients go to accumulators on the variable's server; updates read SUM / N from take_grad.
+    Updates of averaged state (batch-norm statistics) get the same treatment, on their written value."""
+    g, n = ctx.graph, ctx.plan.num_workers
+    for vp in ctx.plan.variables:
+        if vp.method != "PS":
+            continue
+        for part, task in zip(ctx.analysis.variable(vp.name).parts, vp.ps_tasks):
+            _accumulate_gradient(ctx, part, ps_device(task), vp.average)
+    for sp in ctx.plan.state:
+        if not sp.aggregate:
+            continue
+        record = next(s for s in ctx.analysis.state if s.name == sp.name)
+        for writer_name in record.written_by:
+            writer = g.get_operation_by_name(writer_name)
+            value = writer.inputs[1]
+            device = ps_device(sp.ps_task) if sp.ps_task is not None else None
+            with g.as_default(), tf.device(device), new_ops(g) as created, \
+                    tf.name_scope(f"parallax_ps/{writer_name}"):
+                acc = tf1.ConditionalAccumulator(value.dtype, shape=value.shape, reduction_type="SUM",
+                                                 shared_name=f"parallax_acc/{writer_name}", name="accumulator")
+                apply = acc.apply_grad(value, local_step=NEVER_STALE, name="apply")
+                with tf.control_dependencies([apply]):
+                    mean = tf.math.truediv(acc.take_grad(n, name="take"), tf.constant(n, value.dtype), name="average")
+            reroute_consumers(value, mean, keep=created)
+            ctx.accumulators.append((apply, mean.op.inputs[0].op))
+
+
+def _accumulate_gradient(ctx, part, device, average):
+    g, n = ctx.graph, ctx.plan.num_workers
+    grad = part.gradient
+    values = g.get_tensor_by_name(grad.values)
+    var_shape = tf.TensorShape(part.shape)
+    with g.as_default(), tf.device(device), new_ops(g) as created, tf.name_scope(f"parallax_ps/{part.name}"):
+        if grad.is_sparse:
+            indices = g.get_tensor_by_name(grad.indices)
+            acc = tf1.SparseConditionalAccumulator(values.dtype, shape=var_shape, reduction_type="SUM",
+                                                   shared_name=f"parallax_acc/{part.name}", name="accumulator")
+            apply = acc.apply_indexed_slices_grad(tf.IndexedSlices(values, tf.cast(indices, tf.int64)),
+                                                  local_step=NEVER_STALE, name="apply")
+            with tf.control_dependencies([apply]):
+                taken = acc.take_indexed_slices_grad(n, name="take")
+            new_values = taken.values
+            if average:
+                new_values = tf.math.truediv(new_values, tf.constant(n, values.dtype), name="average")
+            new_indices = tf.cast(taken.indices, indices.dtype)
+        else:
+            acc = tf1.ConditionalAccumulator(values.dtype, shape=var_shape, reduction_type="SUM",
+                                             shared_name=f"parallax_acc/{part.name}", name="accumulator")
+            apply = acc.apply_grad(values, local_step=NEVER_STALE, name="apply")
+            with tf.control_dependencies([apply]):
+                new_values = acc.take_grad(n, name="take")
+            if average:
+                new_values = tf.math.truediv(new_values, tf.constant(n, values.dtype), name="average")
+    reroute_consumers(values, new_values, keep=created)
+    take = next(op for op in created if op.name.endswith("/take"))
+    if grad.is_sparse:
+        reroute_consumers(indices, new_indices, keep=created)
+        _aggregate_row_norms(ctx, values, new_values, device, average, part.name)
+    ctx.accumulators.append((apply, take))
+
+
+def _aggregate_row_norms(ctx, raw_values, aggregated_values, device, average, name):
+    """TF's global_norm of IndexedSlices squares every row, duplicates included, and the sparse accumulator
+    merges rows of equal index, which changes that sum of squares. So each L2Loss of aggregated rows is replaced by
+    the sum over workers of the L2Loss of their raw rows (/ N^2 when averaging): exactly L2Loss(all rows / N)."""
+    g, n = ctx.graph, ctx.plan.num_workers
+    for i, l2 in enumerate(op for op in list(aggregated_values.consumers()) if op.type == "L2Loss"):
+        with g.as_default(), tf.device(device), new_ops(g) as created, \
+                tf.name_scope(f"parallax_ps/{name}/row_norm_{i}"):
+            acc = tf1.ConditionalAccumulator(raw_values.dtype, shape=[], reduction_type="SUM",
+                                             shared_name=f"parallax_acc/{name}/row_norm_{i}", name="accumulator")
+            with tf.device(None):
+                local = tf.nn.l2_loss(raw_values, name="local")
+            apply = acc.apply_grad(local, local_step=NEVER_STALE, name="apply")
+            with tf.control_dependencies([apply]):
+                total = acc.take_grad(n, name="take")
+            if average:
+                total = tf.math.truediv(total, tf.constant(n * n, raw_values.dtype), name="average")
+        reroute_consumers(l2.outputs[0], total, keep=created)
+        ctx.accumulators.append((apply, next(op for op in created if op.name.endswith("/take"))))
+
+
+def add_sync_barrier(ctx):
+    """Token queues (one per non-chief worker, on server 0) and the per-role versions of each training op."""
+    g, n = ctx.graph, ctx.plan.num_workers
+    takes = {take for _, take in ctx.accumulators}
+    apply_of = {take: apply for apply, take in ctx.accumulators}
+    moved = _move_chief_work_out_of_worker_steps(g, takes)
+    with g.as_default(), tf.device(ps_device(0)), tf.name_scope(TOKEN_SCOPE):
+        queues = [tf1.FIFOQueue(2, [tf.int64], shapes=[[]], shared_name=f"{TOKEN_SCOPE}/tokens_{i}",
+                                name=f"tokens_{i}") for i in range(1, n)]
+    for op in _training_ops(g, takes, exclude=set(moved)):
+        op._add_control_inputs([m for m, users in moved.items() if op in users])
+        deps = graph_utils.ancestors([op])
+        applies = [apply_of[t] for t in takes if t in deps]
+        scope = f"{TOKEN_SCOPE}/{op.name}"
+        with g.as_default(), tf.name_scope(scope + "/"):
+            with tf.control_dependencies([op]):
+                chief = tf.group(*[q.enqueue(tf.constant(0, tf.int64)) for q in queues], name="chief")
+            workers = [chief]
+            for i, q in enumerate(queues, start=1):
+                with tf.control_dependencies(applies):
+                    workers.append(tf.group(q.dequeue(), name=f"worker_{i}"))
+        ctx.train_op_variants[op.name] = tuple(w.name for w in workers)
+    ctx.sync_takes = tuple(sorted(t.name for t in takes))
+
+
+def _move_chief_work_out_of_worker_steps(graph, takes):
+    """`with control_dependencies(UPDATE_OPS): minimize(loss)` makes the gradient ops wait for the batch-norm
+    writes, which now consume averaged statistics and run on the chief only. Such control edges, from work
+    downstream of an accumulator to work every worker does, move to the training ops that depended on them.
+    (Numerically nothing changes: training-mode batch norm reads batch statistics, not the moving ones.)
+    Returns {moved op: every op that depended on it before the edges were cut}."""
+    downstream = graph_utils.descendants(takes)
+    # Ops that feed an accumulator but are downstream of another one only through such edges are worker work.
+    late = {op: [c for c in op.control_inputs if c in downstream] for op in graph_utils.ancestors(takes)}
+    late = {op: cs for op, cs in late.items() if cs}
+    moved = {c: graph_utils.descendants([c]) for cs in late.values() for c in cs}
+    for op, cs in late.items():
+        keep = [c for c in op.control_inputs if c not in cs]
+        op._remove_all_control_inputs()
+        op._add_control_inputs(keep)
+    return moved
+
+
+def _training_ops(graph, takes, exclude=()):
+    """The user's training ops: the sinks among the ops that depend on aggregated gradients, e.g. the result of
+    `minimize`, or a group that also applies an EMA. A training op is a group (NoOp) or has an effect (stateful);
+    dead pure computations are not. An unused read that TF hangs after an assignment (`assign_add(...)` returns
+    one) does not stop an op from being a sink."""
+    upstream, downstream = graph_utils.ancestors(takes), graph_utils.descendants(takes)
+    return [op for op in graph.get_operations() if op in downstream and op not in upstream
+            and (op.type == "NoOp" or op.op_def.is_stateful)
+            and not op.name.startswith("parallax_") and not _is_unused_read(op) and op not in exclude
+            and all(_is_unused_read(c) for c in _consumers(op))]
+
+
+def _consumers(op):
+    return [c for t in op.outputs for c in t.consumers()] + list(op._control_outputs)
+
+
+def _is_unused_read(op):
+    return op.type in ("ReadVariableOp", "Identity") and not _consumers(op)
