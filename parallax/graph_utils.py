@@ -70,28 +70,26 @@ def variables_by_op_name(graph):
     return found
 
 
+def consumers(op):
+    """Ops that read an output of `op` or wait for it (control edge)."""
+    return [c for t in op.outputs for c in t.consumers()] + list(op._control_outputs)
+
+
 def ancestors(ops, include_control=True):
     """All ops that `ops` depend on (including themselves)."""
-    seen, stack = set(), list(ops)
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs)
-        if include_control:
-            stack.extend(op.control_inputs)
-    return seen
+    return _closure(ops, lambda op: [t.op for t in op.inputs] + (list(op.control_inputs) if include_control else []))
 
 
 def descendants(ops):
     """All ops that depend on `ops` (including themselves), through data and control edges."""
+    return _closure(ops, consumers)
+
+
+def _closure(ops, neighbours):
     seen, stack = set(), list(ops)
     while stack:
         op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(c for t in op.outputs for c in t.consumers())
-        stack.extend(op._control_outputs)
+        if op not in seen:
+            seen.add(op)
+            stack.extend(neighbours(op))
     return seen

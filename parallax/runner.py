@@ -9,7 +9,8 @@ import tensorflow as tf
 from parallax import cluster, graph_utils, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
-from parallax.errors import ConfigError, FetchNotFoundError, LaunchError, NoTrainOpError, UnsupportedError
+from parallax.errors import (ConfigError, FetchNotFoundError, GraphAnalysisError, LaunchError, NoTrainOpError,
+                             ParallaxError, UnsupportedError)
 from parallax.launcher.job import launch_job
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.launcher.role import Role, current_role
@@ -29,7 +30,7 @@ def get_runner(graph, resource_spec, config=None):
     if not isinstance(config, Config):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
     if not isinstance(graph, tf.Graph):
-        raise TypeError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
+        raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
     spec = ResourceSpec.load(resource_spec)
     role = current_role()
     analysis = analyze(graph)
@@ -85,8 +86,8 @@ class Runner:
         self._role = role
         self._graph = rewritten.graph
         self._variables = graph_utils.variables_by_op_name(self._graph)
-        update_ops = {self._graph.get_operation_by_name(n) for v in analysis.trained_variables for n in v.update_ops}
-        self._update_ops = update_ops
+        self._update_ops = {self._graph.get_operation_by_name(n) for v in analysis.trained_variables
+                            for n in v.update_ops}
         self._sync_takes = {self._graph.get_operation_by_name(n) for n in rewritten.sync_takes}
         self._server = server  # keeps this worker's gRPC server alive as long as the runner
         self._is_training = {}
@@ -94,8 +95,7 @@ class Runner:
         self._steps = 0
         self._closed = False
         self._graph.finalize()
-        self._session = tf1.Session(server.target if server else "", graph=self._graph,
-                                    config=session_config if server else config.session_config)
+        self._session = tf1.Session(server.target if server else "", graph=self._graph, config=session_config)
         self._initialize()
 
     # ---- identity ---------------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ class Runner:
     # ---- running ----------------------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self._closed:
-            raise RuntimeError("this Runner is closed")
+            raise ParallaxError("this Runner is closed; create a new one with get_runner")
         mapped = tf.nest.map_structure(self._map_fetch, fetches)
         self._check_sync_fetches(mapped)
         feeds = None if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}

@@ -81,6 +81,11 @@ def test_graph_without_training_op_is_rejected():
         parallax.get_runner(g, LOCAL)
 
 
+def test_non_graph_is_rejected():
+    with pytest.raises(parallax.GraphAnalysisError, match="needs the tf.Graph"):
+        parallax.get_runner("graph.pbtxt", LOCAL)
+
+
 def test_graph_without_variables_is_rejected():
     g = tf.Graph()
     with g.as_default():
@@ -94,7 +99,7 @@ def test_closed_runner_refuses_to_run():
     runner = parallax.get_runner(g, LOCAL)
     runner.close()
     runner.close()  # idempotent
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(parallax.ParallaxError, match="closed"):
         runner.run(h["loss"])
 
 

@@ -179,12 +179,8 @@ def _training_ops(graph, takes, exclude=()):
     return [op for op in graph.get_operations() if op in downstream and op not in upstream
             and (op.type == "NoOp" or op.op_def.is_stateful)
             and not op.name.startswith("parallax_") and not _is_unused_read(op) and op not in exclude
-            and all(_is_unused_read(c) for c in _consumers(op))]
-
-
-def _consumers(op):
-    return [c for t in op.outputs for c in t.consumers()] + list(op._control_outputs)
+            and all(_is_unused_read(c) for c in graph_utils.consumers(op))]
 
 
 def _is_unused_read(op):
-    return op.type in ("ReadVariableOp", "Identity") and not _consumers(op)
+    return op.type in ("ReadVariableOp", "Identity") and not graph_utils.consumers(op)
