@@ -79,7 +79,7 @@ def make_plan(analysis, spec, config):
         decisions.append(VariablePlan(v.name, v.kind, _method(v.kind, config.run_option, n), v.bytes, average))
     decisions, load = _assign_servers(decisions, {v.name: len(v.parts) for v in analysis.variables}, spec.num_hosts,
                                       config.local_aggregation)
-    state = _place_state(analysis, decisions, load, config.run_option, n)
+    state = _place_state(analysis, decisions, load, n)
     return Plan(config.run_option, n, spec.num_hosts, tuple(decisions), config.sync, state)
 
 
@@ -112,23 +112,29 @@ def _assign_servers(decisions, num_parts, num_servers, local_aggregation):
     return [out.get(d.name, d) for d in decisions], load
 
 
-def _place_state(analysis, decisions, load, run_option, num_workers):
-    """State colocated with a variable follows it; in PS mode the rest is balanced over servers, otherwise it is
-    replicated in every worker (as in MPI mode)."""
+def _place_state(analysis, decisions, load, num_workers):
+    """Where updated non-trainable state lives.
+
+    Without servers (MPI, or HYBRID on a dense-only model) every worker keeps and updates its own copy, as on one
+    device. With servers, state is written once per step by the chief, so it lives on a server, where every worker
+    reads the current value: with the variable it is colocated with when that one is on a server, else balanced
+    by bytes. State colocated with a replicated variable stays replicated (an EMA shadow: the chief's copy is the
+    one checkpointed), except optimizer state such as Adam's beta powers, which every worker's update reads."""
     if num_workers == 1:
         return ()
+    with_servers = any(d.method == "PS" for d in decisions)
     part_task = {}
     for d in decisions:
         for part, task in zip((p.name for p in analysis.variable(d.name).parts), d.ps_tasks):
             part_task[part] = task
     placed = []
     for s in sorted(analysis.state, key=lambda s: (-(s.bytes or 0), s.name)):
-        if s.colocated_with is not None:
-            task = part_task.get(s.colocated_with)
-        elif run_option == "PS":
+        if s.colocated_with in part_task:
+            task = part_task[s.colocated_with]
+        elif not with_servers or (s.colocated_with is not None and s.kind != "optimizer"):
+            task = None
+        else:
             task = min(range(len(load)), key=lambda t: (load[t], t))
             load[task] += s.bytes or 0
-        else:
-            task = None
-        placed.append(StatePlan(s.name, s.kind, task, aggregate=s.kind == "update_ops"))
+        placed.append(StatePlan(s.name, s.kind, task, aggregate=task is not None and s.kind == "update_ops"))
     return tuple(sorted(placed, key=lambda s: s.name))

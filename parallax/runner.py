@@ -164,7 +164,8 @@ class Runner:
     def _initialize(self):
         ckpt = tf1.train.latest_checkpoint(self.config.checkpoint_dir) if self.config.checkpoint_dir else None
         if self._rewritten.ready_op is not None and not self.is_chief:
-            self._wait_for_chief()  # variables live on the servers: the chief initializes them, once
+            self._wait_for_chief()  # variables on the servers: the chief initializes them, once
+            self._session.run(self._rewritten.replica_init_op)
         elif ckpt and (self.is_chief or self._rewritten.broadcast_op is None):
             self._rewritten.saver.restore(self._session, ckpt)
         else:

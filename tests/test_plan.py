@@ -51,7 +51,8 @@ ANALYSIS = FakeAnalysis((FakeVar("emb", "sparse", 4000, shards=4), FakeVar("w", 
                          FakeVar("emb2", "sparse", 3000)),
                         (FakeState("global_step", "global_step", 8), FakeState("bn/moving_mean", "update_ops", 16),
                          FakeState("w/ExponentialMovingAverage", "ema", 800, colocated_with="w"),
-                         FakeState("beta1_power", "optimizer", 4, colocated_with="emb/part_2")))
+                         FakeState("beta1_power", "optimizer", 4, colocated_with="emb/part_2"),
+                         FakeState("beta2_power", "optimizer", 4, colocated_with="w")))
 TWO_HOSTS = ResourceSpec.parse("h1: 0,1\nh2: 0,1")
 
 
@@ -99,9 +100,19 @@ def test_state_follows_its_variable_or_is_balanced_in_ps_mode():
     assert "bn/moving_mean->ps" in str(plan)
 
 
-def test_state_is_replicated_outside_ps_mode_unless_colocated():
+def test_hybrid_puts_chief_written_state_on_servers_and_keeps_replica_state_local():
     plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="HYBRID"))
-    state = {s.name: s.ps_task for s in plan.state}
-    assert state["global_step"] is None and state["bn/moving_mean"] is None and state["w/ExponentialMovingAverage"] is None
-    assert state["beta1_power"] == 0  # lives with the sparse embedding shard on the server
+    state = {s.name: (s.ps_task, s.aggregate) for s in plan.state}
+    assert state["w/ExponentialMovingAverage"] == (None, False)  # with its replicated variable
+    assert state["beta1_power"] == (0, False)  # with the sparse embedding shard it is colocated with
+    assert state["beta2_power"][0] in (0, 1)  # optimizer state leaves its replicated variable for a server
+    assert state["global_step"][0] in (0, 1) and state["bn/moving_mean"][0] in (0, 1)
+    assert state["bn/moving_mean"][1] is True
+
+
+def test_without_servers_all_state_is_replicated():
+    dense_only = FakeAnalysis((FakeVar("w", "dense", 800),), ANALYSIS.state[:3])
+    for option in ("MPI", "HYBRID"):
+        plan = make_plan(dense_only, TWO_HOSTS, Config(run_option=option))
+        assert {s.ps_task for s in plan.state} == {None} and not any(s.aggregate for s in plan.state)
     assert make_plan(ANALYSIS, ResourceSpec.load("localhost: 0"), Config()).state == ()

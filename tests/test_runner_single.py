@@ -126,10 +126,10 @@ def test_checkpoint_restores_into_the_unmodified_single_device_graph(tmp_path):
         assert resumed.run("global_step:0") == 4
 
 
-def test_unimplemented_mode_is_refused_before_anything_starts():
-    g, _ = embedding_mlp.build("GradientDescent")  # has a sparse variable: HYBRID would put it on a server
-    with pytest.raises(parallax.UnsupportedError, match=r"HYBRID mixes methods \['AR', 'PS'\]"):
-        parallax.get_runner(g, "localhost slots=4")
+def test_unsupported_mode_is_refused_before_anything_starts():
+    g, _ = embedding_mlp.build("GradientDescent")  # has a sparse variable: HYBRID puts it on a server
+    with pytest.raises(parallax.UnsupportedError, match=r"HYBRID runs synchronously"):
+        parallax.get_runner(g, "localhost slots=4", parallax.Config(sync=False))
 
 
 def test_remote_single_host_is_refused():

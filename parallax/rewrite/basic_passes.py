@@ -21,9 +21,14 @@ def add_initializers(ctx):
         ctx.init_op = tf1.variables_initializer(tf1.global_variables(), name="global")
         ctx.local_init_op = tf.group(tf1.variables_initializer(tf1.local_variables()), tf1.tables_initializer(),
                                      name="local")
-        if ctx.plan.uses_servers:  # non-chief workers poll it until the chief has initialized the servers
-            ctx.ready_op = tf1.report_uninitialized_variables(tf1.global_variables(), name="uninitialized")
+        if ctx.plan.uses_servers:
+            # The chief initializes what lives on the servers; the others wait for it, then initialize their own
+            # replicas (HYBRID), which the broadcast then overwrites with the chief's values.
+            on_servers = [v for v in tf1.global_variables() if v.op.device.startswith("/job:ps")]
+            ctx.ready_op = tf1.report_uninitialized_variables(on_servers, name="uninitialized")
             ctx.ready_op.mark_used()  # TF's should-use wrapper would warn in the chief, which never runs it
+            ctx.replica_init_op = tf1.variables_initializer(
+                [v for v in tf1.global_variables() if v not in on_servers], name="replicas")
 
 
 def add_saver(ctx):

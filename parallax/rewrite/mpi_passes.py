@@ -61,10 +61,12 @@ def allgather_sparse_gradients(ctx):
 
 
 def broadcast_initial_values(ctx):
-    """One op that overwrites every global variable with rank 0's value, one variable after another in name order."""
+    """One op that overwrites every replicated global variable with rank 0's value, one variable after another in
+    name order. (Variables on parameter servers, in HYBRID, have one copy already.)"""
     hvd, g = _hvd(), ctx.graph
     with g.as_default(), tf.name_scope("parallax_broadcast"):
-        variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
+        variables = sorted((v for v in tf1.global_variables() if not v.op.device.startswith("/job:ps")),
+                           key=lambda v: v.op.name)
         previous = []
         for v in variables:
             with tf.control_dependencies(previous):

@@ -24,6 +24,7 @@ class RewriteContext:
     local_init_op: Optional[tf.Operation] = None
     saver: Optional[tf.compat.v1.train.Saver] = None
     ready_op: Optional[tf.Tensor] = None
+    replica_init_op: Optional[tf.Operation] = None
     broadcast_op: Optional[tf.Operation] = None
     aggregated: Dict[str, Any] = dataclasses.field(default_factory=dict)  # part name -> aggregated gradient
     devices: Dict[str, str] = dataclasses.field(default_factory=dict)  # op name -> device set by a pass
@@ -39,7 +40,8 @@ class RewrittenGraph:
     init_op: tf.Operation
     local_init_op: tf.Operation
     saver: tf.compat.v1.train.Saver
-    ready_op: Optional[tf.Tensor]  # PS: names of uninitialized global variables (empty once the chief is done)
+    ready_op: Optional[tf.Tensor]  # with servers: names of uninitialized server variables (empty once chief is done)
+    replica_init_op: Optional[tf.Operation]  # with servers: initializes the variables every worker holds
     broadcast_op: Optional[tf.Operation]
     train_op_variants: Dict[str, Tuple[str, ...]]  # user's train op -> (chief's op, worker 1's op, ...)
     sync_takes: Tuple[str, ...]  # ops only the chief's training step may run
@@ -57,8 +59,14 @@ def passes_for(plan) -> List[Callable[[RewriteContext], None]]:
     if methods == {"PS"}:
         sync = [aggregate_in_accumulators, add_sync_barrier] if plan.sync else []
         return [copy_graph, place_variables_on_servers, *sync, add_initializers, add_saver]
+    if methods == {"AR", "PS"}:
+        if not plan.sync:
+            raise UnsupportedError("HYBRID runs synchronously (its allreduce is a collective of all workers); "
+                                   "use Config(run_option='PS', sync=False) for asynchronous training")
+        return [copy_graph, place_variables_on_servers, allreduce_dense_gradients, aggregate_in_accumulators,
+                add_sync_barrier, broadcast_initial_values, add_initializers, add_saver]
     raise UnsupportedError(f"run_option={plan.run_option} mixes methods {sorted(methods)}, which this version "
-                           f"does not implement yet; use Config(run_option='MPI') or 'PS'")
+                           f"does not implement")
 
 
 def rewrite(source_graph, analysis, plan, config):
@@ -67,6 +75,7 @@ def rewrite(source_graph, analysis, plan, config):
         start = time.perf_counter()
         p(ctx)
         ctx.pass_seconds[p.__name__] = time.perf_counter() - start
-    return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.ready_op, ctx.broadcast_op,
+    return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.ready_op, ctx.replica_init_op,
+                          ctx.broadcast_op,
                           ctx.train_op_variants, ctx.sync_takes,
                           fingerprint.graph_fingerprint(ctx.graph.as_graph_def()), ctx.pass_seconds)

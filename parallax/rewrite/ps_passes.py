@@ -34,14 +34,30 @@ def place_variables_on_servers(ctx):
         for part, task in zip(ctx.analysis.variable(vp.name).parts, vp.ps_tasks):
             for name in (part.name, *(s for _, s in part.slots), *part.update_ops):
                 device_of[name] = ps_device(task)
+    records = {r.name: r for r in ctx.analysis.state}
     for sp in ctx.plan.state:
         if sp.ps_task is not None:
             device_of[sp.name] = ps_device(sp.ps_task)
+            target = records[sp.name].colocated_with
+            if target is not None and device_of.get(target) != device_of[sp.name]:
+                device_of.update(_leave_colocation(ctx.graph, sp.name, target, device_of[sp.name]))
     for op in ctx.graph.get_operations():
         device = device_of.get(op.name) or device_of.get(graph_utils.colocation_target(op) or "")
         if device is not None:
             op._set_device(device)
     ctx.devices.update(device_of)
+
+
+def _leave_colocation(graph, name, target, device):
+    """HYBRID: optimizer state made colocated with a replicated variable (Adam's beta powers) moves to a server.
+    It, and the ops colocated with the same variable that use it (its initializer), leave that colocation group."""
+    moved = {}
+    for op in graph.get_operations():
+        if graph_utils.colocation_target(op) == target and \
+                (op.name == name or any(t.op.name == name for t in op.inputs)):
+            op._clear_attr("_class")
+            moved[op.name] = device
+    return moved
 
 
 def aggregate_in_accumulators(ctx):
@@ -109,22 +125,28 @@ def _accumulate_gradient(ctx, part, device, average):
 def _aggregate_row_norms(ctx, raw_values, aggregated_values, device, average, name):
     """TF's global_norm of IndexedSlices squares every row, duplicates included, and the sparse accumulator
     merges rows of equal index, which changes that sum of squares. So each L2Loss of aggregated rows is replaced by
-    the sum over workers of the L2Loss of their raw rows (/ N^2 when averaging): exactly L2Loss(all rows / N)."""
+    the sum over workers of the L2Loss of their raw rows (/ N^2 when averaging): exactly L2Loss(all rows / N).
+    In PS mode the sum goes through an accumulator, for the chief. In HYBRID every worker needs it (the global norm
+    also clips its replicated dense gradients), so it is an allreduce."""
     g, n = ctx.graph, ctx.plan.num_workers
     for i, l2 in enumerate(op for op in list(aggregated_values.consumers()) if op.type == "L2Loss"):
-        with g.as_default(), tf.device(device), new_ops(g) as created, \
-                tf.name_scope(f"parallax_ps/{name}/row_norm_{i}"):
-            acc = tf1.ConditionalAccumulator(raw_values.dtype, shape=[], reduction_type="SUM",
-                                             shared_name=f"parallax_acc/{name}/row_norm_{i}", name="accumulator")
-            with tf.device(None):
-                local = tf.nn.l2_loss(raw_values, name="local")
-            apply = acc.apply_grad(local, local_step=NEVER_STALE, name="apply")
-            with tf.control_dependencies([apply]):
-                total = acc.take_grad(n, name="take")
+        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_ps/{name}/row_norm_{i}"):
+            local = tf.nn.l2_loss(raw_values, name="local")
+            if ctx.plan.uses_collectives:
+                from horovod.tensorflow import mpi_ops
+                total = mpi_ops._allreduce(local, op=mpi_ops.Sum, name="allreduce")
+            else:
+                with tf.device(device):
+                    acc = tf1.ConditionalAccumulator(raw_values.dtype, shape=[], reduction_type="SUM",
+                                                     shared_name=f"parallax_acc/{name}/row_norm_{i}",
+                                                     name="accumulator")
+                    apply = acc.apply_grad(local, local_step=NEVER_STALE, name="apply")
+                    with tf.control_dependencies([apply]):
+                        total = acc.take_grad(n, name="take")
+                    ctx.accumulators.append((apply, total.op))
             if average:
                 total = tf.math.truediv(total, tf.constant(n * n, raw_values.dtype), name="average")
         reroute_consumers(l2.outputs[0], total, keep=created)
-        ctx.accumulators.append((apply, next(op for op in created if op.name.endswith("/take"))))
 
 
 def add_sync_barrier(ctx):
@@ -136,20 +158,34 @@ def add_sync_barrier(ctx):
     with g.as_default(), tf.device(ps_device(0)), tf.name_scope(TOKEN_SCOPE):
         queues = [tf1.FIFOQueue(2, [tf.int64], shapes=[[]], shared_name=f"{TOKEN_SCOPE}/tokens_{i}",
                                 name=f"tokens_{i}") for i in range(1, n)]
+    replica_updates = _replica_update_ops(ctx)
     for op in _training_ops(g, takes, exclude=set(moved)):
         op._add_control_inputs([m for m, users in moved.items() if op in users])
         deps = graph_utils.ancestors([op])
         applies = [apply_of[t] for t in takes if t in deps]
+        # HYBRID: a worker also updates its replicas (their collectives must match the chief's), and applies its
+        # sparse gradients only after that, so that everything its updates read (Adam's beta powers, the global
+        # step, on the servers) is read before the chief, which waits for every apply, moves it on.
+        local = [u for u in replica_updates if u in deps]
+        local += [c for c in deps if c.type.startswith("Horovod") and c not in local]
+        for apply in applies:
+            apply._add_control_inputs([u for u in local if u not in apply.control_inputs])
         scope = f"{TOKEN_SCOPE}/{op.name}"
         with g.as_default(), tf.name_scope(scope + "/"):
             with tf.control_dependencies([op]):
                 chief = tf.group(*[q.enqueue(tf.constant(0, tf.int64)) for q in queues], name="chief")
             workers = [chief]
             for i, q in enumerate(queues, start=1):
-                with tf.control_dependencies(applies):
+                with tf.control_dependencies(applies + local):
                     workers.append(tf.group(q.dequeue(), name=f"worker_{i}"))
         ctx.train_op_variants[op.name] = tuple(w.name for w in workers)
     ctx.sync_takes = tuple(sorted(t.name for t in takes))
+
+
+def _replica_update_ops(ctx):
+    """Update ops of the variables every worker holds a replica of (AR in HYBRID), in graph order."""
+    names = {n for vp in ctx.plan.variables if vp.method == "AR" for n in ctx.analysis.variable(vp.name).update_ops}
+    return [op for op in ctx.graph.get_operations() if op.name in names]
 
 
 def _move_chief_work_out_of_worker_steps(graph, takes):

@@ -1,0 +1,24 @@
+"""HYBRID mode (the default): dense variables on AllReduce, sparse ones on parameter servers, each worker both an
+MPI rank and a TF worker task. Equivalent to one process with the total batch, on real processes."""
+import pytest
+
+from tests.equivalence.cases import CASES
+from tests.equivalence.harness import STEPS, assert_equivalent, reference, run_case, two_hosts
+from tests.equivalence.test_mpi import MUST_HAVE
+from tests.equivalence.test_ps import PARTITIONED
+
+HYBRID_CASES = [("linear", 2), ("mlp_optimizers", 2), ("embedding_clip_adam", 2), ("ema", 2), ("batch_norm", 2),
+                ("lstm_lm", 2), ("embedding_clip_adam_partitioned", 2),
+                ("embedding_clip_adam", 4)]  # N=4: two workers on each of the two hosts
+
+
+@pytest.mark.parametrize("case, workers", HYBRID_CASES)
+def test_hybrid_equivalence(tmp_path_factory, case, workers):
+    out = tmp_path_factory.mktemp("eq")
+    expected = reference(out, case, workers)
+    got = run_case(out, case, "parallax", workers, run_option="HYBRID", spec=two_hosts(workers))
+    for name in MUST_HAVE.get(case, PARTITIONED):
+        assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
+    assert int(got["global_step"]) == STEPS
+    diffs = assert_equivalent(expected, got, float32=CASES[case](1, 1, 1, 1).float32)
+    print(f"HYBRID {case} N={workers}: max abs diff over {len(diffs)} variables = {max(diffs.values()):.3g}")
