@@ -30,6 +30,8 @@ _LAZY = {
     "Runner": "parallax.runner",
     "shard": "parallax.data",
     "get_partitioner": "parallax.partitioner",
+    "explain": "parallax.explain",
+    "Explanation": "parallax.explain",
 }
 
 __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",

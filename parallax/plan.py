@@ -107,8 +107,9 @@ def _assign_servers(decisions, num_parts, num_servers, local_aggregation):
             task = min(range(len(load)), key=lambda t: (t in tasks, load[t], t))
             load[task] += part_bytes
             tasks.append(task)
-        out[d.name] = dataclasses.replace(d, ps_tasks=tuple(tasks),
-                                          local_aggregation=local_aggregation and d.kind == "sparse")
+        # Local aggregation is not implemented yet: the plan records what the rewrite will do, so it says False
+        # whatever Config.local_aggregation asks for.
+        out[d.name] = dataclasses.replace(d, ps_tasks=tuple(tasks), local_aggregation=False)
     return [out.get(d.name, d) for d in decisions], load
 
 

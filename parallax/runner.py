@@ -19,6 +19,14 @@ from parallax.rewrite import passes_for, rewrite
 
 tf1 = tf.compat.v1
 
+# Set by `python -m parallax.explain`: get_runner explains the job instead of running it, then raises Explained.
+explain_instead = None
+
+
+class Explained(BaseException):
+    """Ends a script run by `python -m parallax.explain` at its get_runner call (a BaseException, so that the
+    script's own `except Exception` blocks let it through)."""
+
 
 def get_runner(graph, resource_spec, config=None):
     """Analyze, plan and rewrite `graph` for the hosts in `resource_spec`; return a Runner for this process.
@@ -31,6 +39,9 @@ def get_runner(graph, resource_spec, config=None):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
     if not isinstance(graph, tf.Graph):
         raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
+    if explain_instead is not None:
+        explain_instead(graph, resource_spec, config)
+        raise Explained()
     spec = ResourceSpec.load(resource_spec)
     role = current_role()
     analysis = analyze(graph)

@@ -27,7 +27,7 @@ class RewriteContext:
     replica_init_op: Optional[tf.Operation] = None
     broadcast_op: Optional[tf.Operation] = None
     aggregated: Dict[str, Any] = dataclasses.field(default_factory=dict)  # part name -> aggregated gradient
-    devices: Dict[str, str] = dataclasses.field(default_factory=dict)  # op name -> device set by a pass
+    placements: Dict[str, List[Tuple[str, str]]] = dataclasses.field(default_factory=dict)  # pass -> (op, device)
     accumulators: List[Any] = dataclasses.field(default_factory=list)  # (apply op, take op) pairs
     train_op_variants: Dict[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
     sync_takes: Tuple[str, ...] = ()
@@ -45,6 +45,7 @@ class RewrittenGraph:
     broadcast_op: Optional[tf.Operation]
     train_op_variants: Dict[str, Tuple[str, ...]]  # user's train op -> (chief's op, worker 1's op, ...)
     sync_takes: Tuple[str, ...]  # ops only the chief's training step may run
+    placements: Dict[str, List[Tuple[str, str]]]  # placement pass -> the (op, device) pairs it set
     fingerprint: str
     pass_seconds: Dict[str, float]
 
@@ -77,5 +78,5 @@ def rewrite(source_graph, analysis, plan, config):
         ctx.pass_seconds[p.__name__] = time.perf_counter() - start
     return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.ready_op, ctx.replica_init_op,
                           ctx.broadcast_op,
-                          ctx.train_op_variants, ctx.sync_takes,
+                          ctx.train_op_variants, ctx.sync_takes, ctx.placements,
                           fingerprint.graph_fingerprint(ctx.graph.as_graph_def()), ctx.pass_seconds)

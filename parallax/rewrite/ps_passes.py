@@ -41,11 +41,12 @@ def place_variables_on_servers(ctx):
             target = records[sp.name].colocated_with
             if target is not None and device_of.get(target) != device_of[sp.name]:
                 device_of.update(_leave_colocation(ctx.graph, sp.name, target, device_of[sp.name]))
+    placed = ctx.placements.setdefault("place_variables_on_servers", [])
     for op in ctx.graph.get_operations():
         device = device_of.get(op.name) or device_of.get(graph_utils.colocation_target(op) or "")
         if device is not None:
             op._set_device(device)
-    ctx.devices.update(device_of)
+            placed.append((op.name, device))
 
 
 def _leave_colocation(graph, name, target, device):

@@ -1,0 +1,152 @@
+"""`parallax.explain`: what a job would do, without starting any process.
+
+    parallax.explain(graph, "resource_specs/cluster.txt")              # prints the table, returns Explanation
+    python -m parallax.explain train.py --resource-spec F [script args]  # the same, for a training script
+
+The plan shown is the very record the rewrite consumes (explain runs analysis, planning and the rewrite in this
+process). Traffic is predicted per worker per training step, sent plus received, by the Parallax paper's Table 3:
+PS 2b (dense) or 2ab (sparse), AllReduce 2(N-1)b/N, AllGather 2(N-1)ab, where b is the variable's bytes and a the
+fraction of its rows one worker's step touches, estimated from the static shape of the gradient's indices.
+"""
+import argparse
+import dataclasses
+import os
+import runpy
+import sys
+from typing import Dict, Optional, Tuple
+
+import tensorflow as tf
+
+from parallax.analysis import analyze
+from parallax.config import Config
+from parallax.launcher.resource_spec import ResourceSpec
+from parallax.plan import Plan, make_plan
+from parallax.rewrite import rewrite
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableTraffic:
+    variable: str
+    method: str
+    bytes: Optional[int]
+    sparsity: Optional[float]  # a: the fraction of rows a worker's step touches (sparse only; None = unknown)
+    bytes_per_step: Optional[int]  # sent + received per worker per step; None when it cannot be predicted
+
+
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    plan: Plan
+    traffic: Tuple[VariableTraffic, ...]
+    placements: Dict[str, Tuple[Tuple[str, str], ...]]  # placement pass -> ((op, device), ...)
+
+    @property
+    def bytes_per_step(self):
+        """Predicted bytes per worker per step over all variables, or None if any is unknown."""
+        values = [t.bytes_per_step for t in self.traffic]
+        return None if None in values else sum(values)
+
+    def __str__(self):
+        traffic = {t.variable: t for t in self.traffic}
+        rows = [("variable", "kind", "bytes", "method", "server(s)", "partitions", "local agg", "a", "bytes/step")]
+        for v in self.plan.variables:
+            t = traffic[v.name]
+            rows.append((v.name, v.kind, _num(v.bytes), _METHOD_NAMES[v.method],
+                         ",".join(f"ps{k}" for k in v.ps_tasks) or "-", str(max(1, len(v.ps_tasks))),
+                         "yes" if v.local_aggregation else "no",
+                         "-" if v.kind == "dense" else ("unknown" if t.sparsity is None else f"{t.sparsity:.3g}"),
+                         "unknown" if t.bytes_per_step is None else _num(t.bytes_per_step)))
+        p = self.plan
+        lines = [f"parallax plan: run_option={p.run_option}, {p.num_workers} workers on {p.num_hosts} host(s), "
+                 f"sync={p.sync}", _table(rows)]
+        total = self.bytes_per_step
+        lines.append("predicted traffic per worker per step (Table 3): "
+                     + ("unknown (a sparsity is unknown)" if total is None else f"{_num(total)} bytes"))
+        for name, moved in self.placements.items():
+            lines.append(f"{name}: {len(moved)} ops placed")
+            lines += [f"  {op} -> {device}" for op, device in moved[:20]]
+            if len(moved) > 20:
+                lines.append(f"  ... and {len(moved) - 20} more")
+        if p.state:
+            lines.append("state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else
+                                                             f"ps{s.ps_task}") for s in p.state))
+        return "\n".join(lines)
+
+
+_METHOD_NAMES = {"LOCAL": "local (1 worker)", "AR": "AllReduce", "AG": "AllGather", "PS": "PS"}
+
+
+def explain(graph, resource_spec, config=None, print_table=True):
+    """Analyze, plan and rewrite `graph` for `resource_spec` in this process; print and return the Explanation."""
+    config = Config() if config is None else config
+    spec = ResourceSpec.load(resource_spec)
+    analysis = analyze(graph)
+    plan = make_plan(analysis, spec, config)
+    rewritten = rewrite(graph, analysis, plan, config)
+    traffic = tuple(_traffic(graph, analysis.variable(v.name), v, plan.num_workers) for v in plan.variables)
+    placements = {name: tuple(moved) for name, moved in rewritten.placements.items()}
+    result = Explanation(plan, traffic, placements)
+    if print_table:
+        print(result, flush=True)
+    return result
+
+
+def _traffic(graph, record, vp, n):
+    b = vp.bytes
+    a = _sparsity(graph, record) if vp.kind == "sparse" else None
+    if b is None or (vp.kind == "sparse" and vp.method in ("PS", "AG") and a is None):
+        return VariableTraffic(vp.name, vp.method, b, a, None)
+    formula = {"LOCAL": lambda: 0, "AR": lambda: 2 * (n - 1) * b / n, "AG": lambda: 2 * (n - 1) * a * b,
+               "PS": lambda: 2 * a * b if vp.kind == "sparse" else 2 * b}[vp.method]
+    return VariableTraffic(vp.name, vp.method, b, a, int(round(formula())))
+
+
+def _sparsity(graph, record):
+    """Rows touched per step / rows, bounded by the number of lookups in the batch (static shapes only)."""
+    rows = record.shape[0] if record.shape else None
+    lookups = 0
+    for part in record.parts:
+        if part.gradient is None or part.gradient.indices is None:
+            return None
+        n = graph.get_tensor_by_name(part.gradient.indices).shape.num_elements()
+        if n is None or not rows:
+            return None
+        lookups += n
+    return min(1.0, lookups / rows)
+
+
+def _num(n):
+    return "?" if n is None else f"{n:,}"
+
+
+def _table(rows):
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ---- command line -------------------------------------------------------------------------------------------
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m parallax.explain",
+        description="Build a training script's graph without training, and print what parallax would do with it.")
+    parser.add_argument("script", help="the training script (it calls parallax.get_runner)")
+    parser.add_argument("--resource-spec", help="the spec to plan for (default: the one the script passes)")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.script):
+        parser.error(f"script {args.script!r} does not exist")
+    from parallax import runner
+    runner.explain_instead = lambda graph, spec, config: explain(graph, args.resource_spec or spec, config)
+    sys.argv = [args.script, *args.script_args]
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    except runner.Explained:
+        return 0
+    print("parallax.explain: the script ended without calling parallax.get_runner", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    tf.compat.v1.disable_eager_execution()
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""parallax.explain: the plan as data and as a table, Table 3 traffic predictions, and the CLI."""
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+import parallax
+from tests.models_for_tests import embedding_mlp
+
+tf1 = tf.compat.v1
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+TWO_HOSTS = "127.0.0.1: 0,1\n127.0.0.2: 0,1"
+
+
+def _static_batch_graph():
+    """An embedding [40, 6] looked up 8 times per step (static shape): a = 8 / 40."""
+    g = tf.Graph()
+    with g.as_default():
+        ids = tf1.placeholder(tf.int32, [8], name="ids")
+        emb = tf1.get_variable("emb", [40, 6], use_resource=True)
+        w = tf1.get_variable("w", [6, 10], use_resource=True)
+        loss = tf.reduce_sum(tf.matmul(tf.nn.embedding_lookup(emb, ids), w))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g
+
+
+@pytest.mark.parametrize("run_option, emb_method, emb_bytes, w_bytes", [
+    ("HYBRID", "PS", 2 * 0.2 * 960, 2 * 3 * 240 / 4),
+    ("PS", "PS", 2 * 0.2 * 960, 2 * 240),
+    ("MPI", "AG", 2 * 3 * 0.2 * 960, 2 * 3 * 240 / 4),
+])
+def test_table3_predictions(run_option, emb_method, emb_bytes, w_bytes, capsys):
+    e = parallax.explain(_static_batch_graph(), TWO_HOSTS, parallax.Config(run_option=run_option))
+    traffic = {t.variable: t for t in e.traffic}
+    assert traffic["emb"].method == emb_method and traffic["emb"].sparsity == pytest.approx(0.2)
+    assert traffic["emb"].bytes_per_step == round(emb_bytes)
+    assert traffic["w"].bytes_per_step == round(w_bytes) and traffic["w"].sparsity is None
+    assert e.bytes_per_step == round(emb_bytes) + round(w_bytes)
+    printed = capsys.readouterr().out
+    assert f"run_option={run_option}, 4 workers on 2 host(s)" in printed and "bytes/step" in printed
+
+
+def test_unknown_sparsity_is_marked_not_guessed():
+    g, _ = embedding_mlp.build("Adam")  # ids placeholder of shape [None]
+    e = parallax.explain(g, TWO_HOSTS, print_table=False)
+    emb = next(t for t in e.traffic if t.variable == "model/embedding")
+    assert emb.sparsity is None and emb.bytes_per_step is None and e.bytes_per_step is None
+    assert "unknown" in str(e)
+
+
+def test_explained_plan_is_the_plan_executed():
+    g, _ = embedding_mlp.build("Adam")
+    e = parallax.explain(g, "localhost: 0", print_table=False)
+    with parallax.get_runner(g, "localhost: 0") as runner:
+        assert runner.plan == e.plan
+    e = parallax.explain(g, TWO_HOSTS, parallax.Config(run_option="PS"), print_table=False)
+    placed = dict(e.placements["place_variables_on_servers"])
+    for v in e.plan.variables:
+        assert placed[v.name] == f"/job:ps/task:{v.ps_tasks[0]}"
+
+
+def test_cli_explains_a_training_script_without_starting_anything():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-m", "parallax.explain", "models/demo/train.py",
+                          "--resource-spec", "localhost:2", "--steps", "5"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "parallax plan: run_option=HYBRID, 2 workers on 1 host(s)" in out.stdout
+    assert "embedding" in out.stdout and "launching" not in out.stdout + out.stderr
+    assert "step 5/5" not in out.stdout  # no training ran
+
+
+def test_cli_reports_a_script_that_never_calls_get_runner(tmp_path):
+    script = tmp_path / "nothing.py"
+    script.write_text("print('hello')\n")
+    out = subprocess.run([sys.executable, "-m", "parallax.explain", str(script)], cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "without calling parallax.get_runner" in out.stderr
