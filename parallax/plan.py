@@ -39,6 +39,7 @@ class Plan:
     variables: Tuple[VariablePlan, ...]
     sync: bool = True
     state: Tuple[StatePlan, ...] = ()
+    place_post_aggregation_ops: bool = False  # OPAU: only meaningful with servers, and in sync mode
 
     @property
     def uses_servers(self):
@@ -80,7 +81,9 @@ def make_plan(analysis, spec, config):
     decisions, load = _assign_servers(decisions, {v.name: len(v.parts) for v in analysis.variables}, spec.num_hosts,
                                       config.local_aggregation)
     state = _place_state(analysis, decisions, load, n)
-    return Plan(config.run_option, n, spec.num_hosts, tuple(decisions), config.sync, state)
+    with_servers = any(d.method == "PS" for d in decisions)
+    return Plan(config.run_option, n, spec.num_hosts, tuple(decisions), config.sync, state,
+                place_post_aggregation_ops=config.place_post_aggregation_ops and with_servers and config.sync)
 
 
 def _method(kind, run_option, num_workers):

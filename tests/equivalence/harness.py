@@ -26,9 +26,9 @@ def two_hosts(workers):
 
 
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
-             no_average=False, sync=True, spec=None):
+             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW"):
     tag = (f"{case}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
-           f"-sync{sync}-{'2hosts' if spec else '1host'}")
+           f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}")
     out = os.path.join(str(out_dir), tag + ".npz")
     cmd = [sys.executable, SCRIPT, "--case", case, "--mode", mode, "--workers", str(workers), "--batch", str(batch),
            "--steps", str(steps), "--out", out, "--run-option", run_option, "--lr-scale", str(lr_scale)]
@@ -38,6 +38,7 @@ def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option=
         cmd.append("--async")
     if spec:
         cmd += ["--spec", spec]
+    cmd += ["--switches", switches or "none"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -32,6 +32,7 @@ def main():
     p.add_argument("--no-average", action="store_true", help="average_dense=average_sparse=False")
     p.add_argument("--async", dest="sync", action="store_false", help="Config(sync=False)")
     p.add_argument("--spec", help="resource spec text; default localhost:N")
+    p.add_argument("--switches", default="LA,OPAU,OPSW", help="optimizations on: any of LA,OPAU,OPSW (or none)")
     args = p.parse_args()
     tf1.disable_eager_execution()
     n, b = args.workers, args.batch
@@ -48,8 +49,10 @@ def main():
                 sess.run(case.train_op, case.feeds(k, k * n * b, n * b) if case.feeds else None)
             _dump(args.out, variables, sess.run(variables))
         return
+    on = set(args.switches.split(",")) - {"none", ""}
     config = parallax.Config(run_option=args.run_option, average_dense=not args.no_average,
-                             average_sparse=not args.no_average, sync=args.sync)
+                             average_sparse=not args.no_average, sync=args.sync, local_aggregation="LA" in on,
+                             place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on)
     with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config) as runner:
         i = runner.worker_id
         for k in range(args.steps):
