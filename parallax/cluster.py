@@ -10,8 +10,9 @@ from parallax.launcher.role import ENV_CLUSTER
 tf1 = tf.compat.v1
 
 
-def start_worker_server(role):
-    """This worker's gRPC server (job `worker`, task = worker id); returns (target, session ConfigProto)."""
+def start_worker_server(role, local_chiefs=()):
+    """This worker's gRPC server (job `worker`, task = worker id); returns (server, session ConfigProto).
+    `local_chiefs`: the workers that hold local-aggregation accumulators."""
     try:
         cluster = json.loads(os.environ[ENV_CLUSTER])
     except (KeyError, ValueError):
@@ -22,6 +23,9 @@ def start_worker_server(role):
                           f"{role.num_workers}")
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="worker", task_index=role.worker_id,
                                   start=True)
-    # Talk only to the servers and to ourselves: a worker must not wait for the other workers' servers.
-    filters = tf1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{role.worker_id}"])
+    # Talk only to the servers, ourselves and the local chiefs, rather than wait for every worker's server. A
+    # distributed session places the whole graph (it ignores place_pruned_graph), so every device the graph names
+    # must be visible: the local chiefs hold the local-aggregation accumulators of every host.
+    tasks = sorted({role.worker_id, *local_chiefs})
+    filters = tf1.ConfigProto(device_filters=["/job:ps", *(f"/job:worker/task:{t}" for t in tasks)])
     return server, filters

@@ -40,6 +40,8 @@ class Plan:
     sync: bool = True
     state: Tuple[StatePlan, ...] = ()
     place_post_aggregation_ops: bool = False  # OPAU: only meaningful with servers, and in sync mode
+    worker_hosts: Tuple[int, ...] = ()  # the spec host (index) of each worker
+    place_boundary_ops: bool = False  # OPSW: only meaningful with servers
 
     @property
     def uses_servers(self):
@@ -78,12 +80,15 @@ def make_plan(analysis, spec, config):
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
         average = config.average_sparse if v.kind == "sparse" else config.average_dense
         decisions.append(VariablePlan(v.name, v.kind, _method(v.kind, config.run_option, n), v.bytes, average))
+    worker_hosts = tuple(spec.host_of_worker(w) for w in range(n))
+    shared_host = len(set(worker_hosts)) < n  # local aggregation needs a host with several workers
     decisions, load = _assign_servers(decisions, {v.name: len(v.parts) for v in analysis.variables}, spec.num_hosts,
-                                      config.local_aggregation)
+                                      config.local_aggregation and shared_host and config.sync)
     state = _place_state(analysis, decisions, load, n)
     with_servers = any(d.method == "PS" for d in decisions)
     return Plan(config.run_option, n, spec.num_hosts, tuple(decisions), config.sync, state,
-                place_post_aggregation_ops=config.place_post_aggregation_ops and with_servers and config.sync)
+                place_post_aggregation_ops=config.place_post_aggregation_ops and with_servers and config.sync,
+                worker_hosts=worker_hosts, place_boundary_ops=config.place_boundary_ops and with_servers)
 
 
 def _method(kind, run_option, num_workers):
@@ -110,9 +115,8 @@ def _assign_servers(decisions, num_parts, num_servers, local_aggregation):
             task = min(range(len(load)), key=lambda t: (t in tasks, load[t], t))
             load[task] += part_bytes
             tasks.append(task)
-        # Local aggregation is not implemented yet: the plan records what the rewrite will do, so it says False
-        # whatever Config.local_aggregation asks for.
-        out[d.name] = dataclasses.replace(d, ps_tasks=tuple(tasks), local_aggregation=False)
+        out[d.name] = dataclasses.replace(d, ps_tasks=tuple(tasks),
+                                          local_aggregation=local_aggregation and d.kind == "sparse")
     return [out.get(d.name, d) for d in decisions], load
 
 

@@ -16,6 +16,7 @@ from parallax.launcher.resource_spec import ResourceSpec
 from parallax.launcher.role import Role, current_role
 from parallax.plan import make_plan
 from parallax.rewrite import passes_for, rewrite
+from parallax.rewrite.local_aggregation import local_chiefs
 
 tf1 = tf.compat.v1
 
@@ -65,7 +66,9 @@ def get_runner(graph, resource_spec, config=None):
         worker_checks.init_horovod(role)
     server, session_config = None, config.session_config
     if plan.uses_servers:
-        server, filters = cluster.start_worker_server(role)
+        holders = set(local_chiefs(plan.worker_hosts).values()) if any(v.local_aggregation for v in plan.variables) \
+            else ()
+        server, filters = cluster.start_worker_server(role, holders)
         session_config = _merged(session_config, filters)
     rewritten = rewrite(graph, analysis, plan, config)
     if role.num_workers > 1:

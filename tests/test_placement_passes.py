@@ -1,5 +1,6 @@
-"""OPAU (place_post_aggregation_ops): where the ops between aggregated gradients and updates land."""
+"""The placement passes, on the rewritten graph: OPAU (place_post_aggregation_ops) and OPSW (place_boundary_ops)."""
 import pytest
+import tensorflow as tf
 
 import parallax
 from parallax.plan import make_plan
@@ -52,3 +53,48 @@ def test_switch_off_places_nothing(run_option):
     _, plan, out = _rewrite(run_option, opau=False)
     assert not plan.place_post_aggregation_ops and "place_post_aggregation_ops" not in out.placements
     assert out.graph.get_operation_by_name("global_norm/global_norm").device == ""
+
+
+# ---- OPSW (place_boundary_ops) --------------------------------------------------------------------------------
+def _boundary_graph(table_rows, lookups):
+    """Server variables read on the workers: a float16 cast of `w` (mixed precision) and a gather of `table`."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float16, [8, 100], name="x")
+        ids = tf.compat.v1.placeholder(tf.int32, [lookups], name="ids")
+        w = tf.compat.v1.get_variable("w", [100, 50], use_resource=False)
+        table = tf.compat.v1.get_variable("table", [table_rows, 4], use_resource=False)
+        h = tf.matmul(x, tf.cast(w, tf.float16, name="w_fp16"))
+        rows = tf.gather(table, ids, name="rows")
+        loss = tf.reduce_mean(tf.cast(h, tf.float32)) + tf.reduce_mean(rows)
+        tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g
+
+
+def _opsw(graph, on=True):
+    config = parallax.Config(run_option="PS", place_boundary_ops=on)
+    analysis = parallax.analyze(graph)
+    plan = make_plan(analysis, TWO_HOSTS, config)
+    return plan, rewrite(graph, analysis, plan, config)
+
+
+def test_cast_to_float16_of_a_server_variable_moves_onto_the_server():
+    plan, out = _opsw(_boundary_graph(table_rows=1000, lookups=8))
+    g = out.graph
+    w_task = plan.variable("w").ps_tasks[0]
+    assert g.get_operation_by_name("w_fp16").device == f"/job:ps/task:{w_task}"  # 20 KB crosses instead of 40 KB
+    assert ("w_fp16", f"/job:ps/task:{w_task}") in out.placements["place_boundary_ops"]
+
+
+def test_gather_moves_only_when_it_reduces_traffic():
+    plan, out = _opsw(_boundary_graph(table_rows=1000, lookups=8))  # 16 KB table vs 32 B ids + 128 B rows
+    assert out.graph.get_operation_by_name("rows").device == f"/job:ps/task:{plan.variable('table').ps_tasks[0]}"
+    _, out = _opsw(_boundary_graph(table_rows=10, lookups=200))  # 160 B table vs 800 B ids + 3.2 KB rows
+    assert out.graph.get_operation_by_name("rows").device == ""
+    assert "rows" not in dict(out.placements["place_boundary_ops"])
+
+
+def test_boundary_switch_off_moves_nothing():
+    plan, out = _opsw(_boundary_graph(table_rows=1000, lookups=8), on=False)
+    assert not plan.place_boundary_ops and "place_boundary_ops" not in out.placements
+    assert out.graph.get_operation_by_name("w_fp16").device == ""

@@ -80,14 +80,17 @@ def test_servers_balanced_by_bytes_and_shards_spread():
     assert tasks["emb2"] == (0,) and tasks["w"] == (1,) and tasks["b"] == (1,)  # greedy, largest first
 
 
-def test_averaging_follows_config_and_local_aggregation_is_not_claimed():
+def test_averaging_and_local_aggregation_follow_config():
     plan = make_plan(ANALYSIS, TWO_HOSTS, Config(average_sparse=False, local_aggregation=False))
     assert plan.variable("emb").average is False and plan.variable("w").average is True
-    # Local aggregation is not implemented yet, and the plan says what will run: never, whatever the config asks.
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(local_aggregation=True))
     assert not any(v.local_aggregation for v in plan.variables)
-    text = str(plan)
-    assert "run_option=HYBRID workers=4 hosts=2" in text and "emb2" in text
+    plan = make_plan(ANALYSIS, TWO_HOSTS, Config())
+    assert plan.variable("emb").local_aggregation is True and plan.variable("w").local_aggregation is False
+    assert plan.worker_hosts == (0, 0, 1, 1)
+    one_each = ResourceSpec.parse("h1: 0\nh2: 0")  # no host has two workers: nothing to aggregate locally
+    assert not any(v.local_aggregation for v in make_plan(ANALYSIS, one_each, Config()).variables)
+    assert not any(v.local_aggregation for v in make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="PS", sync=False))
+                   .variables)
 
 
 def test_state_follows_its_variable_or_is_balanced_in_ps_mode():

@@ -9,7 +9,7 @@ from parallax.rewrite import rewrite
 from tests.models_for_tests import embedding_mlp
 
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
-PS = parallax.Config(run_option="PS")
+PS = parallax.Config(run_option="PS", local_aggregation=False)  # local aggregation: test_local_aggregation.py
 
 
 def _rewrite(graph, config=PS):

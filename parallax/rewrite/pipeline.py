@@ -10,7 +10,7 @@ from parallax.rewrite import fingerprint
 from parallax.errors import UnsupportedError
 from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
-from parallax.rewrite.placement_passes import place_post_aggregation_ops
+from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import add_sync_barrier, aggregate_in_accumulators, place_variables_on_servers
 
 
@@ -59,15 +59,16 @@ def passes_for(plan) -> List[Callable[[RewriteContext], None]]:
         return [copy_graph, allreduce_dense_gradients, allgather_sparse_gradients, broadcast_initial_values,
                 add_initializers, add_saver]
     opau = [place_post_aggregation_ops] if plan.place_post_aggregation_ops else []
+    opsw = [place_boundary_ops] if plan.place_boundary_ops else []
     if methods == {"PS"}:
-        sync = [aggregate_in_accumulators, *opau, add_sync_barrier] if plan.sync else []
+        sync = [aggregate_in_accumulators, *opau, *opsw, add_sync_barrier] if plan.sync else [*opsw]
         return [copy_graph, place_variables_on_servers, *sync, add_initializers, add_saver]
     if methods == {"AR", "PS"}:
         if not plan.sync:
             raise UnsupportedError("HYBRID runs synchronously (its allreduce is a collective of all workers); "
                                    "use Config(run_option='PS', sync=False) for asynchronous training")
         return [copy_graph, place_variables_on_servers, allreduce_dense_gradients, aggregate_in_accumulators,
-                *opau, add_sync_barrier, broadcast_initial_values, add_initializers, add_saver]
+                *opau, *opsw, add_sync_barrier, broadcast_initial_values, add_initializers, add_saver]
     raise UnsupportedError(f"run_option={plan.run_option} mixes methods {sorted(methods)}, which this version "
                            f"does not implement")
 

@@ -1,4 +1,5 @@
-"""Placement optimizations: where the ops between aggregated gradients and their updates run (OPAU).
+"""Placement optimizations. OPAU: where the ops between aggregated gradients and their updates run. OPSW (below):
+light ops at the worker/server boundary.
 
 The paper's rule, applied in topological order to the ops on a path from an aggregated gradient (an
 accumulator's take, a collective's result) to an update:
@@ -56,7 +57,7 @@ def _is_small(t):
 
 def _aggregation_outputs(ctx):
     g = ctx.graph
-    out = [take for _, take in ctx.accumulators]
+    out = [take for _, take in ctx.accumulators]  # the servers' takes (a host's local sum is not an output)
     out += [op for op in g.get_operations() if op.type in ("HorovodAllreduce", "HorovodAllgather")]
     return out
 
@@ -80,3 +81,71 @@ def _topological(ops):
     for op in sorted(ops, key=lambda o: o.name):
         visit(op)
     return order
+
+
+# ---- boundary-op placement (OPSW) ----------------------------------------------------------------------------
+LIGHT_OPS = {"Cast", "Slice", "StridedSlice", "Gather", "GatherV2", "L2Loss", "Size", "Shape", "Reshape", "Squeeze",
+             "ExpandDims", "Identity"}
+
+
+def place_boundary_ops(ctx):
+    """Light ops next to a worker/server boundary move to the other side when fewer bytes then cross it, judged
+    from static shapes and dtypes (a Cast to float16 of a server variable moves onto the server, halving what is
+    sent). Ops with unknown shapes, heavy ops, and ops a variable's update needs in place never move."""
+    g = ctx.graph
+    pinned = {n for v in ctx.analysis.variables for n in v.update_ops}
+    placed = ctx.placements.setdefault("place_boundary_ops", [])
+    for op in g.get_operations():
+        if op.type not in LIGHT_OPS or op.name in pinned or op.name.startswith("parallax_") or _is_tied(op):
+            continue
+        here = _side(op)
+        sides = {_side(t.op) for t in op.inputs} | {_side(c) for t in op.outputs for c in t.consumers()}
+        for there in sorted(sides - {here}):
+            now, then = _crossing(op, here), _crossing(op, there)
+            if now is not None and then is not None and then < now:
+                op._set_device("" if there == WORKER else there)
+                placed.append((op.name, there))
+                break
+
+
+def _side(op):
+    """Where an op runs: its device; for an op on a variable (handle or ref) or colocated with one, the variable's
+    device; else a worker."""
+    if op.device:
+        return _process_of(op)
+    for t in op.inputs:
+        if (t.dtype.name == "resource" or t.dtype._is_ref_dtype) and t.op.device:
+            return _process_of(t.op)
+    target = graph_utils.colocation_target(op)
+    if target is not None:
+        return _process_of(op.graph.get_operation_by_name(target))
+    return WORKER
+
+
+def _is_tied(op):
+    """Ops TF places with a variable (they read its handle or ref, or are colocated with it) cannot move."""
+    return graph_utils.colocation_target(op) is not None or \
+        any(t.dtype.name == "resource" or t.dtype._is_ref_dtype for t in op.inputs)
+
+
+def _crossing(op, side):
+    """Bytes that cross between processes for `op`'s inputs and outputs if it ran on `side`; None if unknown."""
+    total = 0
+    for t in op.inputs:
+        if _side(t.op) != side:
+            n = _bytes(t)
+            if n is None:
+                return None
+            total += n
+    for t in op.outputs:
+        if any(_side(c) != side for c in t.consumers()):
+            n = _bytes(t)
+            if n is None:
+                return None
+            total += n
+    return total
+
+
+def _bytes(t):
+    n = t.shape.num_elements()
+    return None if n is None else n * t.dtype.size

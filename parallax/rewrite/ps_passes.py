@@ -12,6 +12,7 @@ The rewritten graph is the same in every worker. The runner runs, for the user's
 import tensorflow as tf
 
 from parallax import graph_utils
+from parallax.rewrite.local_aggregation import sparse_contributions
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
@@ -69,7 +70,7 @@ def aggregate_in_accumulators(ctx):
         if vp.method != "PS":
             continue
         for part, task in zip(ctx.analysis.variable(vp.name).parts, vp.ps_tasks):
-            _accumulate_gradient(ctx, part, ps_device(task), vp.average)
+            _accumulate_gradient(ctx, part, ps_device(task), vp.average, vp.local_aggregation)
     for sp in ctx.plan.state:
         if not sp.aggregate:
             continue
@@ -86,10 +87,15 @@ def aggregate_in_accumulators(ctx):
                 with tf.control_dependencies([apply]):
                     mean = tf.math.truediv(acc.take_grad(n, name="take"), tf.constant(n, value.dtype), name="average")
             reroute_consumers(value, mean, keep=created)
-            ctx.accumulators.append((apply, mean.op.inputs[0].op))
+            ctx.accumulators.append((_everyone(ctx, apply), mean.op.inputs[0].op))
 
 
-def _accumulate_gradient(ctx, part, device, average):
+def _everyone(ctx, apply):
+    """Every worker contributes by running `apply` itself."""
+    return {w: (apply,) for w in range(ctx.plan.num_workers)}
+
+
+def _accumulate_gradient(ctx, part, device, average, local_aggregation):
     g, n = ctx.graph, ctx.plan.num_workers
     grad = part.gradient
     values = g.get_tensor_by_name(grad.values)
@@ -99,10 +105,11 @@ def _accumulate_gradient(ctx, part, device, average):
             indices = g.get_tensor_by_name(grad.indices)
             acc = tf1.SparseConditionalAccumulator(values.dtype, shape=var_shape, reduction_type="SUM",
                                                    shared_name=f"parallax_acc/{part.name}", name="accumulator")
-            apply = acc.apply_indexed_slices_grad(tf.IndexedSlices(values, tf.cast(indices, tf.int64)),
-                                                  local_step=NEVER_STALE, name="apply")
-            with tf.control_dependencies([apply]):
-                taken = acc.take_indexed_slices_grad(n, name="take")
+            slices = tf.IndexedSlices(values, tf.cast(indices, tf.int64))
+            contributions, required = sparse_contributions(ctx.plan, part.name, slices, var_shape, acc, device,
+                                                           local_aggregation, NEVER_STALE)
+            with tf.control_dependencies(contributions[0]):  # the chief contributes before it takes
+                taken = acc.take_indexed_slices_grad(required, name="take")
             new_values = taken.values
             if average:
                 new_values = tf.math.truediv(new_values, tf.constant(n, values.dtype), name="average")
@@ -111,16 +118,17 @@ def _accumulate_gradient(ctx, part, device, average):
             acc = tf1.ConditionalAccumulator(values.dtype, shape=var_shape, reduction_type="SUM",
                                              shared_name=f"parallax_acc/{part.name}", name="accumulator")
             apply = acc.apply_grad(values, local_step=NEVER_STALE, name="apply")
+            contributions = _everyone(ctx, apply)
             with tf.control_dependencies([apply]):
                 new_values = acc.take_grad(n, name="take")
             if average:
                 new_values = tf.math.truediv(new_values, tf.constant(n, values.dtype), name="average")
     reroute_consumers(values, new_values, keep=created)
-    take = next(op for op in created if op.name.endswith("/take"))
+    take = g.get_operation_by_name(f"parallax_ps/{part.name}/take")
     if grad.is_sparse:
         reroute_consumers(indices, new_indices, keep=created)
         _aggregate_row_norms(ctx, values, new_values, device, average, part.name)
-    ctx.accumulators.append((apply, take))
+    ctx.accumulators.append((contributions, take))
 
 
 def _aggregate_row_norms(ctx, raw_values, aggregated_values, device, average, name):
@@ -144,7 +152,7 @@ def _aggregate_row_norms(ctx, raw_values, aggregated_values, device, average, na
                     apply = acc.apply_grad(local, local_step=NEVER_STALE, name="apply")
                     with tf.control_dependencies([apply]):
                         total = acc.take_grad(n, name="take")
-                    ctx.accumulators.append((apply, total.op))
+                    ctx.accumulators.append((_everyone(ctx, apply), total.op))
             if average:
                 total = tf.math.truediv(total, tf.constant(n * n, raw_values.dtype), name="average")
         reroute_consumers(l2.outputs[0], total, keep=created)
@@ -154,7 +162,7 @@ def add_sync_barrier(ctx):
     """Token queues (one per non-chief worker, on server 0) and the per-role versions of each training op."""
     g, n = ctx.graph, ctx.plan.num_workers
     takes = {take for _, take in ctx.accumulators}
-    apply_of = {take: apply for apply, take in ctx.accumulators}
+    contributions_of = {take: contributions for contributions, take in ctx.accumulators}
     moved = _move_chief_work_out_of_worker_steps(g, takes)
     with g.as_default(), tf.device(ps_device(0)), tf.name_scope(TOKEN_SCOPE):
         queues = [tf1.FIFOQueue(2, [tf.int64], shapes=[[]], shared_name=f"{TOKEN_SCOPE}/tokens_{i}",
@@ -163,13 +171,14 @@ def add_sync_barrier(ctx):
     for op in _training_ops(g, takes, exclude=set(moved)):
         op._add_control_inputs([m for m, users in moved.items() if op in users])
         deps = graph_utils.ancestors([op])
-        applies = [apply_of[t] for t in takes if t in deps]
+        mine = {w: [c for t in sorted(takes & deps, key=lambda t: t.name) for c in contributions_of[t][w]]
+                for w in range(n)}
         # HYBRID: a worker also updates its replicas (their collectives must match the chief's), and applies its
         # sparse gradients only after that, so that everything its updates read (Adam's beta powers, the global
         # step, on the servers) is read before the chief, which waits for every apply, moves it on.
         local = [u for u in replica_updates if u in deps]
         local += [c for c in deps if c.type.startswith("Horovod") and c not in local]
-        for apply in applies:
+        for apply in {c for ops in mine.values() for c in ops}:
             apply._add_control_inputs([u for u in local if u not in apply.control_inputs])
         scope = f"{TOKEN_SCOPE}/{op.name}"
         with g.as_default(), tf.name_scope(scope + "/"):
@@ -177,7 +186,7 @@ def add_sync_barrier(ctx):
                 chief = tf.group(*[q.enqueue(tf.constant(0, tf.int64)) for q in queues], name="chief")
             workers = [chief]
             for i, q in enumerate(queues, start=1):
-                with tf.control_dependencies(applies + local):
+                with tf.control_dependencies(mine[i] + local):
                     workers.append(tf.group(q.dequeue(), name=f"worker_{i}"))
         ctx.train_op_variants[op.name] = tuple(w.name for w in workers)
     ctx.sync_takes = tuple(sorted(t.name for t in takes))

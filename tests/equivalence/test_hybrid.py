@@ -24,9 +24,10 @@ def test_hybrid_equivalence(tmp_path_factory, case, workers):
     print(f"HYBRID {case} N={workers}: max abs diff over {len(diffs)} variables = {max(diffs.values()):.3g}")
 
 
-# The paper's Table 4 ablation, cumulatively, on case 3 with 2 workers on each of 2 hosts. Local aggregation (+LA)
-# and boundary-op placement (+OPSW) are not implemented yet, so they are not in this list.
-ABLATION = [("BASE", "PS", ""), ("+HYB", "HYBRID", ""), ("+OPAU", "HYBRID", "OPAU")]
+# The paper's Table 4 ablation, cumulatively, on case 3 with 2 workers on each of 2 hosts (so local aggregation
+# really groups workers).
+ABLATION = [("BASE", "PS", ""), ("+HYB", "HYBRID", ""), ("+LA", "HYBRID", "LA"), ("+OPAU", "HYBRID", "LA,OPAU"),
+            ("+OPSW", "HYBRID", "LA,OPAU,OPSW")]
 
 
 @pytest.mark.parametrize("label, run_option, switches", ABLATION, ids=[a[0] for a in ABLATION])
