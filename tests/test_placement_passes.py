@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
+from parallax import graph_utils
 from parallax.plan import make_plan
 from parallax.rewrite import rewrite
 from tests.models_for_tests import embedding_mlp
@@ -30,6 +31,7 @@ def test_ps_mode_global_norm_on_server_0_and_each_l2_norm_with_its_gradient():
     assert len(dense_l2) == 4
     for l2 in dense_l2:
         assert l2.device == l2.inputs[0].op.device and l2.device.startswith("/job:ps/task:"), l2.name
+        assert graph_utils.colocation_target(l2) is None  # no longer dragging its raw gradient to the server
     # each clip multiply runs with its gradient, on that variable's server; the scale is shared (server 0)
     for vp in plan.variables:
         for part, task in zip(analysis.variable(vp.name).parts, vp.ps_tasks):
@@ -98,3 +100,12 @@ def test_boundary_switch_off_moves_nothing():
     plan, out = _opsw(_boundary_graph(table_rows=1000, lookups=8), on=False)
     assert not plan.place_boundary_ops and "place_boundary_ops" not in out.placements
     assert out.graph.get_operation_by_name("w_fp16").device == ""
+
+
+def test_heavy_gradient_ops_stay_in_the_workers():
+    """Placing post-aggregation ops on servers must not drag the backward pass along (through colocation)."""
+    _, _, out = _rewrite("PS")
+    for op in out.graph.get_operations():
+        if op.name.startswith("gradients/") and op.type in ("MatMul", "BatchMatMulV2", "Conv2D"):
+            assert op.device == "" and graph_utils.colocation_target(op) in (None, op.name), op.name
+            assert not any(graph_utils.colocation_target(c) == op.name and c.device for c in out.graph.get_operations())

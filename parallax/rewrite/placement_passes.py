@@ -27,15 +27,19 @@ def place_post_aggregation_ops(ctx):
     placed = ctx.placements.setdefault("place_post_aggregation_ops", [])
     for op in _topological(region):
         inputs = {where.get(t.op, _process_of(t.op)) for t in op.inputs if t.op in where or not _is_small(t)}
+        if _is_tied(op) or not inputs:
+            # TF places an op on a variable's handle (or colocated with it) with that variable; an op with only
+            # tiny inputs from elsewhere has no reason to move.
+            where[op] = _side(op)
+            continue
         where[op] = _decide(inputs)
         device = "" if where[op] == WORKER else ps_device(0) if where[op] == SHARED else where[op]
         if op.device != device:
-            op._set_device(device)
+            _move(op, device)
             placed.append((op.name, device or WORKER))
 
 
 def _decide(inputs):
-    inputs = inputs or {WORKER}
     if len(inputs) == 1:
         return next(iter(inputs))
     others = inputs - {SHARED}
@@ -103,7 +107,7 @@ def place_boundary_ops(ctx):
         for there in sorted(sides - {here}):
             now, then = _crossing(op, here), _crossing(op, there)
             if now is not None and then is not None and then < now:
-                op._set_device("" if there == WORKER else there)
+                _move(op, "" if there == WORKER else there)
                 placed.append((op.name, there))
                 break
 
@@ -124,8 +128,18 @@ def _side(op):
 
 def _is_tied(op):
     """Ops TF places with a variable (they read its handle or ref, or are colocated with it) cannot move."""
-    return graph_utils.colocation_target(op) is not None or \
-        any(t.dtype.name == "resource" or t.dtype._is_ref_dtype for t in op.inputs)
+    target = graph_utils.colocation_target(op)
+    if target is not None and op.graph.get_operation_by_name(target).type in graph_utils.VARIABLE_OP_TYPES:
+        return True
+    return any(t.dtype.name == "resource" or t.dtype._is_ref_dtype for t in op.inputs)
+
+
+def _move(op, device):
+    """Set the device. A colocation hint with another op goes: TF would otherwise drag that op along (global_norm
+    colocates each L2Loss with its raw gradient, whose input the rewrite has replaced)."""
+    if graph_utils.colocation_target(op) is not None:
+        op._clear_attr("_class")
+    op._set_device(device)
 
 
 def _crossing(op, side):
