@@ -93,3 +93,15 @@ def test_dense_only_hybrid_is_mpi_and_async_hybrid_is_refused():
     sparse_analysis = parallax.analyze(embedding_mlp.build("Adam")[0])
     with pytest.raises(parallax.UnsupportedError, match="HYBRID runs synchronously"):
         passes_for(make_plan(sparse_analysis, TWO_HOSTS, HYBRID.replace(sync=False)))
+
+
+def test_sparse_only_hybrid_is_ps():
+    g = tf.Graph()
+    with g.as_default():
+        emb = tf.compat.v1.get_variable("emb", [20, 4], use_resource=True)
+        loss = tf.reduce_sum(tf.gather(emb, [1, 2, 3]))
+        tf.compat.v1.train.AdagradOptimizer(0.1).minimize(loss)
+    analysis = parallax.analyze(g)
+    hybrid, ps = (make_plan(analysis, TWO_HOSTS, HYBRID.replace(run_option=o)) for o in ("HYBRID", "PS"))
+    assert {v.method for v in hybrid.variables} == {"PS"} and not hybrid.uses_collectives
+    assert passes_for(hybrid) == passes_for(ps)

@@ -38,3 +38,12 @@ def test_every_cumulative_optimization_is_equivalent(tmp_path_factory, label, ru
                    switches=switches)
     diffs = assert_equivalent(expected, got)
     print(f"{label} ({run_option}, switches={switches or 'none'}) N=4: max abs diff {max(diffs.values()):.3g}")
+
+
+def test_summed_gradients_follow_the_formula_in_hybrid(tmp_path_factory):
+    """Case 7 in HYBRID: average_*=False sums over workers, dense (allreduce) and sparse (servers) alike: with SGD
+    that is one process with N x the learning rate."""
+    out = tmp_path_factory.mktemp("eq")
+    summed = run_case(out, "summed_sgd", "parallax", 2, run_option="HYBRID", no_average=True, spec=two_hosts(2))
+    diffs = assert_equivalent(reference(out, "summed_sgd", 2, lr_scale=2.0), summed)
+    print(f"HYBRID summed_sgd N=2: max abs diff {max(diffs.values()):.3g}")
