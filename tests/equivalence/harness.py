@@ -18,6 +18,20 @@ TIMEOUT = 300
 
 _references = {}
 
+# Variables each case must have, so that a comparison cannot pass by comparing too little.
+MUST_HAVE = {
+    "linear": ["linear/kernel", "global_step"],
+    "mlp_optimizers": ["adam/adam/hidden/kernel/Adam_1", "momentum/momentum/out/bias/Momentum",
+                       "adagrad/adagrad/hidden/kernel/Adagrad", "rmsprop/rmsprop/hidden/kernel/RMSProp_1",
+                       "ftrl/ftrl/out/kernel/Ftrl_1", "adam/beta2_power"],
+    "embedding_clip_adam": ["embedding", "embedding/Adam", "embedding/Adam_1", "hidden/kernel/Adam"],
+    "embedding_clip_adam_partitioned": ["embedding/part_0", "embedding/part_1", "embedding/part_0/Adam",
+                                        "embedding/part_1/Adam_1"],
+    "ema": ["hidden/kernel/ExponentialMovingAverage", "out/bias/ExponentialMovingAverage", "hidden/kernel/Momentum"],
+    "batch_norm": ["bn/moving_mean", "bn/moving_variance", "bn/gamma"],
+    "lstm_lm": ["embedding", "rnn/lstm/kernel", "rnn/lstm/bias/Adam_1", "softmax/kernel/Adam"],
+}
+
 
 def two_hosts(workers):
     """Two loopback "hosts" on this machine, workers split evenly: two parameter servers in PS mode."""
@@ -71,4 +85,18 @@ def assert_equivalent(expected, got, float32=False):
         scale = max(1.0, float(np.max(np.abs(expected[name])))) if np.size(expected[name]) else 1.0
         limit = F32_TOLERANCE * scale if float32 else F64_TOLERANCE
         assert diff <= limit, f"{name}: max abs diff {diff:.3g} > {limit:.3g}; all diffs: {diffs}"
+    return diffs
+
+
+def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW"):
+    """Run `case` distributed and as one process, check every variable (and that the expected ones exist)."""
+    from tests.equivalence.cases import CASES
+    expected = reference(out_dir, case, workers)
+    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, switches=switches)
+    for name in MUST_HAVE[case]:
+        assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
+    assert int(got["global_step"]) == STEPS
+    diffs = assert_equivalent(expected, got, float32=CASES[case](1, 1, 1, 1).float32)
+    print(f"{run_option} {case} N={workers} switches={switches or 'none'}: max abs diff over {len(diffs)} "
+          f"variables = {max(diffs.values()):.3g}")
     return diffs

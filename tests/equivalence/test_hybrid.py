@@ -2,10 +2,7 @@
 MPI rank and a TF worker task. Equivalent to one process with the total batch, on real processes."""
 import pytest
 
-from tests.equivalence.cases import CASES
-from tests.equivalence.harness import STEPS, assert_equivalent, reference, run_case, two_hosts
-from tests.equivalence.test_mpi import MUST_HAVE
-from tests.equivalence.test_ps import PARTITIONED
+from tests.equivalence.harness import assert_equivalent, check_equivalence, reference, run_case, two_hosts
 
 HYBRID_CASES = [("linear", 2), ("mlp_optimizers", 2), ("embedding_clip_adam", 2), ("ema", 2), ("batch_norm", 2),
                 ("lstm_lm", 2), ("embedding_clip_adam_partitioned", 2),
@@ -14,14 +11,7 @@ HYBRID_CASES = [("linear", 2), ("mlp_optimizers", 2), ("embedding_clip_adam", 2)
 
 @pytest.mark.parametrize("case, workers", HYBRID_CASES)
 def test_hybrid_equivalence(tmp_path_factory, case, workers):
-    out = tmp_path_factory.mktemp("eq")
-    expected = reference(out, case, workers)
-    got = run_case(out, case, "parallax", workers, run_option="HYBRID", spec=two_hosts(workers))
-    for name in MUST_HAVE.get(case, PARTITIONED):
-        assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
-    assert int(got["global_step"]) == STEPS
-    diffs = assert_equivalent(expected, got, float32=CASES[case](1, 1, 1, 1).float32)
-    print(f"HYBRID {case} N={workers}: max abs diff over {len(diffs)} variables = {max(diffs.values()):.3g}")
+    check_equivalence(tmp_path_factory.mktemp("eq"), case, workers, "HYBRID", spec=two_hosts(workers))
 
 
 # The paper's Table 4 ablation, cumulatively, on case 3 with 2 workers on each of 2 hosts (so local aggregation
@@ -32,12 +22,8 @@ ABLATION = [("BASE", "PS", ""), ("+HYB", "HYBRID", ""), ("+LA", "HYBRID", "LA"),
 
 @pytest.mark.parametrize("label, run_option, switches", ABLATION, ids=[a[0] for a in ABLATION])
 def test_every_cumulative_optimization_is_equivalent(tmp_path_factory, label, run_option, switches):
-    out = tmp_path_factory.mktemp("eq")
-    expected = reference(out, "embedding_clip_adam", 4)
-    got = run_case(out, "embedding_clip_adam", "parallax", 4, run_option=run_option, spec=two_hosts(4),
-                   switches=switches)
-    diffs = assert_equivalent(expected, got)
-    print(f"{label} ({run_option}, switches={switches or 'none'}) N=4: max abs diff {max(diffs.values()):.3g}")
+    check_equivalence(tmp_path_factory.mktemp("eq"), "embedding_clip_adam", 4, run_option, spec=two_hosts(4),
+                      switches=switches)
 
 
 def test_summed_gradients_follow_the_formula_in_hybrid(tmp_path_factory):

@@ -3,25 +3,16 @@ batch, on real processes: two loopback "hosts", so two parameter-server processe
 import numpy as np
 import pytest
 
-from tests.equivalence.cases import CASES, linear_data
-from tests.equivalence.harness import (STEPS, assert_equivalent, reference, run_case, two_hosts)
-from tests.equivalence.test_mpi import MUST_HAVE
+from tests.equivalence.cases import linear_data
+from tests.equivalence.harness import assert_equivalent, check_equivalence, reference, run_case, two_hosts
 
 PS_CASES = [("linear", 2), ("mlp_optimizers", 2), ("ema", 2), ("batch_norm", 2), ("lstm_lm", 2),
             ("embedding_clip_adam_partitioned", 2), ("embedding_clip_adam_partitioned", 4)]
-PARTITIONED = ["embedding/part_0", "embedding/part_1", "embedding/part_0/Adam", "embedding/part_1/Adam_1"]
 
 
 @pytest.mark.parametrize("case, workers", PS_CASES)
 def test_ps_equivalence(tmp_path_factory, case, workers):
-    out = tmp_path_factory.mktemp("eq")
-    expected = reference(out, case, workers)
-    got = run_case(out, case, "parallax", workers, run_option="PS", spec=two_hosts(workers))
-    for name in MUST_HAVE.get(case, PARTITIONED):
-        assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
-    assert int(got["global_step"]) == STEPS
-    diffs = assert_equivalent(expected, got, float32=CASES[case](1, 1, 1, 1).float32)
-    print(f"PS {case} N={workers}: max abs diff over {len(diffs)} variables = {max(diffs.values()):.3g}")
+    check_equivalence(tmp_path_factory.mktemp("eq"), case, workers, "PS", spec=two_hosts(workers))
 
 
 def test_sync_replicas_semantics_after_one_step(tmp_path_factory):
