@@ -177,3 +177,21 @@ def test_a_killed_launcher_takes_its_whole_job_down(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     _assert_all_gone(everything, within=20)
+
+
+@pytest.mark.parametrize("run_option, spec", [("MPI", "localhost:2"), ("PS", PS_SPEC)])
+def test_chief_checkpoints_restore_into_the_unmodified_graph(tmp_path, run_option, spec):
+    import numpy as np
+    import tensorflow as tf
+    ckpt = tmp_path / "ckpt"
+    code, out = _finish(_start({"JOB_RUN_OPTION": run_option, "JOB_SPEC": spec, "JOB_CKPT": str(ckpt)}, tmp_path))
+    assert code == 0, out
+    trained = np.load(tmp_path / "w.npy")
+    g = tf.Graph()
+    with g.as_default():  # job.py's variable, in a plain single-device graph
+        w = tf.compat.v1.get_variable("w", [2, 1], initializer=tf.compat.v1.zeros_initializer(), use_resource=True)
+        with tf.compat.v1.Session() as sess:
+            tf.compat.v1.train.Saver([w]).restore(sess, tf.compat.v1.train.latest_checkpoint(str(ckpt)))
+            restored = sess.run(w)
+    np.testing.assert_array_equal(restored, trained)
+    assert np.any(trained != 0)  # two training steps happened

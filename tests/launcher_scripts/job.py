@@ -4,6 +4,7 @@
   JOB_MISMATCH_RANK=R rank R builds a slightly different graph
   JOB_OUT=DIR         each rank writes DIR/identity.<rank> with worker_id num_workers is_chief
   JOB_RUN_OPTION=PS   the run option (default MPI); JOB_SPEC the resource spec (default localhost:2)
+  JOB_CKPT=DIR        checkpoint into DIR every step; the chief saves w's final value as JOB_OUT/w.npy
 """
 import os
 import sys
@@ -29,7 +30,9 @@ with g.as_default():
     train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
 spec = os.environ.get("JOB_SPEC", "localhost:2")
 log_dir = os.environ.get("JOB_LOG_DIR")
-config = parallax.Config(run_option=os.environ.get("JOB_RUN_OPTION", "MPI"), log_dir=log_dir)
+ckpt = os.environ.get("JOB_CKPT")
+config = parallax.Config(run_option=os.environ.get("JOB_RUN_OPTION", "MPI"), log_dir=log_dir, checkpoint_dir=ckpt,
+                         save_checkpoint_steps=1 if ckpt else None)
 runner = parallax.get_runner(g, spec, config)
 print(f"started worker {runner.worker_id}", flush=True)
 if os.environ.get("JOB_OUT"):
@@ -41,6 +44,9 @@ if os.environ.get("JOB_HANG"):
 runner.run(train, {x: np.ones((2, 2), np.float32)})
 if os.environ.get("JOB_FAIL_RANK") == str(runner.worker_id):
     raise RuntimeError(f"deliberate failure on worker {runner.worker_id}")
+runner.run(train, {x: np.full((2, 2), 0.5, np.float32)})
 print(f"worker {runner.worker_id} loss {runner.run(loss, {x: np.ones((2, 2), np.float32)}):.6f}", flush=True)
+if ckpt and runner.is_chief:
+    np.save(os.path.join(os.environ["JOB_OUT"], "w.npy"), runner.run(w))
 runner.close()
 sys.exit(0)
