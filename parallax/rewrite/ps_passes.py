@@ -169,7 +169,9 @@ def add_sync_barrier(ctx):
                                 name=f"tokens_{i}") for i in range(1, n)]
     replica_updates = _replica_update_ops(ctx)
     for op in _training_ops(g, takes, exclude=set(moved)):
-        op._add_control_inputs([m for m, users in moved.items() if op in users])
+        # Sorted by name here and below: the order of control inputs is part of the GraphDef, and every worker must
+        # build the same graph (set order follows object ids, which differ between processes).
+        op._add_control_inputs(sorted((m for m, users in moved.items() if op in users), key=lambda m: m.name))
         deps = graph_utils.ancestors([op])
         mine = {w: [c for t in sorted(takes & deps, key=lambda t: t.name) for c in contributions_of[t][w]]
                 for w in range(n)}
@@ -177,7 +179,7 @@ def add_sync_barrier(ctx):
         # sparse gradients only after that, so that everything its updates read (Adam's beta powers, the global
         # step, on the servers) is read before the chief, which waits for every apply, moves it on.
         local = [u for u in replica_updates if u in deps]
-        local += [c for c in deps if c.type.startswith("Horovod") and c not in local]
+        local += sorted((c for c in deps if c.type.startswith("Horovod") and c not in local), key=lambda c: c.name)
         for apply in {c for ops in mine.values() for c in ops}:
             apply._add_control_inputs([u for u in local if u not in apply.control_inputs])
         scope = f"{TOKEN_SCOPE}/{op.name}"
