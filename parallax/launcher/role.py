@@ -6,6 +6,8 @@ when the spec has one slot it is also the only worker.
 import dataclasses
 import os
 import socket
+import sys
+import time
 
 from parallax.errors import LaunchError
 
@@ -63,3 +65,36 @@ def register_process(environ=None):
     path = os.path.join(job_dir, name)
     with open(path, "w") as f:
         f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    if role.role == "worker":
+        sys.excepthook = _record_failure_and_exit(job_dir, role.worker_id, sys.excepthook)
+
+
+def _record_failure_and_exit(job_dir, worker_id, print_traceback):
+    """A worker that fails records when and why (the launcher names the *first* failure: other workers often fail
+    after it, in a collective it left), prints its traceback, and exits at once: TF's gRPC teardown can otherwise
+    hang the process, and then nobody would notice the failure."""
+    def hook(exc_type, exc, tb):
+        try:
+            with open(os.path.join(job_dir, f"failed.{worker_id}"), "w") as f:
+                f.write(f"{time.time():.6f} {exc_type.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
+        except OSError:
+            pass
+        print_traceback(exc_type, exc, tb)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    return hook
+
+
+def first_failure(job_dir):
+    """(worker id, "Type: message") of the earliest recorded worker failure, or None."""
+    records = []
+    for name in os.listdir(job_dir) if os.path.isdir(job_dir) else ():
+        if name.startswith("failed."):
+            try:
+                with open(os.path.join(job_dir, name)) as f:
+                    when, _, what = f.read().strip().partition(" ")
+                records.append((float(when), int(name.split(".", 1)[1]), what))
+            except (OSError, ValueError):
+                continue
+    return min(records)[1:] if records else None

@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 
+from parallax.launcher.role import first_failure
+
 _TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
 _FAILED_RANK = (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(r"process rank (\d+) with PID"))
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
@@ -51,6 +53,9 @@ class Supervisor:
                 self._start(service, self._forward_plain)
             self._start(self.main, self._forward_mpirun)
             failed_service = self._wait()
+            failed_worker = first_failure(self.job_dir)
+            if failed_worker is not None and self.main.popen.poll() is None:
+                self.teardown()  # do not wait for mpirun to notice: a failed worker's peers may be blocked
             self.main.reader.join(timeout=10)
             if self._stopping is not None:
                 self._say(f"stopped by signal {self._stopping}; all processes torn down")
@@ -61,6 +66,11 @@ class Supervisor:
                              failed_service.label)
                 return code or 1
             code = self.main.popen.returncode
+            if failed_worker is not None:
+                rank, what = failed_worker
+                self._report(f"rank {rank} (worker {rank}, host {self._host_of(f'pid.{rank}')}) failed first: "
+                             f"{what}", f"rank {rank}")
+                return 1  # mpirun's own status after teardown says nothing about the failure
             if code != 0:
                 self._report_rank_failure(code)
             return code
@@ -78,8 +88,8 @@ class Supervisor:
         proc.reader.start()
 
     def _wait(self):
-        """Until the workers end, a signal arrives, or a service dies; returns the dead service, if any."""
-        while self._stopping is None and self.main.popen.poll() is None:
+        """Until the workers end, a worker fails, a signal arrives, or a service dies; returns the dead service."""
+        while self._stopping is None and self.main.popen.poll() is None and first_failure(self.job_dir) is None:
             for service in self.services:
                 if service.popen.poll() is not None:
                     return service
