@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from parallax import capture, graph_utils
 from parallax.errors import GraphAnalysisError
+from parallax.text_table import format_table
 
 GraphKeys = tf.compat.v1.GraphKeys
 
@@ -109,11 +110,11 @@ class GraphAnalysis:
                          _shape_str(v.shape), v.dtype, str(v.bytes), v.optimizer or "-",
                          "; ".join(map(str, v.gradients)) or "-", ", ".join(v.update_ops) or "-",
                          ", ".join(v.slots) or "-"))
-        out = [_table(rows)]
+        out = [format_table(rows)]
         if self.state:
             rows = [("state", "kind", "shape", "dtype", "written by")]
             rows += [(s.name, s.kind, _shape_str(s.shape), s.dtype, ", ".join(s.written_by)) for s in self.state]
-            out.append(_table(rows))
+            out.append(format_table(rows))
         out.append("gradients: " + ("captured raw, before clipping" if self.captured
                                     else "recovered from update ops (graph built before `import parallax`)"))
         return "\n\n".join(out)
@@ -309,10 +310,3 @@ def _shape(v):
 
 def _shape_str(shape):
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _table(rows):
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)

@@ -22,6 +22,7 @@ from parallax.config import Config
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.plan import Plan, make_plan
 from parallax.rewrite import rewrite
+from parallax.text_table import format_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Explanation:
                          "unknown" if t.bytes_per_step is None else _num(t.bytes_per_step)))
         p = self.plan
         lines = [f"parallax plan: run_option={p.run_option}, {p.num_workers} workers on {p.num_hosts} host(s), "
-                 f"sync={p.sync}", _table(rows)]
+                 f"sync={p.sync}", format_table(rows)]
         total = self.bytes_per_step
         lines.append("predicted traffic per worker per step (Table 3): "
                      + ("unknown (a sparsity is unknown)" if total is None else f"{_num(total)} bytes"))
@@ -67,8 +68,7 @@ class Explanation:
             if len(moved) > 20:
                 lines.append(f"  ... and {len(moved) - 20} more")
         if p.state:
-            lines.append("state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else
-                                                             f"ps{s.ps_task}") for s in p.state))
+            lines.append(p.state_summary())
         return "\n".join(lines)
 
 
@@ -118,11 +118,6 @@ def _num(n):
     return "?" if n is None else f"{n:,}"
 
 
-def _table(rows):
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 # ---- command line -------------------------------------------------------------------------------------------

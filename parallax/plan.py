@@ -10,6 +10,8 @@ Methods:
 import dataclasses
 from typing import Optional, Tuple
 
+from parallax.text_table import format_table
+
 
 @dataclasses.dataclass(frozen=True)
 class VariablePlan:
@@ -62,15 +64,14 @@ class Plan:
         for v in self.variables:
             rows.append((v.name, v.kind, str(v.bytes), v.method, str(v.average),
                          ",".join(map(str, v.ps_tasks)) or "-", str(v.local_aggregation)))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
         head = f"plan: run_option={self.run_option} workers={self.num_workers} hosts={self.num_hosts} sync={self.sync}"
-        out = head + "\n" + "\n".join(lines)
-        if self.state:
-            out += "\nstate: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
-                                           + (" (averaged)" if s.aggregate else "") for s in self.state)
-        return out
+        out = head + "\n" + format_table(rows)
+        return out + "\n" + self.state_summary() if self.state else out
+
+    def state_summary(self):
+        """One line: where each piece of updated state lives."""
+        return "state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
+                                     + (" (averaged)" if s.aggregate else "") for s in self.state)
 
 
 def make_plan(analysis, spec, config):

@@ -80,6 +80,13 @@ def get_runner(graph, resource_spec, config=None):
     return Runner(graph, rewritten, analysis, plan, config, role, server=server, session_config=session_config)
 
 
+def _fetch_key_and_ops(mapped):
+    """A cache key for a (mapped) fetch structure, and the ops it runs."""
+    leaves = tuple(tf.nest.flatten(mapped))
+    ops = [getattr(x, "op", x) for x in leaves if isinstance(getattr(x, "op", x), tf.Operation)]
+    return tuple(getattr(x, "name", id(x)) for x in leaves), ops
+
+
 def _merged(user_config, extra):
     merged = tf1.ConfigProto()
     if user_config is not None:
@@ -139,10 +146,11 @@ class Runner:
         if self._closed:
             raise ParallaxError("this Runner is closed; create a new one with get_runner")
         mapped = tf.nest.map_structure(self._map_fetch, fetches)
-        self._check_sync_fetches(mapped)
+        key, ops = _fetch_key_and_ops(mapped)
+        self._check_sync_fetches(key, ops)
         feeds = None if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
         result = self._session.run(mapped, feed_dict=feeds, options=options, run_metadata=run_metadata)
-        if self._trains(mapped):
+        if self._trains(key, ops):
             self._steps += 1
             every = self.config.save_checkpoint_steps
             if every and self.is_chief and self._steps % every == 0:
@@ -203,12 +211,9 @@ class Runner:
         step = next((s.name for s in self.analysis.state if s.kind == "global_step"), None)
         return int(self._session.run(self._variables[step])) if step in self._variables else self._steps
 
-    def _trains(self, mapped):
+    def _trains(self, key, ops):
         """Does this run execute an optimizer update? (Counts steps for checkpointing.)"""
-        leaves = tuple(tf.nest.flatten(mapped))
-        key = tuple(getattr(x, "name", id(x)) for x in leaves)
         if key not in self._is_training:
-            ops = [getattr(x, "op", x) for x in leaves if isinstance(getattr(x, "op", x), tf.Operation)]
             self._is_training[key] = bool(self._update_ops & graph_utils.ancestors(ops))
         return self._is_training[key]
 
@@ -236,14 +241,11 @@ class Runner:
         variants = self._rewritten.train_op_variants.get(getattr(element, "name", None))
         return self._graph.get_operation_by_name(variants[self.worker_id]) if variants else element
 
-    def _check_sync_fetches(self, mapped):
+    def _check_sync_fetches(self, key, ops):
         """Only the chief's training step may take aggregated gradients; anything else would block forever."""
         if not self._sync_takes:
             return
-        leaves = tuple(tf.nest.flatten(mapped))
-        key = tuple(getattr(x, "name", id(x)) for x in leaves)
         if key not in self._blocked_fetch:
-            ops = [getattr(x, "op", x) for x in leaves if isinstance(getattr(x, "op", x), tf.Operation)]
             chief_step = {self._graph.get_operation_by_name(v[0]) for v in self._rewritten.train_op_variants.values()}
             blocked = self._sync_takes & graph_utils.ancestors(ops)
             allowed = self.is_chief and bool(chief_step & set(ops))

@@ -6,7 +6,7 @@ to the aggregated one, so clipping sees aggregated gradients, exactly as on one 
 """
 import tensorflow as tf
 
-from parallax.rewrite.reroute import new_ops, reroute_consumers
+from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
 
@@ -16,11 +16,6 @@ def _hvd():
     # not be built (or tested) before hvd.init(). Averaging is a division by the plan's N, done here.
     from horovod.tensorflow import mpi_ops  # imported only by jobs that use MPI collectives
     return mpi_ops
-
-
-def _average(total, n):
-    # N is a power of two in most jobs, and then this division is exact.
-    return tf.math.truediv(total, tf.constant(n, total.dtype), name="average")
 
 
 def _parts(ctx, method):
@@ -38,7 +33,7 @@ def allreduce_dense_gradients(ctx):
         with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allreduce/{part.name}"):
             agg = hvd._allreduce(grad, op=hvd.Sum, name="allreduce")
             if vp.average:
-                agg = _average(agg, ctx.plan.num_workers)
+                agg = average_of(agg, ctx.plan.num_workers)
         reroute_consumers(grad, agg, keep=created)
         ctx.aggregated[part.name] = agg
 
@@ -54,7 +49,7 @@ def allgather_sparse_gradients(ctx):
             all_values = hvd.allgather(values, name="values")
             all_indices = hvd.allgather(indices, name="indices")
             if vp.average:
-                all_values = _average(all_values, n)
+                all_values = average_of(all_values, n)
         reroute_consumers(values, all_values, keep=created)
         reroute_consumers(indices, all_indices, keep=created)
         ctx.aggregated[part.name] = (all_values, all_indices)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from parallax import graph_utils
 from parallax.rewrite.local_aggregation import sparse_contributions
-from parallax.rewrite.reroute import new_ops, reroute_consumers
+from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
 TOKEN_SCOPE = "parallax_sync"
@@ -85,7 +85,7 @@ def aggregate_in_accumulators(ctx):
                                                  shared_name=f"parallax_acc/{writer_name}", name="accumulator")
                 apply = acc.apply_grad(value, local_step=NEVER_STALE, name="apply")
                 with tf.control_dependencies([apply]):
-                    mean = tf.math.truediv(acc.take_grad(n, name="take"), tf.constant(n, value.dtype), name="average")
+                    mean = average_of(acc.take_grad(n, name="take"), n)
             reroute_consumers(value, mean, keep=created)
             ctx.accumulators.append((_everyone(ctx, apply), mean.op.inputs[0].op))
 
@@ -112,7 +112,7 @@ def _accumulate_gradient(ctx, part, device, average, local_aggregation):
                 taken = acc.take_indexed_slices_grad(required, name="take")
             new_values = taken.values
             if average:
-                new_values = tf.math.truediv(new_values, tf.constant(n, values.dtype), name="average")
+                new_values = average_of(new_values, n)
             new_indices = tf.cast(taken.indices, indices.dtype)
         else:
             acc = tf1.ConditionalAccumulator(values.dtype, shape=var_shape, reduction_type="SUM",
@@ -122,7 +122,7 @@ def _accumulate_gradient(ctx, part, device, average, local_aggregation):
             with tf.control_dependencies([apply]):
                 new_values = acc.take_grad(n, name="take")
             if average:
-                new_values = tf.math.truediv(new_values, tf.constant(n, values.dtype), name="average")
+                new_values = average_of(new_values, n)
     reroute_consumers(values, new_values, keep=created)
     take = g.get_operation_by_name(f"parallax_ps/{part.name}/take")
     if grad.is_sparse:
@@ -154,7 +154,7 @@ def _aggregate_row_norms(ctx, raw_values, aggregated_values, device, average, na
                         total = acc.take_grad(n, name="take")
                     ctx.accumulators.append((_everyone(ctx, apply), total.op))
             if average:
-                total = tf.math.truediv(total, tf.constant(n * n, raw_values.dtype), name="average")
+                total = average_of(total, n * n)
         reroute_consumers(l2.outputs[0], total, keep=created)
 
 

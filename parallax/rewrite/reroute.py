@@ -1,6 +1,8 @@
 """Graph surgery helpers shared by the passes."""
 import contextlib
 
+import tensorflow as tf
+
 
 def reroute_consumers(old, new, keep=()):
     """Every op that read `old` reads `new` instead, except the ops in `keep` (those that compute `new`)."""
@@ -20,3 +22,9 @@ def new_ops(graph):
     created = []
     yield created
     created.extend(graph.get_operations()[first:])
+
+
+def average_of(total, n, name="average"):
+    """`total / n` with n a constant of total's dtype. N is a power of two in most jobs, and then this division is
+    exact, so the only difference from one device is the order of summation."""
+    return tf.math.truediv(total, tf.constant(n, total.dtype), name=name)
