@@ -10,7 +10,7 @@ rebuilt against it with NCCL:
     HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
     pip install --no-build-isolation --no-cache-dir --force-reinstall horovod==0.28.1
 """
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 setup(
     name="parallax",
@@ -27,5 +27,7 @@ setup(
         "gpu": ["tensorflow==2.15.1", "mpi4py"],
         "test": ["pytest"],
     },
-    entry_points={"console_scripts": []},
+    # Not a Python module: an LD_PRELOAD library that makes TF's gRPC servers listen on their cluster address only.
+    ext_modules=[Extension("parallax.launcher._bind_shim", ["parallax/launcher/bind_shim.c"], libraries=["dl"])],
+    entry_points={"console_scripts": ["parallax-launch = parallax.launcher.cli:main"]},
 )

@@ -1,5 +1,6 @@
 """`parallax.get_runner` and the `Runner` it returns: a session on the rewritten graph that speaks in the
 user's original tensors, ops, variables and names."""
+import dataclasses
 import os
 import sys
 import time
@@ -13,7 +14,7 @@ from parallax.errors import (ConfigError, FetchNotFoundError, GraphAnalysisError
                              ParallaxError, UnsupportedError)
 from parallax.launcher.job import launch_job
 from parallax.launcher.resource_spec import ResourceSpec
-from parallax.launcher.role import Role, current_role
+from parallax.launcher.role import ENV_RESOURCE_SPEC, ENV_RUN_OPTION, Role, current_role
 from parallax.plan import make_plan
 from parallax.rewrite import passes_for, rewrite
 from parallax.rewrite.local_aggregation import local_chiefs
@@ -43,8 +44,8 @@ def get_runner(graph, resource_spec, config=None):
     if explain_instead is not None:
         explain_instead(graph, resource_spec, config)
         raise Explained()
-    spec = ResourceSpec.load(resource_spec)
     role = current_role()
+    spec, config = _launcher_settings(resource_spec, config, role)
     analysis = analyze(graph)
     if not analysis.trained_variables:
         raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
@@ -78,6 +79,20 @@ def get_runner(graph, resource_spec, config=None):
         with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:
             f.write(f"{analysis}\n\n{plan}\n")
     return Runner(graph, rewritten, analysis, plan, config, role, server=server, session_config=session_config)
+
+
+def _launcher_settings(resource_spec, config, role):
+    """A launched worker uses the launcher's spec (`parallax-launch -H ...` need not match the script's argument)
+    and its --run-option, when given."""
+    if role.role == "launcher":
+        return ResourceSpec.load(resource_spec), config
+    text = os.environ.get(ENV_RESOURCE_SPEC)
+    spec = ResourceSpec.parse(text, source="the launcher's resource spec") if text else \
+        ResourceSpec.load(resource_spec)
+    run_option = os.environ.get(ENV_RUN_OPTION)
+    if run_option and run_option != config.run_option:
+        config = dataclasses.replace(config, run_option=run_option)
+    return spec, config
 
 
 def _fetch_key_and_ops(mapped):

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 VENV="$ROOT/.venv"
 PY=${PYTHON:-python3}
-APT_PACKAGES="libopenmpi-dev openmpi-bin cmake openssh-server openssh-client iproute2"
+APT_PACKAGES="libopenmpi-dev openmpi-bin cmake gcc g++ openssh-server openssh-client iproute2"
 
 say() { printf '[install] %s\n' "$*"; }
 
@@ -43,7 +43,10 @@ if ! "$VPY" -c 'import horovod.tensorflow' 2>/dev/null; then
     "$VPY" -m pip install -q --no-build-isolation 'horovod==0.28.1'
 fi
 
-if ! "$VPY" -c 'import parallax' 2>/dev/null || [ setup.py -nt "$VENV/.parallax-installed" ]; then
+# Reinstall when setup.py or the bind shim's source changed, or the shim library is missing (git clean).
+if ! "$VPY" -c 'import parallax' 2>/dev/null || [ setup.py -nt "$VENV/.parallax-installed" ] \
+   || [ parallax/launcher/bind_shim.c -nt "$VENV/.parallax-installed" ] \
+   || ! ls parallax/launcher/_bind_shim*.so >/dev/null 2>&1; then
   say "installing parallax (editable)"
   "$VPY" -m pip install -q --no-build-isolation --no-deps -e .
   touch "$VENV/.parallax-installed"

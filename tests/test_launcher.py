@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from parallax.launcher import mpirun, supervisor
+from parallax.errors import UnsupportedError
+from parallax.launcher import host_agent, mpirun
+from parallax.launcher.ssh import SshSettings
 from parallax.launcher.resource_spec import ResourceSpec
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -66,7 +68,7 @@ def _assert_all_gone(pids, within=10.0):
     deadline = time.time() + within
     alive = pids
     while time.time() < deadline:
-        alive = [p for p in pids if supervisor._alive(p)]
+        alive = [p for p in pids if host_agent.alive(p)]
         if not alive:
             return
         time.sleep(0.2)
@@ -78,7 +80,8 @@ def test_two_worker_job_identities_and_prefixed_output(tmp_path):
     assert code == 0, out
     identities = sorted(open(tmp_path / f"identity.{r}").read().split()[:3] for r in range(2))
     assert identities == [["0", "2", "True"], ["1", "2", "False"]]
-    assert "[rank 0] worker 0 loss" in out and "[rank 1] worker 1 loss" in out
+    assert "[localhost/worker/0] worker 0 loss" in out and "[localhost/worker/1] worker 1 loss" in out
+    assert "all 2 processes up" in out
     losses = {line.split()[-1] for line in out.splitlines() if " loss " in line}
     assert len(losses) == 1  # both replicas hold the same values after the step
     _assert_all_gone(_worker_pids(tmp_path))
@@ -88,16 +91,16 @@ def test_log_dir_gets_one_file_per_rank(tmp_path):
     logs = tmp_path / "logs"
     code, out = _finish(_start({"JOB_LOG_DIR": str(logs)}, tmp_path))
     assert code == 0, out
-    assert sorted(os.listdir(logs)) == ["plan.txt", "rank.0.log", "rank.1.log"]
-    assert "worker 1 loss" in (logs / "rank.1.log").read_text()
-    assert "[rank" not in out
+    assert sorted(os.listdir(logs)) == ["plan.txt", "worker.0.localhost.log", "worker.1.localhost.log"]
+    assert "worker 1 loss" in (logs / "worker.1.localhost.log").read_text()
+    assert "[localhost/worker" not in out
 
 
 def test_a_failing_rank_stops_the_job_and_is_named(tmp_path):
     # Rank 0 goes on to a second step and fails too, in the allreduce rank 1 left: the first failure is named.
     code, out = _finish(_start({"JOB_FAIL_RANK": "1"}, tmp_path))
     assert code == 1
-    assert "job failed: rank 1 (worker 1, host" in out and "failed first: RuntimeError: deliberate failure" in out
+    assert "job failed: localhost/worker/1 failed first: RuntimeError: deliberate failure" in out
     _assert_all_gone(_worker_pids(tmp_path))
 
 
@@ -125,14 +128,21 @@ def test_graph_mismatch_stops_the_job_naming_the_node(tmp_path):
 
 def test_mpirun_command_line():
     spec = ResourceSpec.load("localhost:2")
-    cmd = mpirun.mpirun_command(spec, ["python", "train.py", "--x"], ["PATH", "PARALLAX_ROLE"])
+    cmd = mpirun.mpirun_command(spec, ["python", "train.py", "--x"], ["PARALLAX_ROLE"])
     joined = " ".join(cmd)
     assert "-np 2 -H localhost:2" in joined and "--tag-output" in joined and "--bind-to none" in joined
-    assert "-x PARALLAX_ROLE" in joined and "-x PATH" in joined
+    assert "-x PARALLAX_ROLE" in joined and "-x PATH" in joined and "plm_rsh_args" not in joined
     assert cmd[-3:] == ["python", "train.py", "--x"]
     assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
-    ssh = mpirun.mpirun_command(ResourceSpec.load("h1:2,h2:2"), ["p"], [], ssh_port=2222, ssh_identity="/k")
-    assert ssh[ssh.index("plm_rsh_args") + 1] == "-p 2222 -i /k" and "h1:2,h2:2" in ssh
+    remote = ResourceSpec.load("h1:2,h2:2")
+    cmd = mpirun.mpirun_command(remote, ["p"], [], SshSettings(2222, "/k"))
+    rsh = cmd[cmd.index("plm_rsh_args") + 1]
+    assert "-p 2222 -i /k" in rsh and "BatchMode=yes" in rsh and "h1:2,h2:2" in cmd
+    # A port given per host in the spec reaches mpirun too; different ports cannot.
+    cmd = mpirun.mpirun_command(ResourceSpec.load("u@h1:2200:1,u@h2:2200:1"), ["p"], [], SshSettings())
+    assert "-p 2200" in cmd[cmd.index("plm_rsh_args") + 1]
+    with pytest.raises(UnsupportedError, match="different ssh ports"):
+        mpirun.mpirun_command(ResourceSpec.load("u@h1:2200:1,u@h2:2201:1"), ["p"], [], SshSettings())
 
 
 PS_SPEC = "127.0.0.1: 0\n127.0.0.2: 0"  # two loopback hosts: two parameter servers
@@ -140,10 +150,11 @@ PS_SPEC = "127.0.0.1: 0\n127.0.0.2: 0"  # two loopback hosts: two parameter serv
 
 def test_ps_job_runs_and_its_servers_are_stopped_after_the_workers(tmp_path):
     proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC}, tmp_path)
-    servers = _wait_for(lambda: (lambda p: p if len(p) == 2 else None)(_recorded_pids(tmp_path, "pid.ps*")))
+    servers = _wait_for(lambda: (lambda p: p if len(p) == 2 else None)(_recorded_pids(tmp_path, "pid.ps.*")))
     code, out = _finish(proc)
     assert code == 0, out
-    assert "[ps 0] serving ps task 0 at 127.0.0.1:" in out and "[ps 1] serving ps task 1 at 127.0.0.2:" in out
+    assert "[127.0.0.1/ps/0] serving ps task 0 at 127.0.0.1:" in out
+    assert "[127.0.0.2/ps/1] serving ps task 1 at 127.0.0.2:" in out
     assert "2 workers and 2 parameter server(s) (PS)" in out
     losses = {line.split()[-1] for line in out.splitlines() if " loss " in line}
     assert len(losses) == 1
@@ -153,19 +164,19 @@ def test_ps_job_runs_and_its_servers_are_stopped_after_the_workers(tmp_path):
 def test_a_dying_server_stops_the_job_and_is_named(tmp_path):
     proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_HANG": "1"}, tmp_path)
     _wait_for(lambda: len(_worker_pids(tmp_path)) == 2)
-    servers = _recorded_pids(tmp_path, "pid.ps*")
-    os.kill(servers["pid.ps1"], signal.SIGKILL)
+    servers = _recorded_pids(tmp_path, "pid.ps.*")
+    os.kill(servers["pid.ps.1"], signal.SIGKILL)
     code, out = _finish(proc, timeout=60)
     assert code != 0
-    assert "job failed: ps 1 exited with code -9 while the workers ran" in out
+    assert "job failed: 127.0.0.2/ps/1 was killed by signal 9 (SIGKILL) while the workers ran" in out
     _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
 
 
 def test_a_failing_worker_in_ps_mode_stops_the_servers_too(tmp_path):
     proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_FAIL_RANK": "1"}, tmp_path)
-    servers = _wait_for(lambda: (lambda p: p if len(p) == 2 else None)(_recorded_pids(tmp_path, "pid.ps*")))
+    servers = _wait_for(lambda: (lambda p: p if len(p) == 2 else None)(_recorded_pids(tmp_path, "pid.ps.*")))
     code, out = _finish(proc)
-    assert code == 1 and "job failed: rank 1" in out and "deliberate failure on worker 1" in out
+    assert code == 1 and "job failed: 127.0.0.2/worker/1 failed first" in out and "deliberate failure on worker 1" in out
     _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
 
 

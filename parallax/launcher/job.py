@@ -1,47 +1,204 @@
-"""Launch a whole job from a resource spec and wait for it: the launcher side of `get_runner`.
-Imports no TensorFlow."""
+"""Launch a whole job on the hosts of a resource spec and wait for it: the code behind `parallax-launch` and
+`get_runner`'s self-launch. Imports no TensorFlow.
+
+preflight (every host, in parallel) -> layout (which process runs where, on which port) -> parameter servers
+(directly here, over ssh elsewhere) -> mpirun (one rank per slot, over ssh on remote hosts) -> supervision.
+"""
+import dataclasses
 import json
 import os
 import shutil
 import sys
 import tempfile
+from typing import List, Optional, Tuple
 
-from parallax.errors import UnsupportedError
-from parallax.launcher import mpirun, ports, role
+from parallax.errors import LaunchError
+from parallax.launcher import bind_shim, mpirun, preflight, role
+from parallax.launcher.ssh import SshSettings, command as ssh_command
+from parallax.launcher.resource_spec import Host, ResourceSpec
 from parallax.launcher.supervisor import Supervisor
+from parallax.text_table import format_table
 
 
-def launch_job(spec, config, with_servers, command=None, out=None):
-    """Start one worker per slot running `command` (default: this program again), with mpirun, and, when
-    `with_servers`, one parameter server per host first. Returns the job's exit status."""
-    remote = [h.hostname for h in spec.hosts if not h.is_local]
-    if remote:
-        raise UnsupportedError(f"{spec.source}: hosts {remote} are not this machine; this version launches jobs "
-                               f"on localhost only")
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    ssh: SshSettings = SshSettings()
+    log_dir: Optional[str] = None
+    start_timeout: float = 120.0
+    dry_run: bool = False
+    python: Optional[str] = None  # the Python to run on every host; default: the command's own Python
+    run_option: Optional[str] = None  # parallax-launch --run-option; None keeps the script's Config
+    mpi_args: Tuple[str, ...] = ()  # extra mpirun arguments (the local cluster restricts MPI to its network)
+    env: Tuple[Tuple[str, str], ...] = ()  # extra environment for every process (parallax-launch -x)
+
+
+@dataclasses.dataclass(frozen=True)
+class Process:
+    host: Host
+    host_index: int
+    role: str  # "ps" | "worker"
+    index: int  # PS task or worker rank
+    port: Optional[int]
+
+    @property
+    def name(self):
+        return f"{self.role}.{self.index}"
+
+    @property
+    def label(self):
+        return f"{self.host.hostname}/{self.role}/{self.index}"
+
+
+@dataclasses.dataclass
+class Layout:
+    spec: ResourceSpec
+    processes: List[Process]
+    cluster: Optional[dict]
+    job_dir: str
+    python: str
+
+    @property
+    def hosts(self):
+        return self.spec.hosts
+
+    def servers(self):
+        return [p for p in self.processes if p.role == "ps"]
+
+    def workers(self):
+        return [p for p in self.processes if p.role == "worker"]
+
+
+def launch_job(spec, config, with_servers, command=None, out=None, options=None):
+    """`get_runner`'s self-launch: this program again, one worker per slot. Returns the job's exit status."""
+    options = options or LaunchOptions(log_dir=config.log_dir)
+    return launch(spec, command or mpirun.rerun_command(), options, with_servers, run_option=config.run_option,
+                  out=out)
+
+
+def launch(spec, command, options, with_servers, run_option=None, out=None):
+    """Start one parameter server per host (when `with_servers`) and one worker per slot running `command`;
+    supervise them; return the job's exit status (0 when every worker succeeded)."""
+    if not command:
+        raise LaunchError("no command to run: give it after `--`, e.g. parallax-launch -H h1:2 -- python train.py")
+    python, command = _resolve_python(command, options.python)
+    script = _script_of(command)
     job_dir = tempfile.mkdtemp(prefix="parallax-job-")
+    remote_hosts = [h for h in spec.hosts if not h.is_local]
     try:
-        extra = {role.ENV_ROLE: "worker", role.ENV_NUM_WORKERS: str(spec.num_workers), role.ENV_JOB_DIR: job_dir,
-                 role.ENV_NUM_SERVERS: str(spec.num_hosts)}
-        services = []
-        if with_servers:
-            cluster = ports.cluster_for(spec, ports.reserve_local_ports(spec.num_hosts + spec.num_workers))
-            extra[role.ENV_CLUSTER] = json.dumps(cluster)
-            for task in range(spec.num_hosts):
-                env = _environment(dict(extra, **{role.ENV_ROLE: "server", role.ENV_PS_TASK: str(task)}))
-                services.append((f"ps {task}", [sys.executable, "-m", "parallax.ps_server"], env))
-        env = _environment(extra)
-        names = [k for k in mpirun.PASSED_ENV if k in env] + list(extra)
-        cmd = mpirun.mpirun_command(spec, command or mpirun.rerun_command(), names)
-        servers = f" and {spec.num_hosts} parameter server(s)" if with_servers else ""
-        print(f"parallax: launching {spec.num_workers} workers{servers} ({config.run_option}) on "
-              f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
-              + (f"; logs in {config.log_dir}" if config.log_dir else ""), file=sys.stderr, flush=True)
-        return Supervisor(cmd, env, job_dir, log_dir=config.log_dir, out=out, services=services).run()
+        needed = {i: 1 + h.num_slots if with_servers else 0 for i, h in enumerate(spec.hosts)}
+        say = _progress_printer()
+        reports = preflight.run_preflight(spec, needed, python, script, None if options.dry_run else job_dir,
+                                          options.ssh, progress=say if remote_hosts else None)
+        layout = _layout(spec, reports, with_servers, job_dir, python)
+        env_extra = _job_environment(spec, layout, options, run_option)
+        mpirun_cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
+        services = [_server_process(p, python, env_extra, options) for p in layout.servers()]
+        if options.dry_run:
+            print(describe(layout, python, command, mpirun_cmd), file=out or sys.stdout, flush=True)
+            return 0
+        servers = f" and {len(services)} parameter server(s)" if services else ""
+        say(f"launching {spec.num_workers} workers{servers} ({run_option or 'run option from the script'}) on "
+            f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
+            + (f"; logs in {options.log_dir}" if options.log_dir else ""))
+        supervisor = Supervisor(mpirun_cmd, dict(_local_environment(), **env_extra), layout, services, options,
+                                out=out)
+        return supervisor.run()
     finally:
-        shutil.rmtree(job_dir, ignore_errors=True)
+        _remove_job_dirs(spec, job_dir, python, options)
 
 
-def _environment(extra):
-    env = dict(os.environ)
-    env.update(extra)
+def _resolve_python(command, python):
+    """The absolute Python every host runs (the same path everywhere), and the command using it."""
+    first = command[0]
+    is_python = os.path.basename(first).startswith("python")
+    resolved = python or (shutil.which(first) if is_python else None) or sys.executable
+    if is_python and shutil.which(first) is None and python is None:
+        raise LaunchError(f"{first!r} is not on PATH here; give the Python's full path")
+    resolved = os.path.abspath(resolved)
+    return resolved, ([resolved, *command[1:]] if is_python else list(command))
+
+
+def _script_of(command):
+    """The script a `python script.py ...` command runs, as an absolute path (None for `python -m` and others)."""
+    if len(command) > 1 and os.path.basename(command[0]).startswith("python") and not command[1].startswith("-"):
+        return os.path.abspath(command[1])
+    return None
+
+
+def _layout(spec, reports, with_servers, job_dir, python):
+    processes, cluster = [], None
+    if with_servers:
+        cluster = {"ps": [], "worker": []}
+        for i, host in enumerate(spec.hosts):
+            port = reports[i].ports[0]
+            processes.append(Process(host, i, "ps", i, port))
+            cluster["ps"].append(f"{_address(host)}:{port}")
+    rank = 0
+    for i, host in enumerate(spec.hosts):
+        free = reports[i].ports[1:] if with_servers else []
+        for slot in range(host.num_slots):
+            port = free[slot] if with_servers else None
+            processes.append(Process(host, i, "worker", rank, port))
+            if with_servers:
+                cluster["worker"].append(f"{_address(host)}:{port}")
+            rank += 1
+    return Layout(spec, processes, cluster, job_dir, python)
+
+
+def _address(host):
+    # "localhost" can resolve to ::1 first, where a server bound to 127.0.0.1 is not listening.
+    return "127.0.0.1" if host.hostname == "localhost" else host.hostname.strip("[]")
+
+
+def _job_environment(spec, layout, options, run_option):
+    env = dict(options.env)
+    env.update({role.ENV_ROLE: "worker", role.ENV_NUM_WORKERS: str(spec.num_workers), role.ENV_JOB_DIR: layout.job_dir,
+           role.ENV_NUM_SERVERS: str(spec.num_hosts), role.ENV_RESOURCE_SPEC: str(spec)})
+    if options.run_option:
+        env[role.ENV_RUN_OPTION] = options.run_option
+    if layout.cluster:
+        env[role.ENV_CLUSTER] = json.dumps(layout.cluster)
+        env.update(bind_shim.environment(layout.cluster))
     return env
+
+
+def _local_environment():
+    return dict(os.environ)
+
+
+def _server_process(process, python, env_extra, options):
+    """(process, argv, env, stdin text) of a parameter server: run directly here, through ssh and the host agent
+    elsewhere (the environment goes on stdin, never in a command line)."""
+    extra = dict(env_extra, **{role.ENV_ROLE: "server", role.ENV_PS_TASK: str(process.index)})
+    argv = [python, "-m", "parallax.ps_server"]
+    if process.host.is_local:
+        return process, argv, dict(_local_environment(), **extra), None
+    env = dict(mpirun.forwarded_environment(_local_environment()), **extra)
+    agent = [python, *preflight.AGENT, "run", process.name, "--", *argv]
+    return process, ssh_command(options.ssh, process.host, agent), None, json.dumps(env) + "\n"
+
+
+def describe(layout, python, command, mpirun_cmd):
+    """The dry-run table: every process the job would start."""
+    rows = []
+    for p in layout.processes:
+        how = f"{python} -m parallax.ps_server" if p.role == "ps" else f"(by mpirun) {' '.join(command)}"
+        where = "here" if p.host.is_local else "ssh"
+        rows.append([p.host.hostname, p.role, str(p.index), str(p.port or "-"), where, how])
+    table = format_table([["host", "role", "rank/task", "port", "started", "command"], *rows])
+    return f"{table}\n\nmpirun command:\n  {' '.join(mpirun_cmd)}\njob directory on every host: {layout.job_dir}"
+
+
+def _remove_job_dirs(spec, job_dir, python, options):
+    shutil.rmtree(job_dir, ignore_errors=True)
+    if options.dry_run:
+        return
+    from parallax.launcher.supervisor import on_remote_hosts
+    on_remote_hosts(spec, options.ssh, lambda host, index: [python, *preflight.AGENT, "cleanup", job_dir])
+
+
+def _progress_printer():
+    def say(text):
+        print(f"parallax: {text}", file=sys.stderr, flush=True)
+    return say
+

@@ -3,15 +3,17 @@ import os
 import shutil
 import sys
 
-from parallax.errors import LaunchError
+from parallax.errors import LaunchError, UnsupportedError
 
-# Environment variables every rank gets (when set here), besides the PARALLAX_* ones the launcher adds.
+# Environment variables every process gets (when set here), besides the PARALLAX_* ones the launcher adds. Nothing
+# else crosses to other hosts: no secrets, no reliance on ~/.ssh/environment or the remote login's $USER.
 PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS",
-              "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HOME", "LANG")
+              "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HOME", "LANG", "PYTHONUNBUFFERED")
 
 
-def mpirun_command(spec, command, env_names, ssh_port=None, ssh_identity=None):
-    """`command` is the full argv each rank runs; `env_names` the variables to forward with `-x`."""
+def mpirun_command(spec, command, env_extra, ssh_settings=None, extra_args=()):
+    """`command` is the full argv each rank runs. `env_extra` are set in mpirun's environment by the caller and
+    forwarded by name with `-x`, as are the PASSED_ENV variables set here."""
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise LaunchError("mpirun was not found on PATH; install OpenMPI (`make install` does: apt-get install "
@@ -23,16 +25,24 @@ def mpirun_command(spec, command, env_names, ssh_port=None, ssh_identity=None):
            "--oversubscribe", "--tag-output", "-wdir", os.getcwd()]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    rsh = []
-    if ssh_port:
-        rsh += ["-p", str(ssh_port)]
-    if ssh_identity:
-        rsh += ["-i", ssh_identity]
-    if rsh:
-        cmd += ["-mca", "plm_rsh_args", " ".join(rsh)]
-    for name in sorted(set(env_names)):
+    remote = [h for h in spec.hosts if not h.is_local]
+    if remote and ssh_settings is not None:
+        ports = {ssh_settings.port_for(h) for h in remote}
+        if len(ports) > 1:
+            raise UnsupportedError(f"{spec.source}: the hosts use different ssh ports {sorted(map(str, ports))}; "
+                                   f"mpirun takes one port for all hosts: give them in ~/.ssh/config instead")
+        settings = ssh_settings if ssh_settings.port or not ports else \
+            type(ssh_settings)(next(iter(ports)), ssh_settings.identity_file, ssh_settings.extra_options)
+        cmd += ["-mca", "plm_rsh_agent", "ssh", "-mca", "plm_rsh_args", settings.mpirun_rsh_args()]
+    cmd += list(extra_args)
+    names = [k for k in PASSED_ENV if k in os.environ] + list(env_extra)
+    for name in sorted(set(names)):
         cmd += ["-x", name]
     return cmd + list(command)
+
+
+def forwarded_environment(env):
+    return {k: v for k, v in env.items() if k in PASSED_ENV}
 
 
 def rerun_command():
@@ -41,9 +51,3 @@ def rerun_command():
     if orig and len(orig) > 1:
         return [sys.executable, *orig[1:]]
     return [sys.executable, *sys.argv]
-
-
-def rank_environment(base_env, extra):
-    env = {k: v for k, v in base_env.items() if k in PASSED_ENV}
-    env.update(extra)
-    return env

@@ -75,6 +75,18 @@ class ResourceSpec:
             worker_id -= host.num_slots
         raise IndexError(f"worker {worker_id} is beyond the spec's {self.num_workers} slots")
 
+    def first_workers(self, n):
+        """The spec cut to its first `n` slots, in spec order (`-np n`); hosts left with no slot are dropped."""
+        if not 1 <= n <= self.num_workers:
+            raise ResourceSpecError(f"{self.source}: -np {n} asks for {n} workers but the spec has "
+                                    f"{self.num_workers} slots")
+        hosts, left = [], n
+        for host in self.hosts:
+            if left > 0:
+                hosts.append(dataclasses.replace(host, slots=host.slots[:left]))
+                left -= min(left, host.num_slots)
+        return ResourceSpec(tuple(hosts), self.source)
+
     def __str__(self):
         return "\n".join(str(h) for h in self.hosts)
 

@@ -18,8 +18,13 @@ ENV_JOB_DIR = "PARALLAX_JOB_DIR"
 ENV_CLUSTER = "PARALLAX_CLUSTER"  # JSON {"ps": ["host:port", ...], "worker": [...]}, for jobs with servers
 ENV_PS_TASK = "PARALLAX_PS_TASK"
 ENV_NUM_SERVERS = "PARALLAX_NUM_SERVERS"
+ENV_RESOURCE_SPEC = "PARALLAX_RESOURCE_SPEC"  # the launcher's spec, as text: it wins over the script's argument
+ENV_RUN_OPTION = "PARALLAX_RUN_OPTION"  # parallax-launch --run-option: it wins over the script's Config
 # mpirun gives each rank its number; the launcher cannot know it in advance.
 MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
+# Lines a job's processes print for the launcher (which reads and hides them): they travel with the output, through
+# mpirun and ssh, so they reach the launcher from any host.
+CONTROL_PREFIX = "parallax-control:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,47 +59,39 @@ def current_role(environ=None):
     return Role(role, worker_id, num_workers)
 
 
+def process_name(environ=None):
+    """`worker.<rank>` or `ps.<task>`: how the job directory and the launcher's teardown know this process."""
+    environ = os.environ if environ is None else environ
+    role = current_role(environ)
+    return f"worker.{role.worker_id}" if role.role == "worker" else f"ps.{environ.get(ENV_PS_TASK, '')}"
+
+
 def register_process(environ=None):
-    """Record `<host> <pid>` in the job directory, so the launcher can stop this process by id."""
+    """Tell the launcher this process is up, and record `<host> <pid>` in the job directory on this host, so the
+    launcher can stop it by id even if its parent is gone."""
     environ = os.environ if environ is None else environ
     job_dir = environ.get(ENV_JOB_DIR)
-    if not job_dir or not environ.get(ENV_ROLE) or not os.path.isdir(job_dir):
+    if not job_dir or not environ.get(ENV_ROLE):
         return
     role = current_role(environ)
-    name = f"pid.{role.worker_id}" if role.role == "worker" else f"pid.ps{environ.get(ENV_PS_TASK, '')}"
-    path = os.path.join(job_dir, name)
-    with open(path, "w") as f:
-        f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    if os.path.isdir(job_dir):
+        with open(os.path.join(job_dir, f"pid.{process_name(environ)}"), "w") as f:
+            f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    print(f"{CONTROL_PREFIX} up {socket.gethostname()} {os.getpid()}", file=sys.stderr, flush=True)
     if role.role == "worker":
-        sys.excepthook = _record_failure_and_exit(job_dir, role.worker_id, sys.excepthook)
+        sys.excepthook = _report_failure_and_exit(sys.excepthook)
 
 
-def _record_failure_and_exit(job_dir, worker_id, print_traceback):
-    """A worker that fails records when and why (the launcher names the *first* failure: other workers often fail
-    after it, in a collective it left), prints its traceback, and exits at once: TF's gRPC teardown can otherwise
-    hang the process, and then nobody would notice the failure."""
+def _report_failure_and_exit(print_traceback):
+    """A worker that fails tells the launcher when and why (the launcher names the *first* failure: other workers
+    often fail after it, in a collective it left), prints its traceback, and exits at once: TF's gRPC teardown can
+    otherwise hang the process, and then nobody would notice the failure."""
     def hook(exc_type, exc, tb):
-        try:
-            with open(os.path.join(job_dir, f"failed.{worker_id}"), "w") as f:
-                f.write(f"{time.time():.6f} {exc_type.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
-        except OSError:
-            pass
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"{CONTROL_PREFIX} failed {time.time():.6f} {exc_type.__name__}: {first_line}", file=sys.stderr,
+              flush=True)
         print_traceback(exc_type, exc, tb)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
     return hook
-
-
-def first_failure(job_dir):
-    """(worker id, "Type: message") of the earliest recorded worker failure, or None."""
-    records = []
-    for name in os.listdir(job_dir) if os.path.isdir(job_dir) else ():
-        if name.startswith("failed."):
-            try:
-                with open(os.path.join(job_dir, name)) as f:
-                    when, _, what = f.read().strip().partition(" ")
-                records.append((float(when), int(name.split(".", 1)[1]), what))
-            except (OSError, ValueError):
-                continue
-    return min(records)[1:] if records else None

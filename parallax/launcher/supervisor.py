@@ -1,12 +1,13 @@
-"""Run a job's processes, forward their output, and tear all of them down on failure or signal.
+"""Run a job's processes, forward their output, and tear all of them down, on every host, on failure or signal.
 
-The main process is mpirun (the workers); services (parameter servers) start before it and are stopped after it.
-Each worker and server records `<job dir>/pid.<name>` when it starts (role.register_process), so teardown can stop
-them by id even if their parent is gone. Imports no TensorFlow.
+mpirun runs the workers; services (parameter servers) start before it and are stopped after it. Every process
+announces itself, and its failures, with control lines in its output (role.CONTROL_PREFIX), which reach us through
+mpirun and ssh from any host; each also records `pid.<name>` in the job directory on its own host, by which teardown
+stops it there (host_agent.stop). Imports no TensorFlow.
 """
 import collections
+import concurrent.futures
 import ctypes
-import glob
 import os
 import re
 import signal
@@ -15,89 +16,146 @@ import sys
 import threading
 import time
 
-from parallax.launcher.role import first_failure
+from parallax.launcher import host_agent, ssh
+from parallax.launcher.role import CONTROL_PREFIX
 
 _TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
 _FAILED_RANK = (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(r"process rank (\d+) with PID"))
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
+_EXIT_SIGNAL = re.compile(r"exited on signal (\d+)")
+_HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied")
 TAIL_LINES = 20
 GRACE_SECONDS = 5.0
+SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a server's death to arrive (it is the cause)
+REMOTE_STOP_TIMEOUT = 15.0
+MPIRUN = "launcher/mpirun"
 
 
 class _Proc:
-    def __init__(self, label, command, env):
-        self.label, self.command, self.env = label, command, env
+    def __init__(self, label, command, env, stdin_text=None, process=None):
+        self.label, self.command, self.env, self.stdin_text, self.process = label, command, env, stdin_text, process
         self.popen = None
         self.reader = None
 
 
 class Supervisor:
-    def __init__(self, command, env, job_dir, log_dir=None, out=None, services=()):
-        """`services`: (label, command, env) of processes that serve the job while `command` runs."""
-        self.main = _Proc("mpirun", command, env)
-        self.services = [_Proc(*s) for s in services]
-        self.job_dir, self.log_dir = job_dir, log_dir
+    def __init__(self, mpirun_command, mpirun_env, layout, services, options, out=None):
+        """`services`: (layout Process, argv, env, stdin text) of the parameter servers."""
+        self.layout, self.options = layout, options
+        self.main = _Proc(MPIRUN, mpirun_command, mpirun_env)
+        self.services = [_Proc(p.label, argv, env, text, p) for p, argv, env, text in services]
+        self.rank_labels = {p.index: p.label for p in layout.workers()}
+        self.expected = [p.label for p in layout.processes]
         self.out = out or sys.stdout
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
+        self.up, self.failures, self.exit_codes = {}, [], {}
         self._files = {}
         self._lock = threading.Lock()
         self._stopping = None
+        self._started_at = None
 
     # ---- running ----------------------------------------------------------------------------------------------
     def run(self):
         """Start, forward output, wait. Returns the job's exit status (non-zero on any failure)."""
         previous = self._install_signal_handlers()
+        self._started_at = time.time()
         try:
             for service in self.services:
                 self._start(service, self._forward_plain)
             self._start(self.main, self._forward_mpirun)
-            failed_service = self._wait()
-            failed_worker = first_failure(self.job_dir)
-            if failed_worker is not None and self.main.popen.poll() is None:
+            problem = self._wait()
+            if problem is not None or self.failures or self.main.popen.poll() not in (None, 0):
+                problem = self._dead_service_after(SETTLE_SECONDS) or problem
                 self.teardown()  # do not wait for mpirun to notice: a failed worker's peers may be blocked
             self.main.reader.join(timeout=10)
-            if self._stopping is not None:
-                self._say(f"stopped by signal {self._stopping}; all processes torn down")
-                return 128 + self._stopping
-            if failed_service is not None:
-                code = failed_service.popen.returncode
-                self._report(f"{failed_service.label} exited with code {code} while the workers ran",
-                             failed_service.label)
-                return code or 1
-            code = self.main.popen.returncode
-            if failed_worker is not None:
-                rank, what = failed_worker
-                self._report(f"rank {rank} (worker {rank}, host {self._host_of(f'pid.{rank}')}) failed first: "
-                             f"{what}", f"rank {rank}")
-                return 1  # mpirun's own status after teardown says nothing about the failure
-            if code != 0:
-                self._report_rank_failure(code)
-            return code
+            return self._outcome(problem)
         finally:
             self.teardown()
             self._restore_signal_handlers(previous)
             for f in self._files.values():
                 f.close()
 
+    def _outcome(self, problem):
+        if self._stopping is not None:
+            self._say(f"stopped by signal {self._stopping}; all processes torn down")
+            return 128 + self._stopping
+        if isinstance(problem, _Proc):
+            code = self.exit_codes.get(problem.label, problem.popen.returncode)
+            self._report(f"{problem.label} {_describe_exit(code)} while the workers ran", problem.label)
+            return 1
+        if self.failures:
+            when, label, what = min(self.failures)
+            self._report(f"{label} failed first: {what}", label)
+            return 1  # mpirun's own status after teardown says nothing about the failure
+        if isinstance(problem, str):
+            self._report(problem, None)
+            return 1
+        code = self.main.popen.returncode
+        if code != 0:
+            self._report_rank_failure(code)
+            return code if code > 0 else 1
+        return 0
+
     def _start(self, proc, forward):
         proc.popen = subprocess.Popen(proc.command, env=proc.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True,
-                                      preexec_fn=_terminate_when_launcher_dies(os.getpid()))
+                                      stdin=subprocess.PIPE if proc.stdin_text else subprocess.DEVNULL,
+                                      start_new_session=True, preexec_fn=_terminate_when_launcher_dies(os.getpid()))
+        if proc.stdin_text:
+            # The remote agent reads its environment from this line, and stops its process when stdin closes:
+            # so the pipe stays open for as long as the job runs.
+            proc.popen.stdin.write(proc.stdin_text.encode())
+            proc.popen.stdin.flush()
         proc.reader = threading.Thread(target=forward, args=(proc,), daemon=True)
         proc.reader.start()
 
     def _wait(self):
-        """Until the workers end, a worker fails, a signal arrives, or a service dies; returns the dead service."""
-        while self._stopping is None and self.main.popen.poll() is None and first_failure(self.job_dir) is None:
+        """Until the workers end, a worker fails, a signal arrives, a service dies or start-up times out. Returns
+        the dead service, a message, or None."""
+        reported = 0
+        while self._stopping is None and self.main.popen.poll() is None and not self.failures:
             for service in self.services:
                 if service.popen.poll() is not None:
+                    time.sleep(0.2)  # let its last lines (and exit record) arrive
                     return service
+            if len(self.up) != reported:
+                reported = len(self.up)
+                self._progress()
+            waited = time.time() - self._started_at
+            if len(self.up) < len(self.expected) and waited > self.options.start_timeout:
+                missing = [label for label in self.expected if label not in self.up]
+                return (f"start-up timed out: {len(missing)} of {len(self.expected)} processes were not up after "
+                        f"{self.options.start_timeout:g} s (--start-timeout): {', '.join(missing)}")
             time.sleep(0.1)
         return None
 
+    def _dead_service_after(self, seconds):
+        """A server that died is the cause, even when the workers it left reported their errors first: servers
+        only serve, so a worker's failure cannot kill them. Its exit can take a moment to arrive over ssh."""
+        deadline = time.time() + seconds
+        while True:
+            dead = [s for s in self.services if s.popen.poll() is not None]
+            if dead or time.time() > deadline:
+                if dead:
+                    time.sleep(0.2)  # its exit record follows its last line
+                return dead[0] if dead else None
+            time.sleep(0.05)
+
+    def _progress(self):
+        total = len(self.expected)
+        if total == 1:
+            return
+        if len(self.up) == total:
+            self._say(f"all {total} processes up after {time.time() - self._started_at:.1f} s")
+            return
+        missing = [label for label in self.expected if label not in self.up]
+        shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+        self._say(f"{len(self.up)}/{total} processes up; waiting for {shown}")
+
+    # ---- teardown ---------------------------------------------------------------------------------------------
     def teardown(self):
-        """Stop every process group we started, then any recorded process still alive: SIGTERM, grace, SIGKILL."""
+        """Stop every process group we started here (SIGTERM, grace, SIGKILL), then, on every host, every process
+        the job recorded there."""
         started = [p.popen for p in [self.main, *self.services] if p.popen is not None]
         for popen in started:
             if popen.poll() is None:
@@ -109,14 +167,23 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 _signal_group(popen.pid, signal.SIGKILL)
                 popen.wait()
-        pids = recorded_pids(self.job_dir)
-        for pid in pids:
-            _signal(pid, signal.SIGTERM)
-        deadline = time.time() + GRACE_SECONDS
-        while time.time() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.1)
-        for pid in pids:
-            _signal(pid, signal.SIGKILL)
+        names = collections.defaultdict(list)
+        for p in self.layout.processes:
+            names[p.host_index].append(p.name)
+            if not p.host.is_local and p.role == "ps":
+                names[p.host_index].append(f"agent.{p.name}")
+        job_dir = self.layout.job_dir
+        local = [n for i, ns in names.items() if self.layout.hosts[i].is_local for n in ns]
+        host_agent.stop(job_dir, local, grace=GRACE_SECONDS)
+        survivors = on_remote_hosts(
+            self.layout.spec, self.options.ssh,
+            lambda host, index: [self.layout.python, "-m", "parallax.launcher.host_agent", "stop", job_dir,
+                                 *names[index]])
+        for host, result in survivors.items():
+            if isinstance(result, Exception):
+                self._say(f"could not stop the job's processes on {host}: {result}")
+            elif result.strip() not in ("", "{}"):
+                self._say(f"processes still alive on {host} after SIGKILL: {result.strip()}")
 
     # ---- output -----------------------------------------------------------------------------------------------
     def _forward_mpirun(self, proc):
@@ -132,30 +199,49 @@ class Supervisor:
             for rank, text in segments[:-1]:
                 partial[rank] += text
             rank, text = segments[-1]
-            self._process_line(f"rank {rank}", partial.pop(rank, "") + text)
+            self._process_line(self._rank_label(rank), partial.pop(rank, "") + text)
         for rank, text in partial.items():
-            self._process_line(f"rank {rank}", text)
+            self._process_line(self._rank_label(rank), text)
 
     def _forward_plain(self, proc):
         for line in _lines(proc.popen):
             self._process_line(proc.label, line)
 
+    def _rank_label(self, rank):
+        return self.rank_labels.get(rank, f"?/worker/{rank}")
+
     def _process_line(self, label, text):
+        if text.startswith(CONTROL_PREFIX):
+            self._control(label, text[len(CONTROL_PREFIX):].split(None, 2))
+            return
         self.tails[label].append(text)
-        if self.log_dir:
+        if self.options.log_dir:
             self._log_file(label).write(text + "\n")
         else:
             self._write(f"[{label}] {text}")
 
+    def _control(self, label, words):
+        if words[:1] == ["up"]:
+            self.up.setdefault(label, time.time())
+        elif words[:1] == ["failed"] and len(words) == 3:
+            self.failures.append((float(words[1]), label, words[2]))
+        elif words[:1] == ["exit"] and len(words) == 2:
+            self.exit_codes[label] = int(words[1])
+
     def _launcher_line(self, line):
         self.launcher_lines.append(line)
-        if line.strip() and not set(line.strip()) <= {"-"}:
-            self._write(f"[mpirun] {line}")
+        # mpirun's ssh child may exec before mpirun moves it into a process group (EACCES): a harmless race.
+        if line.strip() and not set(line.strip()) <= {"-"} and not _HARMLESS.search(line):
+            self._write(f"[{MPIRUN}] {line}")
+
+    def _log_path(self, label):
+        host, role, index = label.split("/")
+        return os.path.join(self.options.log_dir, f"{role}.{index}.{host}.log")
 
     def _log_file(self, label):
         if label not in self._files:
-            os.makedirs(self.log_dir, exist_ok=True)
-            self._files[label] = open(os.path.join(self.log_dir, label.replace(" ", ".") + ".log"), "a", buffering=1)
+            os.makedirs(self.options.log_dir, exist_ok=True)
+            self._files[label] = open(self._log_path(label), "a", buffering=1)
         return self._files[label]
 
     def _write(self, text):
@@ -170,27 +256,20 @@ class Supervisor:
     def _report_rank_failure(self, code):
         text = "\n".join(self.launcher_lines)
         rank = next((int(m.group(1)) for m in (p.search(text) for p in _FAILED_RANK) if m), None)
-        m = _EXIT_CODE.search(text)
-        detail = f"exit code {m.group(1)}" if m else f"mpirun exit status {code}"
+        m_sig, m_code = _EXIT_SIGNAL.search(text), _EXIT_CODE.search(text)
+        detail = _describe_exit(-int(m_sig.group(1))) if m_sig else \
+            _describe_exit(int(m_code.group(1))) if m_code else f"failed (mpirun exit status {code})"
         if rank is None:
-            self._report(f"a rank exited with {detail}", None)
+            self._report(f"a worker {detail}", None)
         else:
-            self._report(f"rank {rank} (worker {rank}, host {self._host_of(f'pid.{rank}')}) exited with {detail}",
-                         f"rank {rank}")
+            self._report(f"{self._rank_label(rank)} {detail}", self._rank_label(rank))
 
     def _report(self, what, label):
-        lines = list(self.tails.get(label, [])) if label else []
+        lines = list(self.tails.get(label, [])) if label else list(self.launcher_lines)[-TAIL_LINES:]
         tail = "\n".join("    " + t for t in lines) or "    (no output)"
-        where = f" (full log: {os.path.join(self.log_dir, label.replace(' ', '.') + '.log')})" \
-            if self.log_dir and label else ""
-        self._say(f"job failed: {what}; every process was stopped.\n  last lines of {label}{where}:\n{tail}")
-
-    def _host_of(self, pid_file):
-        try:
-            with open(os.path.join(self.job_dir, pid_file)) as f:
-                return f.read().split()[0]
-        except (OSError, IndexError):
-            return "?"
+        where = f" (full log: {self._log_path(label)})" if self.options.log_dir and label else ""
+        self._say(f"job failed: {what}; every process was stopped.\n  last lines of {label or 'mpirun'}"
+                  f"{where}:\n{tail}")
 
     # ---- signals ----------------------------------------------------------------------------------------------
     def _install_signal_handlers(self):
@@ -209,10 +288,39 @@ class Supervisor:
         self._stopping = signum
 
 
+def on_remote_hosts(spec, settings, argv_for, timeout=REMOTE_STOP_TIMEOUT):
+    """Run `argv_for(host, index)` on every remote host of `spec` over ssh, in parallel; {hostname: stdout or the
+    exception}."""
+    remote = [(i, h) for i, h in enumerate(spec.hosts) if not h.is_local]
+    if not remote:
+        return {}
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
+        futures = {pool.submit(ssh.run, settings, h, argv_for(h, i), timeout): h.hostname for i, h in remote}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                results[futures[future]] = future.result()
+            except Exception as e:  # noqa: BLE001 - reported by the caller
+                results[futures[future]] = e
+    return results
+
+
+def _describe_exit(code):
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "?"
+        return f"was killed by signal {-code} ({name})"
+    if code == 255:
+        return "lost its ssh connection (ssh exit status 255)"
+    return f"exited with code {code}"
+
+
 def _terminate_when_launcher_dies(launcher_pid):
     """Even a SIGKILLed launcher takes its job down: each child gets SIGTERM when the launcher dies (Linux
-    PR_SET_PDEATHSIG; mpirun then stops its ranks). Children are started from the main thread, whose exit is
-    what the kernel watches."""
+    PR_SET_PDEATHSIG; mpirun then stops its ranks, and a remote agent sees its ssh connection close). Children are
+    started from the main thread, whose exit is what the kernel watches."""
     def preexec():
         try:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
@@ -228,41 +336,8 @@ def _lines(popen):
         yield raw.decode(errors="replace").rstrip("\n")
 
 
-def recorded_pids(job_dir):
-    pids = []
-    for path in glob.glob(os.path.join(job_dir, "pid.*")):
-        try:
-            with open(path) as f:
-                pids.append(int(f.read().split()[1]))
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
-
-
 def _signal_group(pid, sig):
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _signal(pid, sig):
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is not running: it only waits to be reaped by its parent.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -1,6 +1,7 @@
 """A small MPI-mode job for launcher tests. Behaviour is chosen by environment variables:
   JOB_FAIL_RANK=R     rank R raises after its first step
   JOB_HANG=1          every rank sleeps forever after start-up (for signal tests)
+  JOB_LOOP=1          every rank trains until it is stopped (for failure tests in mid-training)
   JOB_MISMATCH_RANK=R rank R builds a slightly different graph
   JOB_OUT=DIR         each rank writes DIR/identity.<rank> with worker_id num_workers is_chief
   JOB_RUN_OPTION=PS   the run option (default MPI); JOB_SPEC the resource spec (default localhost:2)
@@ -41,6 +42,13 @@ if os.environ.get("JOB_OUT"):
 if os.environ.get("JOB_HANG"):
     while True:
         time.sleep(1)
+step = 0
+while os.environ.get("JOB_LOOP"):
+    step += 1
+    if step == 3:
+        print(f"worker {runner.worker_id} is training", flush=True)
+    runner.run(train, {x: np.ones((2, 2), np.float32)})
+    time.sleep(0.05)
 runner.run(train, {x: np.ones((2, 2), np.float32)})
 if os.environ.get("JOB_FAIL_RANK") == str(runner.worker_id):
     raise RuntimeError(f"deliberate failure on worker {runner.worker_id}")

@@ -1,0 +1,110 @@
+"""`parallax-launch`: run a parallax training script on the hosts of a resource spec. Imports no TensorFlow.
+
+    parallax-launch [--resource-spec F | --hostfile F | -H h1:2,h2:2 | --local-cluster 2x2@1gbit] [-np N]
+                    [--run-option HYBRID|PS|MPI] [--ssh-port P] [--ssh-identity-file K] [--ssh-option OPT]
+                    [-x NAME[=VALUE]] [--python PATH]
+                    [--log-dir D] [--start-timeout S] [--dry-run] -- python train.py [args]
+"""
+import argparse
+import dataclasses
+import os
+import sys
+
+from parallax.config import RUN_OPTIONS
+from parallax.errors import ParallaxError
+from parallax.launcher import local_cluster, ssh
+from parallax.launcher.job import LaunchOptions, launch
+from parallax.launcher.resource_spec import ResourceSpec
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="parallax-launch",
+        description="Start a parallax job: one parameter server per host (PS and HYBRID) and one worker per slot "
+                    "(with mpirun), over ssh on remote hosts. Every host is checked first; if any process fails, "
+                    "every process on every host is stopped.",
+        epilog="example: parallax-launch -H node1:2,node2:2 --ssh-identity-file ~/.ssh/id_ed25519 -- "
+               "python train.py --steps 1000")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--resource-spec", metavar="F", help="a resource spec file (paper style or hostfile lines)")
+    where.add_argument("--hostfile", metavar="F", help="an MPI hostfile (`host slots=N` lines)")
+    where.add_argument("-H", "--hosts", metavar="H", help="hosts and slots, e.g. h1:2,h2:2")
+    where.add_argument("--local-cluster", metavar="HOSTSxSLOTS[@RATE]",
+                       help="build a cluster of network namespaces on this machine (root only), e.g. 2x2@1gbit, "
+                            "run the job on it and remove it")
+    p.add_argument("-np", "--num-workers", type=int, metavar="N", help="use only the first N slots of the spec")
+    p.add_argument("--run-option", choices=RUN_OPTIONS,
+                   help="override the script's Config.run_option; MPI starts no parameter servers")
+    p.add_argument("--ssh-port", type=int, metavar="P", help="ssh port for hosts whose spec line gives none")
+    p.add_argument("--ssh-identity-file", metavar="K", help="private key for ssh (batch mode: no passwords)")
+    p.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
+                   help="an extra `ssh -o OPT`, e.g. UserKnownHostsFile=F (repeatable)")
+    p.add_argument("-x", "--env", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="also pass this environment variable to every process (repeatable); only PATH, "
+                        "PYTHONPATH, LD_LIBRARY_PATH, VIRTUAL_ENV, HOME, LANG and a few TF/OMP settings are passed "
+                        "otherwise")
+    p.add_argument("--python", metavar="PATH",
+                   help="the Python to run on every host (default: the command's `python`, resolved here)")
+    p.add_argument("--log-dir", metavar="D", help="write one log file per process here instead of prefixed lines")
+    p.add_argument("--start-timeout", type=float, default=120.0, metavar="S",
+                   help="fail if not every process is up after S seconds (default 120)")
+    p.add_argument("--dry-run", action="store_true", help="check the hosts, print every process, start nothing")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        if not command:
+            raise ParallaxError("no training command: put it after `--`, e.g. -- python train.py")
+        if args.ssh_identity_file and not os.path.isfile(args.ssh_identity_file):
+            raise ParallaxError(f"--ssh-identity-file {args.ssh_identity_file}: no such file")
+        options = LaunchOptions(
+            ssh=ssh.SshSettings(args.ssh_port, os.path.abspath(args.ssh_identity_file)
+                                if args.ssh_identity_file else None,
+                                tuple(w for opt in args.ssh_option for w in ("-o", opt))),
+            log_dir=os.path.abspath(args.log_dir) if args.log_dir else None, start_timeout=args.start_timeout,
+            dry_run=args.dry_run, python=args.python, run_option=args.run_option, env=_env_settings(args.env))
+        if args.local_cluster:
+            return _on_local_cluster(args, command, options)
+        spec = ResourceSpec.load(args.resource_spec or args.hostfile) if (args.resource_spec or args.hostfile) \
+            else ResourceSpec.from_hosts_string(args.hosts)
+        return _launch(spec, args, command, options)
+    except ParallaxError as e:
+        print(f"parallax-launch: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+def _env_settings(items):
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not name.isidentifier():
+            raise ParallaxError(f"-x {item!r}: write NAME or NAME=VALUE")
+        if not sep and name not in os.environ:
+            raise ParallaxError(f"-x {name}: {name} is not set here; write -x {name}=VALUE")
+        env[name] = value if sep else os.environ[name]
+    return tuple(env.items())
+
+
+def _launch(spec, args, command, options):
+    if args.num_workers:
+        spec = spec.first_workers(args.num_workers)
+    return launch(spec, command, options, with_servers=args.run_option != "MPI", run_option=args.run_option)
+
+
+def _on_local_cluster(args, command, options):
+    hosts, slots, rate = local_cluster.parse_shape(args.local_cluster)
+    with local_cluster.LocalCluster(hosts, slots, rate=rate) as cluster:
+        print(f"parallax-launch: {cluster}", file=sys.stderr, flush=True)
+        options = dataclasses.replace(
+            options, ssh=dataclasses.replace(options.ssh, extra_options=options.ssh.extra_options
+                                             + tuple(cluster.ssh_options())),
+            mpi_args=tuple(cluster.mpi_args()))
+        return _launch(ResourceSpec.parse(cluster.spec_text(), source="--local-cluster"), args, command, options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""What the launcher runs on each host of a job: `python -m parallax.launcher.host_agent check|run|stop|cleanup`.
+
+Remote hosts run it over ssh; the launcher's own host calls the same functions in-process. It imports no
+TensorFlow, so it answers in a fraction of a second.
+
+  check JSON    preflight: report this host's Python and parallax, whether the script exists, reserve ports,
+                create the job directory; prints one JSON line
+  run NAME -- CMD...
+                read the process's environment as one JSON line on stdin, start CMD in a new session, record
+                its pid, and stop it (its whole process group) when stdin closes: when the launcher, or the ssh
+                connection to it, goes away, nothing stays behind
+  stop JOB_DIR NAME...
+                stop the processes recorded as JOB_DIR/pid.NAME on this host (SIGTERM, grace, SIGKILL), but only
+                those whose environment names JOB_DIR, so a reused pid is never hit; prints JSON of survivors
+  cleanup JOB_DIR
+                remove the job directory
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from parallax.launcher import ports
+from parallax.launcher.role import CONTROL_PREFIX, ENV_JOB_DIR
+
+GRACE_SECONDS = 3.0
+
+
+# ---- check ------------------------------------------------------------------------------------------------------
+def check(request):
+    """`request`: {"script": path or None, "ports": count, "job_dir": path or None}. Returns a JSON-able dict."""
+    import parallax
+    report = {"hostname": socket.gethostname(), "python": sys.executable,
+              "parallax": os.path.dirname(os.path.abspath(parallax.__file__)), "errors": []}
+    script = request.get("script")
+    if script and not os.path.isfile(script):
+        report["errors"].append(f"the script {script} does not exist on this host")
+    try:
+        report["ports"] = ports.reserve_local_ports(request.get("ports", 0))
+    except Exception as e:  # noqa: BLE001 - reported to the launcher as text
+        report["errors"].append(str(e))
+    job_dir = request.get("job_dir")
+    if job_dir:
+        try:
+            os.makedirs(job_dir, exist_ok=True)
+        except OSError as e:
+            report["errors"].append(f"cannot create the job directory {job_dir}: {e}")
+    return report
+
+
+# ---- run --------------------------------------------------------------------------------------------------------
+def run(name, command, stdin=None):
+    """Run `command` until it exits or stdin closes; return its exit status (128+N when killed by signal N)."""
+    stdin = stdin or sys.stdin
+    env = json.loads(stdin.readline() or "{}")
+    try:
+        child = subprocess.Popen(command, env=env or None, stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        print(f"parallax: cannot start {command[0]} on {socket.gethostname()}: {e}", file=sys.stderr, flush=True)
+        return 127
+    job_dir = env.get(ENV_JOB_DIR)
+    if job_dir and os.path.isdir(job_dir):
+        with open(os.path.join(job_dir, f"pid.agent.{name}"), "w") as f:
+            f.write(f"{socket.gethostname()} {os.getpid()}\n")
+
+    def stop_when_stdin_closes():
+        while stdin.readline():
+            pass
+        _stop_group(child)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda *_: _stop_group(child))
+    threading.Thread(target=stop_when_stdin_closes, daemon=True).start()
+    code = child.wait()
+    print(f"{CONTROL_PREFIX} exit {code}", file=sys.stderr, flush=True)
+    return 128 - code if code < 0 else code
+
+
+def _stop_group(child):
+    if child.poll() is not None:
+        return
+    _killpg(child.pid, signal.SIGTERM)
+    deadline = time.time() + GRACE_SECONDS
+    while child.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    _killpg(child.pid, signal.SIGKILL)
+
+
+# ---- stop / cleanup ---------------------------------------------------------------------------------------------
+def stop(job_dir, names, grace=GRACE_SECONDS):
+    """Stop the job's processes recorded on this host under `names`; returns {name: pid} of any that survived."""
+    targets = {}
+    for name in names:
+        pid = recorded_pid(job_dir, name)
+        if pid is not None and belongs_to_job(pid, job_dir):
+            targets[name] = pid
+    for pid in targets.values():
+        _signal_process_and_group(pid, signal.SIGTERM)
+    deadline = time.time() + grace
+    while time.time() < deadline and any(alive(p) for p in targets.values()):
+        time.sleep(0.05)
+    for pid in targets.values():
+        if alive(pid):
+            _signal_process_and_group(pid, signal.SIGKILL)
+    time.sleep(0.1)
+    return {name: pid for name, pid in targets.items() if alive(pid)}
+
+
+def cleanup(job_dir):
+    if os.path.basename(job_dir.rstrip("/")).startswith("parallax-job-"):
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def recorded_pid(job_dir, name):
+    try:
+        with open(os.path.join(job_dir, f"pid.{name}")) as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def belongs_to_job(pid, job_dir):
+    """True if `pid` runs with this job's directory in its environment (so a recycled pid is left alone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{ENV_JOB_DIR}={job_dir}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not running: it only waits for its parent to reap it
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _signal_process_and_group(pid, sig):
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+            return
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _killpg(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv):
+    if not argv:
+        sys.exit(__doc__)
+    verb, args = argv[0], argv[1:]
+    if verb == "check":
+        print(json.dumps(check(json.loads(args[0]))), flush=True)
+    elif verb == "run":
+        split = args.index("--")
+        sys.exit(run(args[0], args[split + 1:]))
+    elif verb == "stop":
+        print(json.dumps(stop(args[0], args[1:])), flush=True)
+    elif verb == "cleanup":
+        cleanup(args[0])
+    else:
+        sys.exit(f"unknown verb {verb!r}\n{__doc__}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,85 @@
+"""Preflight: before anything starts, check every host of a job, in parallel. Imports no TensorFlow.
+
+On each host: it is reachable and accepts our key; the job's Python runs and imports the same parallax as here (same
+paths); the script exists; the ports the job needs can be reserved; the job directory can be created. Every failure
+is reported, one line per host, in one LaunchError.
+"""
+import concurrent.futures
+import dataclasses
+import json
+import subprocess
+from typing import Dict, List
+
+from parallax.errors import LaunchError
+from parallax.launcher import host_agent, ssh
+
+AGENT = ["-m", "parallax.launcher.host_agent"]
+
+
+class PreflightError(LaunchError):
+    """One or more hosts failed the checks; nothing was started."""
+
+
+@dataclasses.dataclass
+class HostReport:
+    ports: List[int]
+    hostname: str
+
+
+def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progress=None):
+    """{host index: HostReport}. `ports_per_host`: {host index: how many ports to reserve there}."""
+    here = host_agent.check({"script": None, "ports": 0, "job_dir": None})
+
+    def check_one(index):
+        host = spec.hosts[index]
+        request = {"script": script, "ports": ports_per_host.get(index, 0), "job_dir": job_dir}
+        argv = [python, *AGENT, "check", json.dumps(request)]
+        try:
+            out = _run_here(argv) if host.is_local else ssh.run(settings, host, argv)
+        except LaunchError as e:
+            if "No module named" in str(e) and "parallax" in str(e):
+                raise LaunchError(f"{host.hostname}: {python} cannot import parallax; install parallax for that "
+                                  f"Python on every host, or pass --python") from None
+            raise
+        try:
+            report = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise LaunchError(f"{host.hostname}: the preflight check printed no report: {out[-300:]!r}") from None
+        if report["parallax"] != here["parallax"]:
+            report["errors"].append(f"{python} imports parallax from {report['parallax']}, the launcher from "
+                                    f"{here['parallax']}: install the same parallax at the same path everywhere")
+        if report["errors"]:
+            raise LaunchError(f"{host.hostname}: " + "; ".join(report["errors"]))
+        return HostReport(report.get("ports", []), report["hostname"])
+
+    results: Dict[int, HostReport] = {}
+    errors = []
+    indices = range(spec.num_hosts)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, spec.num_hosts)) as pool:
+        futures = {pool.submit(check_one, i): i for i in indices}
+        for future in concurrent.futures.as_completed(futures):
+            index = futures[future]
+            try:
+                results[index] = future.result()
+                if progress:
+                    progress(f"preflight: {spec.hosts[index].hostname} ok ({len(results)}/{spec.num_hosts})")
+            except LaunchError as e:
+                errors.append((index, e))
+    if errors:
+        errors.sort(key=lambda item: item[0])
+        lines = "\n".join(f"  {e}" for _, e in errors)
+        error = PreflightError(f"preflight failed on {len(errors)} of {spec.num_hosts} host(s); nothing was "
+                               f"started:\n{lines}")
+        error.causes = [e for _, e in errors]
+        raise error
+    return results
+
+
+def _run_here(argv):
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise LaunchError(f"{argv[0]} does not exist here; pass --python") from None
+    if result.returncode != 0:
+        raise LaunchError(f"`{' '.join(argv[:3])}` failed here: {' '.join(result.stderr.split())[-400:]}")
+    return result.stdout
