@@ -53,13 +53,10 @@ def get_runner(graph, resource_spec, config=None):
     plan = make_plan(analysis, spec, config)
     passes_for(plan)  # fails fast, before any process starts, on a mode this version cannot run
     if role.role == "launcher":
-        if spec.num_workers > 1:
+        if spec.num_workers > 1 or not spec.hosts[0].is_local:
             # This process only launches: every worker re-runs the script, and the job's status is ours.
             sys.exit(launch_job(spec, config, with_servers=plan.uses_servers))
-        if not spec.hosts[0].is_local:
-            raise UnsupportedError(f"{spec.source}: host {spec.hosts[0].hostname!r} is not this machine; a "
-                                   f"1-worker job runs in this process, so use 'localhost: 0'")
-        role = Role("worker", 0, 1)
+        role = Role("worker", 0, 1)  # one local slot: this process is the whole job
     elif role.num_workers != spec.num_workers:
         raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
                                f"{spec.num_workers} slots; pass the same spec in every worker")

@@ -132,9 +132,10 @@ def test_unsupported_mode_is_refused_before_anything_starts():
         parallax.get_runner(g, "localhost slots=4", parallax.Config(sync=False))
 
 
-def test_remote_single_host_is_refused():
+def test_a_remote_host_is_launched_and_checked_first():
+    from parallax.launcher.preflight import PreflightError
     g, _ = embedding_mlp.build("GradientDescent")
-    with pytest.raises(parallax.UnsupportedError, match="not this machine"):
+    with pytest.raises(PreflightError, match=r"example.invalid: cannot reach the host over ssh"):
         parallax.get_runner(g, "example.invalid: 0")
 
 

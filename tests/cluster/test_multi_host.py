@@ -143,3 +143,20 @@ def _launch_cli(cluster, args, key=None):
            "--", sys.executable, JOB]
     env = dict(os.environ, PYTHONPATH=ROOT)
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_local_cluster_option_builds_runs_and_removes_the_cluster(cluster, tmp_path):
+    def ours():
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+        return {line.split()[0] for line in listed if line.startswith("px")} - set(cluster.namespaces)
+
+    before = ours()
+    cmd = [*LAUNCH, "--local-cluster", "2x1@100mbit", "--run-option", "MPI", "-x", "JOB_OUT", "--", sys.executable,
+           JOB]
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", JOB_OUT=str(tmp_path))
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "local cluster" in result.stderr and "2 hosts x 1 slots" in result.stderr
+    hosts = {line.split("/worker/")[0].lstrip("[") for line in result.stdout.splitlines() if "/worker/" in line}
+    assert len(hosts) == 2 and all(h.startswith("10.231.") for h in hosts), result.stdout
+    assert ours() == before  # its namespaces are gone
