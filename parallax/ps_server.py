@@ -1,8 +1,8 @@
 """A parameter server process: `python -m parallax.ps_server`, started by the launcher.
 
 It serves job `ps`, task $PARALLAX_PS_TASK of the cluster in $PARALLAX_CLUSTER until it is told to stop (SIGTERM
-from the launcher when the workers are done). TensorFlow's gRPC server listens on every interface and runs any graph
-sent to it without authentication: run jobs only on networks you trust (see docs/modes.md).
+from the launcher when the workers are done). TensorFlow's gRPC server runs any graph sent to it without
+authentication; the launcher's bind shim keeps it on its cluster address only (see docs/security.md).
 """
 import json
 import os

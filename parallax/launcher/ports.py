@@ -21,11 +21,3 @@ def reserve_local_ports(count):
         for s in sockets:
             s.close()
     return ports
-
-
-def cluster_for(spec, ports):
-    """The TF cluster: one `ps` task per host, one `worker` task per slot, on the given ports (ps ones first)."""
-    ps = [f"{h.hostname}:{p}" for h, p in zip(spec.hosts, ports)]
-    workers = [f"{spec.hosts[spec.host_of_worker(w)].hostname}:{p}"
-               for w, p in zip(range(spec.num_workers), ports[spec.num_hosts:])]
-    return {"ps": ps, "worker": workers}

@@ -121,7 +121,7 @@ def test_malformed_hostfile_names_the_line(cluster, tmp_path):
     (tmp_path / "hosts.txt").write_text(f"{cluster.hosts[0]} slots=2\n{cluster.hosts[1]} slots=two\n")
     result = _launch_cli(cluster, ["--hostfile", str(tmp_path / "hosts.txt")])
     assert result.returncode == 2
-    assert f"hosts.txt:2: slots='two' is not a whole number" in result.stderr, result.stderr
+    assert "hosts.txt:2: slots='two' is not a whole number" in result.stderr, result.stderr
 
 
 def test_dry_run_lists_every_process_and_starts_nothing(cluster, tmp_path):
