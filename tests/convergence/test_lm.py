@@ -1,0 +1,61 @@
+"""The LM converges with parallax as on one device: 2 HYBRID workers of batch B/2 against one process of batch B,
+same data, same steps. The perplexities are measured by models/lm/eval.py, which restores each run's checkpoint
+into the unmodified single-device graph."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LM = os.path.join(ROOT, "models", "lm")
+BATCH, STEPS = 32, 600
+PPL_BOUND = 55.0  # measured reference run: 46.46 for both (single and 2 HYBRID workers), 600 steps
+PPL_AGREEMENT = 0.02
+
+
+def _run(args, timeout=600):
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(args)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lm-data")
+    _run([os.path.join(LM, "make_data.py"), "--out", str(out)])
+    return str(out)
+
+
+def _perplexity(data, ckpt):
+    out = _run([os.path.join(LM, "eval.py"), "--data-dir", data, "--checkpoint-dir", ckpt])
+    return float(re.search(r"held-out perplexity ([0-9.]+)", out).group(1))
+
+
+def test_lm_two_hybrid_workers_reach_the_single_device_perplexity(data, tmp_path):
+    single, dist = str(tmp_path / "single"), str(tmp_path / "dist")
+    common = ["--data-dir", data, "--steps", str(STEPS), "--log-every", "100"]
+    _run([os.path.join(LM, "train.py"), *common, "--batch-size", str(BATCH), "--checkpoint-dir", single])
+    out = _run([os.path.join(LM, "train_distributed.py"), *common, "--batch-size", str(BATCH // 2),
+                "--resource-spec", "localhost:2", "--run-option", "HYBRID", "--checkpoint-dir", dist])
+    assert f"worker 1 step {STEPS} words/s" in out  # every worker logs
+    ppl_single, ppl_dist = _perplexity(data, single), _perplexity(data, dist)
+    print(f"LM held-out perplexity after {STEPS} steps of {BATCH}: single {ppl_single:.2f}, "
+          f"2 HYBRID workers {ppl_dist:.2f}")
+    assert abs(ppl_dist / ppl_single - 1) <= PPL_AGREEMENT
+    assert ppl_single < PPL_BOUND and ppl_dist < PPL_BOUND
+
+
+def test_a_new_distributed_job_continues_from_the_chiefs_checkpoint(data, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    common = ["--data-dir", data, "--steps", "50", "--log-every", "50", "--batch-size", "16", "--resource-spec",
+              "localhost:2", "--checkpoint-dir", ckpt]
+    _run([os.path.join(LM, "train_distributed.py"), *common])
+    first = _perplexity(data, ckpt)
+    _run([os.path.join(LM, "train_distributed.py"), *common])
+    import tensorflow as tf
+    assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-100")  # the second job restored step 50
+    assert _perplexity(data, ckpt) < first

@@ -1,0 +1,30 @@
+"""Each model's distributed script is its single-device script plus the two parallax lines (and the import)."""
+import difflib
+import os
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _code(path):
+    """The script's lines after its docstring (which says how to run each one)."""
+    with open(path) as f:
+        text = f.read()
+    return text.split('"""', 2)[2].splitlines()
+
+
+@pytest.mark.parametrize("model", ["lm"])
+def test_distributed_script_changes_only_the_parallax_lines(model):
+    single = _code(os.path.join(ROOT, "models", model, "train.py"))
+    distributed = _code(os.path.join(ROOT, "models", model, "train_distributed.py"))
+    diff = [line for line in difflib.unified_diff(single, distributed, lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    added = [line[1:].strip() for line in diff if line.startswith("+")]
+    removed = [line[1:].strip() for line in diff if line.startswith("-")]
+    assert added[0] == "import parallax  # noqa: E402"
+    assert len(added) == 3 and len(removed) == 2, diff
+    assert "parallax.shard(" in added[1] and "parallax.get_runner(" in added[2]
+    # The changed lines wrap the same code: shard() wraps the same dataset, get_runner replaces the session.
+    assert added[1].replace("parallax.shard(", "", 1).rstrip(")") == removed[0].rstrip(")")
+    assert removed[1].startswith("with ") and added[2].startswith("with ") and added[2].endswith(" as sess:")
