@@ -12,7 +12,7 @@ test: install
 	$(PY) -m pytest $(PYTEST) tests
 
 demo: install
-	$(PY) models/demo/train.py --resource-spec resource_specs/localhost.txt --steps 200
+	$(PY) models/lm/demo.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -14,11 +14,14 @@ import glob
 import math
 import os
 import time
+import warnings
 
 import numpy as np
 import tensorflow as tf
 
 tf1 = tf.compat.v1
+tf.get_logger().setLevel("ERROR")  # TF 2.15 prints a deprecation notice for every v1 layer this model uses
+warnings.filterwarnings("ignore", message=r".*is deprecated and will be removed", category=UserWarning)
 TRAIN_FILES = "training-monolingual.tokenized.shuffled/news.en-*"
 HELDOUT_FILES = "heldout-monolingual.tokenized.shuffled/news.en.heldout-*"
 UNK = "<UNK>"

@@ -30,6 +30,19 @@ def data(tmp_path_factory):
     return str(out)
 
 
+def _assert_summaries(log_dir, last_step):
+    """The chief wrote TensorBoard scalars for loss, learning rate and throughput, up to the last step."""
+    import tensorflow as tf
+    files = list(log_dir.glob("events.out.tfevents.*"))
+    assert len(files) == 1, files  # one writer: the chief's
+    tags, steps = set(), set()
+    for event in tf.compat.v1.train.summary_iterator(str(files[0])):
+        for value in event.summary.value:
+            tags.add(value.tag)
+            steps.add(event.step)
+    assert tags == {"loss", "learning_rate", "words_per_second"} and last_step in steps
+
+
 def _perplexity(data, ckpt):
     out = _run([os.path.join(LM, "eval.py"), "--data-dir", data, "--checkpoint-dir", ckpt])
     return float(re.search(r"held-out perplexity ([0-9.]+)", out).group(1))
@@ -40,8 +53,10 @@ def test_lm_two_hybrid_workers_reach_the_single_device_perplexity(data, tmp_path
     common = ["--data-dir", data, "--steps", str(STEPS), "--log-every", "100"]
     _run([os.path.join(LM, "train.py"), *common, "--batch-size", str(BATCH), "--checkpoint-dir", single])
     out = _run([os.path.join(LM, "train_distributed.py"), *common, "--batch-size", str(BATCH // 2),
-                "--resource-spec", "localhost:2", "--run-option", "HYBRID", "--checkpoint-dir", dist])
+                "--resource-spec", "localhost:2", "--run-option", "HYBRID", "--checkpoint-dir", dist,
+                "--log-dir", str(tmp_path / "tb")])
     assert f"worker 1 step {STEPS} words/s" in out  # every worker logs
+    _assert_summaries(tmp_path / "tb", STEPS)
     ppl_single, ppl_dist = _perplexity(data, single), _perplexity(data, dist)
     print(f"LM held-out perplexity after {STEPS} steps of {BATCH}: single {ppl_single:.2f}, "
           f"2 HYBRID workers {ppl_dist:.2f}")
