@@ -36,6 +36,12 @@ if ! "$VPY" -c 'import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__vers
   "$VPY" -m pip install -q 'tensorflow-cpu==2.15.1' 'numpy<2' mpi4py pytest
 fi
 
+# The models' data (scikit-learn's digits) and the convergence plots (matplotlib); numpy stays < 2.
+if ! "$VPY" -c 'import sklearn, matplotlib' 2>/dev/null; then
+  say "installing scikit-learn and matplotlib"
+  "$VPY" -m pip install -q 'scikit-learn<1.6' 'matplotlib<3.10' 'numpy<2'
+fi
+
 if ! "$VPY" -c 'import horovod.tensorflow' 2>/dev/null; then
   say "building horovod==0.28.1 from source against TF (takes ~3 minutes on 2 cores)"
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \

@@ -6,7 +6,7 @@ single-device graph with a plain tf.compat.v1.train.Saver.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import lm  # noqa: E402

@@ -13,11 +13,11 @@ import argparse
 import glob
 import math
 import os
-import time
 import warnings
 
 import numpy as np
 import tensorflow as tf
+import training
 
 tf1 = tf.compat.v1
 tf.get_logger().setLevel("ERROR")  # TF 2.15 prints a deprecation notice for every v1 layer this model uses
@@ -30,22 +30,13 @@ UNK = "<UNK>"
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Train the LSTM language model.")
     p.add_argument("--data-dir", required=True, help="a directory written by models/lm/make_data.py")
-    p.add_argument("--resource-spec", default="localhost:2", help="used by train_distributed.py")
-    p.add_argument("--run-option", default="HYBRID", choices=("HYBRID", "PS", "MPI"))
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=32, help="per worker")
+    training.add_common_arguments(p, steps=1000, batch_size=32, learning_rate=0.005)
     p.add_argument("--num-steps", type=int, default=20, help="unrolled LSTM steps")
     p.add_argument("--embedding-size", type=int, default=64)
     p.add_argument("--hidden-size", type=int, default=128)
     p.add_argument("--num-sampled", type=int, default=0, help="sampled softmax with this many samples (0: full)")
     p.add_argument("--optimizer", default="adam", choices=("adam", "adagrad"))
-    p.add_argument("--learning-rate", type=float, default=0.005)
     p.add_argument("--clip-norm", type=float, default=1.0)
-    p.add_argument("--checkpoint-dir")
-    p.add_argument("--save-checkpoint-steps", type=int)
-    p.add_argument("--log-dir", help="TensorBoard summaries (chief)")
-    p.add_argument("--log-every", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
 
@@ -109,81 +100,10 @@ class Model:
         self.train_op = optimizer.apply_gradients(zip(clipped, variables), global_step=self.global_step)
 
 
-def parallax_config(args):
-    """The parallax Config matching SingleDeviceSession's checkpoints."""
-    import parallax
-    return parallax.Config(run_option=args.run_option, checkpoint_dir=args.checkpoint_dir,
-                           save_checkpoint_steps=args.save_checkpoint_steps)
-
-
-class SingleDeviceSession:
-    """A plain Session with what a training script needs around it: initialize or restore the latest checkpoint,
-    save every `save_checkpoint_steps` and at close. Same interface as a parallax Runner."""
-    is_chief, worker_id, num_workers = True, 0, 1
-
-    def __init__(self, graph, args):
-        self.graph, self.args = graph, args
-        with graph.as_default():
-            self.saver = tf1.train.Saver(max_to_keep=3) if args.checkpoint_dir else None
-            tables = tf1.tables_initializer()
-            init = tf.group(tf1.global_variables_initializer(), tables)
-            self.step = tf1.train.get_global_step()
-        self.session = tf1.Session(graph=graph)
-        latest = tf1.train.latest_checkpoint(args.checkpoint_dir) if args.checkpoint_dir else None
-        if latest:
-            self.saver.restore(self.session, latest)
-            self.session.run(tables)
-        else:
-            self.session.run(init)
-        self._runs = 0
-
-    def run(self, fetches, feed_dict=None):
-        result = self.session.run(fetches, feed_dict)
-        self._runs += 1
-        every = self.args.save_checkpoint_steps
-        if self.saver and every and self._runs % every == 0:
-            self.save_checkpoint()
-        return result
-
-    def save_checkpoint(self):
-        step = self.session.run(self.step)
-        self.saver.save(self.session, os.path.join(self.args.checkpoint_dir, "model.ckpt"), global_step=step)
-
-    def close(self):
-        if self.session is not None:
-            if self.saver:
-                self.save_checkpoint()
-            self.session.close()
-            self.session = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 def train(sess, model, args):
-    """The training loop: a log line every --log-every steps from every worker (step, words/s, loss, perplexity
-    of the batch), TensorBoard summaries from the chief. Returns the last logged loss."""
-    writer = tf1.summary.FileWriter(args.log_dir) if args.log_dir and sess.is_chief else None
-    start, words, last = time.time(), 0, float("nan")
-    for step in range(1, args.steps + 1):
-        _, loss, n = sess.run([model.train_op, model.full_loss, model.words_per_batch])
-        words += n
-        if step % args.log_every == 0 or step == args.steps:
-            rate = words / (time.time() - start)
-            print(f"worker {sess.worker_id} step {step} words/s {rate:.0f} loss {loss:.4f} "
-                  f"ppl {math.exp(loss):.1f}", flush=True)
-            if writer:
-                writer.add_summary(tf1.Summary(value=[
-                    tf1.Summary.Value(tag="loss", simple_value=loss),
-                    tf1.Summary.Value(tag="learning_rate", simple_value=args.learning_rate),
-                    tf1.Summary.Value(tag="words_per_second", simple_value=rate * sess.num_workers)]), step)
-            start, words, last = time.time(), 0, loss
-    if writer:
-        writer.close()
-    return last
+    """Every worker logs step, words/s, loss and the batch's perplexity; the chief writes TensorBoard scalars."""
+    return training.train_loop(sess, model.train_op, model.full_loss, model.words_per_batch, args, unit="words",
+                               extra=lambda loss: f"ppl {math.exp(loss):.1f}")
 
 
 def perplexity(data_dir, checkpoint_dir, args, max_batches=None):

@@ -6,11 +6,12 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import lm  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import training  # noqa: E402
 
 tf.compat.v1.disable_eager_execution()
 args = lm.parse_args()
@@ -19,5 +20,5 @@ with graph.as_default():
     tf.compat.v1.set_random_seed(args.seed)
     windows = lm.token_windows(args.data_dir, args.num_steps, seed=args.seed)
     model = lm.Model(windows.batch(args.batch_size), args, len(lm.vocabulary(args.data_dir)))
-with lm.SingleDeviceSession(graph, args) as sess:
+with training.SingleDeviceSession(graph, args) as sess:
     lm.train(sess, model, args)

@@ -6,12 +6,13 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import lm  # noqa: E402
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import training  # noqa: E402
 
 tf.compat.v1.disable_eager_execution()
 args = lm.parse_args()
@@ -20,5 +21,5 @@ with graph.as_default():
     tf.compat.v1.set_random_seed(args.seed)
     windows = parallax.shard(lm.token_windows(args.data_dir, args.num_steps, seed=args.seed))
     model = lm.Model(windows.batch(args.batch_size), args, len(lm.vocabulary(args.data_dir)))
-with parallax.get_runner(graph, args.resource_spec, lm.parallax_config(args)) as sess:
+with parallax.get_runner(graph, args.resource_spec, training.parallax_config(args)) as sess:
     lm.train(sess, model, args)

@@ -1,0 +1,104 @@
+"""What every model's scripts share: the single-device session, the matching parallax Config, and the training
+loop (a log line from every worker, TensorBoard scalars from the chief).
+
+A distributed script replaces `SingleDeviceSession(graph, args)` by `parallax.get_runner(graph, spec, config)`:
+both are context managers with `run`, `is_chief`, `worker_id` and `num_workers`, and both initialize or restore the
+latest checkpoint at start, save every `--save-checkpoint-steps` and at close.
+"""
+import os
+import time
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+
+def add_common_arguments(p, steps, batch_size, learning_rate):
+    p.add_argument("--resource-spec", default="localhost:2", help="used by train_distributed.py")
+    p.add_argument("--run-option", default="HYBRID", choices=("HYBRID", "PS", "MPI"))
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--batch-size", type=int, default=batch_size, help="per worker")
+    p.add_argument("--learning-rate", type=float, default=learning_rate)
+    p.add_argument("--checkpoint-dir")
+    p.add_argument("--save-checkpoint-steps", type=int)
+    p.add_argument("--log-dir", help="TensorBoard summaries (chief)")
+    p.add_argument("--log-every", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def parallax_config(args):
+    """The parallax Config matching SingleDeviceSession's checkpoints."""
+    import parallax
+    return parallax.Config(run_option=args.run_option, checkpoint_dir=args.checkpoint_dir,
+                           save_checkpoint_steps=args.save_checkpoint_steps)
+
+
+class SingleDeviceSession:
+    """A plain Session with what a training script needs around it: initialize or restore the latest checkpoint,
+    save every `save_checkpoint_steps` and at close. Same interface as a parallax Runner."""
+    is_chief, worker_id, num_workers = True, 0, 1
+
+    def __init__(self, graph, args):
+        self.graph, self.args = graph, args
+        with graph.as_default():
+            self.saver = tf1.train.Saver(max_to_keep=3) if args.checkpoint_dir else None
+            tables = tf1.tables_initializer()
+            init = tf.group(tf1.global_variables_initializer(), tables)
+            self.step = tf1.train.get_global_step()
+        self.session = tf1.Session(graph=graph)
+        latest = tf1.train.latest_checkpoint(args.checkpoint_dir) if args.checkpoint_dir else None
+        if latest:
+            self.saver.restore(self.session, latest)
+            self.session.run(tables)
+        else:
+            self.session.run(init)
+        self._runs = 0
+
+    def run(self, fetches, feed_dict=None):
+        result = self.session.run(fetches, feed_dict)
+        self._runs += 1
+        every = self.args.save_checkpoint_steps
+        if self.saver and every and self._runs % every == 0:
+            self.save_checkpoint()
+        return result
+
+    def save_checkpoint(self):
+        step = self.session.run(self.step)
+        self.saver.save(self.session, os.path.join(self.args.checkpoint_dir, "model.ckpt"), global_step=step)
+
+    def close(self):
+        if self.session is not None:
+            if self.saver:
+                self.save_checkpoint()
+            self.session.close()
+            self.session = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def train_loop(sess, train_op, loss, count, args, unit, extra=None):
+    """Run args.steps training steps. Every --log-every steps every worker prints `worker W step S <unit>/s R
+    loss L [extra]`, and the chief writes TensorBoard scalars (loss, learning rate, <unit>/s of the whole job).
+    `count`: the number of examples (or words) in a batch. Returns the last logged loss."""
+    writer = tf1.summary.FileWriter(args.log_dir) if args.log_dir and sess.is_chief else None
+    start, seen, last = time.time(), 0, float("nan")
+    for step in range(1, args.steps + 1):
+        _, value, n = sess.run([train_op, loss, count])
+        seen += n
+        if step % args.log_every == 0 or step == args.steps:
+            rate = seen / (time.time() - start)
+            suffix = f" {extra(value)}" if extra else ""
+            print(f"worker {sess.worker_id} step {step} {unit}/s {rate:.0f} loss {value:.4f}{suffix}", flush=True)
+            if writer:
+                writer.add_summary(tf1.Summary(value=[
+                    tf1.Summary.Value(tag="loss", simple_value=value),
+                    tf1.Summary.Value(tag="learning_rate", simple_value=args.learning_rate),
+                    tf1.Summary.Value(tag=f"{unit}_per_second", simple_value=rate * sess.num_workers)]), step)
+            start, seen, last = time.time(), 0, value
+    if writer:
+        writer.close()
+    return last
