@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST ?= -q
 
-.PHONY: install test demo clean
+.PHONY: install test demo convergence clean
 
 install:
 	@bash scripts/install.sh
@@ -13,6 +13,9 @@ test: install
 
 demo: install
 	$(PY) models/lm/demo.py
+
+convergence: install
+	$(PY) scripts/convergence.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -10,7 +10,6 @@ resolution), each convolution followed by batch normalization; global average po
 Momentum SGD with weight decay.
 """
 import argparse
-import os
 import warnings
 
 import numpy as np
