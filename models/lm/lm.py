@@ -34,6 +34,9 @@ def parse_args(argv=None):
     p.add_argument("--num-steps", type=int, default=20, help="unrolled LSTM steps")
     p.add_argument("--embedding-size", type=int, default=64)
     p.add_argument("--hidden-size", type=int, default=128)
+    p.add_argument("--partitions", type=int, default=1,
+                   help="split the embedding and softmax into this many shards (a checkpoint restores into any "
+                        "number)")
     p.add_argument("--num-sampled", type=int, default=0, help="sampled softmax with this many samples (0: full)")
     p.add_argument("--optimizer", default="adam", choices=("adam", "adagrad"))
     p.add_argument("--clip-norm", type=float, default=1.0)
@@ -69,17 +72,18 @@ class Model:
         ids = table.lookup(words)
         inputs, targets = ids[:, :-1], ids[:, 1:]
         init = tf1.random_uniform_initializer(-0.1, 0.1, seed=args.seed)
+        shards = tf1.fixed_size_partitioner(args.partitions) if args.partitions > 1 else None
         embedding = tf1.get_variable("embedding", [vocab_size, args.embedding_size], initializer=init,
-                                     use_resource=True)
+                                     partitioner=shards, use_resource=True)
         cell = tf1.nn.rnn_cell.LSTMCell(args.hidden_size, initializer=init)
         outputs, _ = tf1.nn.dynamic_rnn(cell, tf.nn.embedding_lookup(embedding, inputs), dtype=tf.float32)
         hidden = tf.reshape(outputs, [-1, args.hidden_size])
         softmax_w = tf1.get_variable("softmax_w", [vocab_size, args.hidden_size], initializer=init,
-                                     use_resource=True)
+                                     partitioner=shards, use_resource=True)
         softmax_b = tf1.get_variable("softmax_b", [vocab_size], initializer=tf1.zeros_initializer(),
                                      use_resource=True)
         labels = tf.reshape(targets, [-1])
-        logits = tf.matmul(hidden, softmax_w, transpose_b=True) + softmax_b
+        logits = tf.matmul(hidden, tf.convert_to_tensor(softmax_w), transpose_b=True) + softmax_b
         # The mean cross entropy per word, with the full softmax: what perplexity is made of.
         self.full_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
                                                                                        logits=logits))

@@ -65,9 +65,10 @@ def test_lm_two_hybrid_workers_reach_the_single_device_perplexity(data, tmp_path
 
 
 def test_a_new_distributed_job_continues_from_the_chiefs_checkpoint(data, tmp_path):
+    """With the embedding and softmax in 2 shards on the servers; eval.py restores them into unsharded variables."""
     ckpt = str(tmp_path / "ckpt")
     common = ["--data-dir", data, "--steps", "50", "--log-every", "50", "--batch-size", "16", "--resource-spec",
-              "localhost:2", "--checkpoint-dir", ckpt]
+              "localhost:2", "--checkpoint-dir", ckpt, "--partitions", "2"]
     _run([os.path.join(LM, "train_distributed.py"), *common])
     first = _perplexity(data, ckpt)
     _run([os.path.join(LM, "train_distributed.py"), *common])
