@@ -1,6 +1,6 @@
 """`parallax.Config`: every knob of a job, validated when it is built. Imports no TensorFlow."""
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from parallax.errors import ConfigError
 
@@ -27,6 +27,10 @@ class Config:
     save_checkpoint_steps: Optional[int] = None
     log_dir: Optional[str] = None
     session_config: Optional[Any] = None  # a tf.compat.v1.ConfigProto
+    # Training steps (1-based, as counted by each worker's Runner) to trace, and the workers that trace them; each
+    # traced step is written as Chrome-trace JSON to <log_dir>/trace.worker<W>.step<S>.json (docs/profiling.md).
+    profile_steps: Tuple[int, ...] = ()
+    profile_workers: Tuple[int, ...] = (0,)
 
     def __post_init__(self):
         if self.run_option not in RUN_OPTIONS:
@@ -47,6 +51,14 @@ class Config:
             if self.checkpoint_dir is None:
                 raise ConfigError("Config.save_checkpoint_steps is set but Config.checkpoint_dir is None; "
                                   "set checkpoint_dir to the directory to save into")
+        for name in ("profile_steps", "profile_workers"):
+            value = getattr(self, name)
+            low = 1 if name == "profile_steps" else 0
+            if not isinstance(value, tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= low
+                                                       for v in value):
+                raise ConfigError(f"Config.{name}={value!r} must be a tuple of ints >= {low}, e.g. (10, 11)")
+        if self.profile_steps and self.log_dir is None:
+            raise ConfigError("Config.profile_steps is set but Config.log_dir is None; traces are written there")
         if self.session_config is not None and type(self.session_config).__name__ != "ConfigProto":
             raise ConfigError(f"Config.session_config must be a tf.compat.v1.ConfigProto or None, "
                               f"not {type(self.session_config).__name__}")

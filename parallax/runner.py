@@ -161,13 +161,34 @@ class Runner:
         key, ops = _fetch_key_and_ops(mapped)
         self._check_sync_fetches(key, ops)
         feeds = None if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
+        trains = self._trains(key, ops)
+        trace = trains and self._traces(self._steps + 1)
+        if trace:
+            options = options or tf1.RunOptions()
+            options.trace_level = tf1.RunOptions.FULL_TRACE
+            run_metadata = run_metadata if run_metadata is not None else tf1.RunMetadata()
         result = self._session.run(mapped, feed_dict=feeds, options=options, run_metadata=run_metadata)
-        if self._trains(key, ops):
+        if trace:
+            self._write_trace(self._steps + 1, run_metadata)
+        if trains:
             self._steps += 1
             every = self.config.save_checkpoint_steps
             if every and self.is_chief and self._steps % every == 0:
                 self.save_checkpoint()
         return result
+
+    def _traces(self, step):
+        return step in self.config.profile_steps and self.worker_id in self.config.profile_workers
+
+    def _write_trace(self, step, run_metadata):
+        """The step's timeline as Chrome-trace JSON: every device the step ran on (this worker's, and the servers'
+        in PS and HYBRID modes), one lane per device."""
+        from tensorflow.python.client import timeline
+        os.makedirs(self.config.log_dir, exist_ok=True)
+        path = os.path.join(self.config.log_dir, f"trace.worker{self.worker_id}.step{step}.json")
+        with open(path, "w") as f:
+            f.write(timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format())
+        return path
 
     def save_checkpoint(self):
         """Save every global variable under the user's names into Config.checkpoint_dir; returns the path."""
@@ -226,7 +247,11 @@ class Runner:
     def _trains(self, key, ops):
         """Does this run execute an optimizer update? (Counts steps for checkpointing.)"""
         if key not in self._is_training:
-            self._is_training[key] = bool(self._update_ops & graph_utils.ancestors(ops))
+            # A worker's variant of a synchronous training op runs no update itself (the chief applies them), but
+            # it is that worker's training step.
+            variants = {self._graph.get_operation_by_name(v[self.worker_id])
+                        for v in self._rewritten.train_op_variants.values()}
+            self._is_training[key] = bool(variants & set(ops) or self._update_ops & graph_utils.ancestors(ops))
         return self._is_training[key]
 
     def _map_fetch(self, x):

@@ -23,6 +23,10 @@ def test_defaults_are_single_device_equivalent():
     ({"log_dir": ""}, r"Config.log_dir='' must be a non-empty path"),
     ({"checkpoint_dir": 5}, r"Config.checkpoint_dir=5"),
     ({"session_config": {"allow_soft_placement": True}}, r"session_config must be a tf.compat.v1.ConfigProto"),
+    ({"profile_steps": [3], "log_dir": "/tmp/x"}, r"Config.profile_steps=\[3\] must be a tuple of ints >= 1"),
+    ({"profile_steps": (0,), "log_dir": "/tmp/x"}, r"profile_steps=\(0,\)"),
+    ({"profile_workers": (-1,)}, r"profile_workers=\(-1,\) must be a tuple of ints >= 0"),
+    ({"profile_steps": (3,)}, r"profile_steps is set but Config.log_dir is None"),
 ])
 def test_bad_values_name_the_field_and_what_is_allowed(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -161,6 +161,19 @@ def test_ps_job_runs_and_its_servers_are_stopped_after_the_workers(tmp_path):
     _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
 
 
+def test_profiled_step_traces_every_worker_and_the_servers_it_used(tmp_path):
+    import json
+    logs = tmp_path / "logs"
+    code, out = _finish(_start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_PROFILE": "1",
+                                "JOB_LOG_DIR": str(logs)}, tmp_path))
+    assert code == 0, out
+    assert sorted(p.name for p in logs.glob("trace.*")) == ["trace.worker0.step2.json", "trace.worker1.step2.json"]
+    events = json.loads((logs / "trace.worker0.step2.json").read_text())["traceEvents"]
+    lanes = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert {"/job:ps/replica:0/task:0/device:CPU:0 Compute", "/job:worker/replica:0/task:0/device:CPU:0 Compute"} \
+        <= lanes, lanes
+
+
 def test_a_dying_server_stops_the_job_and_is_named(tmp_path):
     proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_HANG": "1"}, tmp_path)
     _wait_for(lambda: len(_worker_pids(tmp_path)) == 2)

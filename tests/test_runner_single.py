@@ -56,6 +56,21 @@ def test_runner_identity_and_name_fetches():
         assert runner.run(step_var) == 1
 
 
+def test_profiled_steps_are_written_as_chrome_traces(tmp_path):
+    import json
+    g, h = embedding_mlp.build("Adam")
+    config = parallax.Config(log_dir=str(tmp_path), profile_steps=(2,))
+    feed = {h["ids"]: np.array([1, 2], np.int32), h["labels"]: np.array([0.5, 0.25], np.float32)}
+    with parallax.get_runner(g, LOCAL, config) as runner:
+        runner.run(h["loss"], feed)  # not a training step: not counted, not traced
+        for _ in range(3):
+            runner.run(h["train_op"], feed)
+    assert sorted(p.name for p in tmp_path.glob("trace.*")) == ["trace.worker0.step2.json"]
+    events = json.loads((tmp_path / "trace.worker0.step2.json").read_text())["traceEvents"]
+    names = {e.get("args", {}).get("op") for e in events}
+    assert any(n and "Adam" in n for n in names), sorted(filter(None, names))[:20]
+
+
 def test_missing_fetch_is_a_clear_error():
     g, h = embedding_mlp.build("GradientDescent")
     with parallax.get_runner(g, LOCAL) as runner:

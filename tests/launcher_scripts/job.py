@@ -6,6 +6,7 @@
   JOB_OUT=DIR         each rank writes DIR/identity.<rank> with worker_id num_workers is_chief
   JOB_RUN_OPTION=PS   the run option (default MPI); JOB_SPEC the resource spec (default localhost:2)
   JOB_CKPT=DIR        checkpoint into DIR every step; the chief saves w's final value as JOB_OUT/w.npy
+  JOB_PROFILE=1       both workers trace their second training step into JOB_LOG_DIR
 """
 import os
 import sys
@@ -33,7 +34,8 @@ spec = os.environ.get("JOB_SPEC", "localhost:2")
 log_dir = os.environ.get("JOB_LOG_DIR")
 ckpt = os.environ.get("JOB_CKPT")
 config = parallax.Config(run_option=os.environ.get("JOB_RUN_OPTION", "MPI"), log_dir=log_dir, checkpoint_dir=ckpt,
-                         save_checkpoint_steps=1 if ckpt else None)
+                         save_checkpoint_steps=1 if ckpt else None,
+                         profile_steps=(2,) if os.environ.get("JOB_PROFILE") else (), profile_workers=(0, 1))
 runner = parallax.get_runner(g, spec, config)
 print(f"started worker {runner.worker_id}", flush=True)
 if os.environ.get("JOB_OUT"):
