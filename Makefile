@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST ?= -q
 
-.PHONY: install test demo convergence clean
+.PHONY: install test demo convergence bench clean
 
 install:
 	@bash scripts/install.sh
@@ -16,6 +16,10 @@ demo: install
 
 convergence: install
 	$(PY) scripts/convergence.py
+
+bench: install
+	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/transform_time.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
