@@ -1,4 +1,4 @@
-"""BLEU on the test set of a checkpoint written by train.py or train_distributed.py, restored into the unmodified
+"""BLEU on the test set (or --eval-split dev) of a checkpoint written by train.py or train_distributed.py, restored into the unmodified
 single-device graph with a plain tf.compat.v1.train.Saver (greedy decoding).
 
     python models/nmt/eval.py --data-dir data/nmt --checkpoint-dir ckpt/nmt
@@ -16,7 +16,7 @@ tf.compat.v1.disable_eager_execution()
 args = nmt.parse_args()
 if not args.checkpoint_dir:
     sys.exit("eval.py: --checkpoint-dir is required")
-translations, references, checkpoint = nmt.translate(args.checkpoint_dir, args)
+translations, references, checkpoint = nmt.translate(args.checkpoint_dir, args, split=args.eval_split)
 for hyp, ref in list(zip(translations, references))[:3]:
     print(f"  {' '.join(hyp)}  |  reference: {' '.join(ref)}")
-print(f"test BLEU {nmt.bleu(translations, references):.2f} ({checkpoint})", flush=True)
+print(f"{args.eval_split} BLEU {nmt.bleu(translations, references):.2f} ({checkpoint})", flush=True)

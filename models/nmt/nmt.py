@@ -34,6 +34,7 @@ def parse_args(argv=None):
     p.add_argument("--embedding-size", type=int, default=32)
     p.add_argument("--hidden-size", type=int, default=64)
     p.add_argument("--clip-norm", type=float, default=1.0)
+    p.add_argument("--eval-split", default="test", choices=("dev", "test"), help="what eval.py translates")
     return p.parse_args(argv)
 
 
