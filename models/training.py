@@ -80,6 +80,17 @@ class SingleDeviceSession:
         self.close()
 
 
+def restore_latest(sess, checkpoint_dir):
+    """What every eval script does first: restore the latest checkpoint with a plain Saver over the graph's
+    variables (so under the single-device names) and initialize its lookup tables. Returns the checkpoint path."""
+    latest = tf1.train.latest_checkpoint(checkpoint_dir)
+    if latest is None:
+        raise FileNotFoundError(f"no checkpoint in {checkpoint_dir}")
+    tf1.train.Saver().restore(sess, latest)
+    sess.run(tf1.tables_initializer())
+    return latest
+
+
 def train_loop(sess, train_op, loss, count, args, unit, extra=None):
     """Run args.steps training steps. Every --log-every steps every worker prints `worker W step S <unit>/s R
     loss L [extra]`, and the chief writes TensorBoard scalars (loss, learning rate, <unit>/s of the whole job).

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from parallax.errors import UnsupportedError
-from parallax.launcher import host_agent, mpirun
+from parallax.launcher import mpirun, processes
 from parallax.launcher.ssh import SshSettings
 from parallax.launcher.resource_spec import ResourceSpec
 
@@ -68,7 +68,7 @@ def _assert_all_gone(pids, within=10.0):
     deadline = time.time() + within
     alive = pids
     while time.time() < deadline:
-        alive = [p for p in pids if host_agent.alive(p)]
+        alive = [p for p in pids if processes.alive(p)]
         if not alive:
             return
         time.sleep(0.2)

@@ -118,13 +118,8 @@ def perplexity(data_dir, checkpoint_dir, args, max_batches=None):
     with graph.as_default():
         windows = token_windows(data_dir, args.num_steps, files=HELDOUT_FILES, repeat=False).batch(64)
         model = Model(windows, args, vocab_size, training=False)
-        saver = tf1.train.Saver()
         with tf1.Session() as sess:
-            latest = tf1.train.latest_checkpoint(checkpoint_dir)
-            if latest is None:
-                raise FileNotFoundError(f"no checkpoint in {checkpoint_dir}")
-            saver.restore(sess, latest)
-            sess.run(tf1.tables_initializer())
+            latest = training.restore_latest(sess, checkpoint_dir)
             total, count, batches = 0.0, 0, 0
             while max_batches is None or batches < max_batches:
                 try:

@@ -146,14 +146,9 @@ def translate(checkpoint_dir, args, split="test"):
             word = tf.argmax(logits, axis=-1)
             words.append(tf.gather(inverse, word[:, 0]))
         decoded = tf.stack(words, axis=1)
-        saver = tf1.train.Saver()
         translations = []
         with tf1.Session() as sess:
-            latest = tf1.train.latest_checkpoint(checkpoint_dir)
-            if latest is None:
-                raise FileNotFoundError(f"no checkpoint in {checkpoint_dir}")
-            saver.restore(sess, latest)
-            sess.run(tf1.tables_initializer())
+            latest = training.restore_latest(sess, checkpoint_dir)
             while True:
                 try:
                     batch = sess.run(decoded)

@@ -99,11 +99,7 @@ def accuracy(checkpoint_dir, args):
     with graph.as_default():
         x = tf1.placeholder(tf.float32, [None, SIZE, SIZE, 1])
         predictions = tf.argmax(logits_of(x, args, training=False), axis=1)
-        saver = tf1.train.Saver()
         with tf1.Session() as sess:
-            latest = tf1.train.latest_checkpoint(checkpoint_dir)
-            if latest is None:
-                raise FileNotFoundError(f"no checkpoint in {checkpoint_dir}")
-            saver.restore(sess, latest)
+            latest = training.restore_latest(sess, checkpoint_dir)
             predicted = sess.run(predictions, {x: images})
     return float(np.mean(predicted == labels)), latest

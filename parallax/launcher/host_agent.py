@@ -26,6 +26,7 @@ import threading
 import time
 
 from parallax.launcher import ports
+from parallax.launcher.processes import alive, signal_group, signal_process_and_group
 from parallax.launcher.role import CONTROL_PREFIX, ENV_JOB_DIR
 
 GRACE_SECONDS = 3.0
@@ -84,11 +85,11 @@ def run(name, command, stdin=None):
 def _stop_group(child):
     if child.poll() is not None:
         return
-    _killpg(child.pid, signal.SIGTERM)
+    signal_group(child.pid, signal.SIGTERM)
     deadline = time.time() + GRACE_SECONDS
     while child.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    _killpg(child.pid, signal.SIGKILL)
+    signal_group(child.pid, signal.SIGKILL)
 
 
 # ---- stop / cleanup ---------------------------------------------------------------------------------------------
@@ -100,13 +101,13 @@ def stop(job_dir, names, grace=GRACE_SECONDS):
         if pid is not None and belongs_to_job(pid, job_dir):
             targets[name] = pid
     for pid in targets.values():
-        _signal_process_and_group(pid, signal.SIGTERM)
+        signal_process_and_group(pid, signal.SIGTERM)
     deadline = time.time() + grace
     while time.time() < deadline and any(alive(p) for p in targets.values()):
         time.sleep(0.05)
     for pid in targets.values():
         if alive(pid):
-            _signal_process_and_group(pid, signal.SIGKILL)
+            signal_process_and_group(pid, signal.SIGKILL)
     time.sleep(0.1)
     return {name: pid for name, pid in targets.items() if alive(pid)}
 
@@ -131,40 +132,6 @@ def belongs_to_job(pid, job_dir):
             return f"{ENV_JOB_DIR}={job_dir}".encode() in f.read().split(b"\0")
     except OSError:
         return False
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not running: it only waits for its parent to reap it
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _signal_process_and_group(pid, sig):
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-            return
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _killpg(pid, sig):
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def main(argv):

@@ -111,10 +111,10 @@ def _resolve_python(command, python):
     """The absolute Python every host runs (the same path everywhere), and the command using it."""
     first = command[0]
     is_python = os.path.basename(first).startswith("python")
-    resolved = python or (shutil.which(first) if is_python else None) or sys.executable
-    if is_python and shutil.which(first) is None and python is None:
+    found = shutil.which(first) if is_python and python is None else None
+    if is_python and python is None and found is None:
         raise LaunchError(f"{first!r} is not on PATH here; give the Python's full path")
-    resolved = os.path.abspath(resolved)
+    resolved = os.path.abspath(python or found or sys.executable)
     return resolved, ([resolved, *command[1:]] if is_python else list(command))
 
 

@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from parallax.errors import LaunchError
+from parallax.launcher.processes import signal_process
 
 _SHAPE = re.compile(r"^(?P<hosts>\d+)x(?P<slots>\d+)(?:@(?P<rate>\d+(?:\.\d+)?[kmg]?bit))?$", re.IGNORECASE)
 _TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux", "sshd": "openssh-server",
@@ -173,7 +174,7 @@ class LocalCluster:
             for i in range(len(self._created_namespaces)):
                 pids.update(self.namespace_pids(i))
             for pid in pids:
-                _kill(pid, signal.SIGKILL)
+                signal_process(pid, signal.SIGKILL)
             time.sleep(0.2)
         for ns in reversed(self._created_namespaces):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
@@ -199,10 +200,3 @@ def _run(cmd):
     if result.returncode != 0:
         raise LaunchError(f"local cluster: `{' '.join(cmd)}` failed: {result.stderr.strip() or result.stdout}")
     return result.stdout
-
-
-def _kill(pid, sig):
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -1,4 +1,5 @@
 """The mpirun command line for a job: one rank per slot of the spec. Imports no TensorFlow."""
+import dataclasses
 import os
 import shutil
 import sys
@@ -31,8 +32,7 @@ def mpirun_command(spec, command, env_extra, ssh_settings=None, extra_args=()):
         if len(ports) > 1:
             raise UnsupportedError(f"{spec.source}: the hosts use different ssh ports {sorted(map(str, ports))}; "
                                    f"mpirun takes one port for all hosts: give them in ~/.ssh/config instead")
-        settings = ssh_settings if ssh_settings.port or not ports else \
-            type(ssh_settings)(next(iter(ports)), ssh_settings.identity_file, ssh_settings.extra_options)
+        settings = dataclasses.replace(ssh_settings, port=next(iter(ports)))
         cmd += ["-mca", "plm_rsh_agent", "ssh", "-mca", "plm_rsh_args", settings.mpirun_rsh_args()]
     cmd += list(extra_args)
     names = [k for k in PASSED_ENV if k in os.environ] + list(env_extra)

@@ -17,6 +17,7 @@ import threading
 import time
 
 from parallax.launcher import host_agent, ssh
+from parallax.launcher.processes import signal_group
 from parallax.launcher.role import CONTROL_PREFIX
 
 _TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
@@ -116,8 +117,7 @@ class Supervisor:
         while self._stopping is None and self.main.popen.poll() is None and not self.failures:
             for service in self.services:
                 if service.popen.poll() is not None:
-                    time.sleep(0.2)  # let its last lines (and exit record) arrive
-                    return service
+                    return service  # run() then waits for its last lines (_dead_service_after)
             if len(self.up) != reported:
                 reported = len(self.up)
                 self._progress()
@@ -159,13 +159,13 @@ class Supervisor:
         started = [p.popen for p in [self.main, *self.services] if p.popen is not None]
         for popen in started:
             if popen.poll() is None:
-                _signal_group(popen.pid, signal.SIGTERM)
+                signal_group(popen.pid, signal.SIGTERM)
         deadline = time.time() + GRACE_SECONDS
         for popen in started:
             try:
                 popen.wait(timeout=max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
-                _signal_group(popen.pid, signal.SIGKILL)
+                signal_group(popen.pid, signal.SIGKILL)
                 popen.wait()
         names = collections.defaultdict(list)
         for p in self.layout.processes:
@@ -334,10 +334,3 @@ def _terminate_when_launcher_dies(launcher_pid):
 def _lines(popen):
     for raw in iter(popen.stdout.readline, b""):
         yield raw.decode(errors="replace").rstrip("\n")
-
-
-def _signal_group(pid, sig):
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

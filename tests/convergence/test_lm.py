@@ -2,32 +2,20 @@
 same data, same steps. The perplexities are measured by models/lm/eval.py, which restores each run's checkpoint
 into the unmodified single-device graph."""
 import os
-import re
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-LM = os.path.join(ROOT, "models", "lm")
+from tests.convergence.runs import make_data, metric, model_dir, run, single_and_distributed
+
+LM = model_dir("lm")
 BATCH, STEPS = 32, 600
 PPL_BOUND = 55.0  # measured reference run: 46.46 for both (single and 2 HYBRID workers), 600 steps
 PPL_AGREEMENT = 0.02
 
 
-def _run(args, timeout=600):
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=timeout)
-    assert result.returncode == 0, f"{' '.join(args)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("lm-data")
-    _run([os.path.join(LM, "make_data.py"), "--out", str(out)])
-    return str(out)
+    return make_data(tmp_path_factory, "lm")
 
 
 def _assert_summaries(log_dir, last_step):
@@ -44,17 +32,12 @@ def _assert_summaries(log_dir, last_step):
 
 
 def _perplexity(data, ckpt):
-    out = _run([os.path.join(LM, "eval.py"), "--data-dir", data, "--checkpoint-dir", ckpt])
-    return float(re.search(r"held-out perplexity ([0-9.]+)", out).group(1))
+    return metric("lm", r"held-out perplexity ([0-9.]+)", ["--data-dir", data, "--checkpoint-dir", ckpt])
 
 
 def test_lm_two_hybrid_workers_reach_the_single_device_perplexity(data, tmp_path):
-    single, dist = str(tmp_path / "single"), str(tmp_path / "dist")
     common = ["--data-dir", data, "--steps", str(STEPS), "--log-every", "100"]
-    _run([os.path.join(LM, "train.py"), *common, "--batch-size", str(BATCH), "--checkpoint-dir", single])
-    out = _run([os.path.join(LM, "train_distributed.py"), *common, "--batch-size", str(BATCH // 2),
-                "--resource-spec", "localhost:2", "--run-option", "HYBRID", "--checkpoint-dir", dist,
-                "--log-dir", str(tmp_path / "tb")])
+    out, single, dist = single_and_distributed("lm", tmp_path, common, BATCH, ["--log-dir", str(tmp_path / "tb")])
     assert f"worker 1 step {STEPS} words/s" in out  # every worker logs
     _assert_summaries(tmp_path / "tb", STEPS)
     ppl_single, ppl_dist = _perplexity(data, single), _perplexity(data, dist)
@@ -69,9 +52,9 @@ def test_a_new_distributed_job_continues_from_the_chiefs_checkpoint(data, tmp_pa
     ckpt = str(tmp_path / "ckpt")
     common = ["--data-dir", data, "--steps", "50", "--log-every", "50", "--batch-size", "16", "--resource-spec",
               "localhost:2", "--checkpoint-dir", ckpt, "--partitions", "2"]
-    _run([os.path.join(LM, "train_distributed.py"), *common])
+    run([os.path.join(LM, "train_distributed.py"), *common])
     first = _perplexity(data, ckpt)
-    _run([os.path.join(LM, "train_distributed.py"), *common])
+    run([os.path.join(LM, "train_distributed.py"), *common])
     import tensorflow as tf
     assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-100")  # the second job restored step 50
     assert _perplexity(data, ckpt) < first

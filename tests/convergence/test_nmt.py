@@ -2,14 +2,13 @@
 batch B. BLEU is measured by models/nmt/eval.py, which restores each run's checkpoint into the unmodified
 single-device graph and decodes the test set greedily."""
 import os
-import re
 import sys
 
 import pytest
 
-from tests.convergence.test_lm import ROOT, _run
+from tests.convergence.runs import make_data, metric, model_dir, single_and_distributed
 
-NMT = os.path.join(ROOT, "models", "nmt")
+NMT = model_dir("nmt")
 BATCH, STEPS = 64, 800
 BLEU_TARGET = 90.0  # measured reference runs: see docs/convergence.md
 BLEU_AGREEMENT = 1.0
@@ -17,22 +16,16 @@ BLEU_AGREEMENT = 1.0
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("nmt-data")
-    _run([os.path.join(NMT, "make_data.py"), "--out", str(out)])
-    return str(out)
+    return make_data(tmp_path_factory, "nmt")
 
 
 def _bleu(data, ckpt):
-    out = _run([os.path.join(NMT, "eval.py"), "--data-dir", data, "--checkpoint-dir", ckpt])
-    return float(re.search(r"test BLEU ([0-9.]+)", out).group(1))
+    return metric("nmt", r"test BLEU ([0-9.]+)", ["--data-dir", data, "--checkpoint-dir", ckpt])
 
 
 def test_nmt_two_hybrid_workers_reach_the_single_device_bleu(data, tmp_path):
-    single, dist = str(tmp_path / "single"), str(tmp_path / "dist")
     common = ["--data-dir", data, "--steps", str(STEPS), "--log-every", "100"]
-    _run([os.path.join(NMT, "train.py"), *common, "--batch-size", str(BATCH), "--checkpoint-dir", single])
-    out = _run([os.path.join(NMT, "train_distributed.py"), *common, "--batch-size", str(BATCH // 2),
-                "--resource-spec", "localhost:2", "--run-option", "HYBRID", "--checkpoint-dir", dist])
+    out, single, dist = single_and_distributed("nmt", tmp_path, common, BATCH)
     assert f"worker 1 step {STEPS} words/s" in out
     bleu_single, bleu_dist = _bleu(data, single), _bleu(data, dist)
     print(f"NMT test BLEU after {STEPS} steps of {BATCH}: single {bleu_single:.2f}, "

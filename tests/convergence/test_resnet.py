@@ -1,28 +1,20 @@
 """The ResNet converges with parallax as on one device: 2 HYBRID workers of batch B/2 against one process of batch
 B on scikit-learn's digits. Accuracy is measured by models/resnet/eval.py, which restores each run's checkpoint into
 the unmodified single-device graph."""
-import os
-import re
+from tests.convergence.runs import metric, single_and_distributed
 
-from tests.convergence.test_lm import ROOT, _run
-
-RESNET = os.path.join(ROOT, "models", "resnet")
 BATCH, STEPS = 64, 300
 ACCURACY_TARGET = 95.0  # percent; the measured reference run reached 99.17 for both
 AGREEMENT_POINTS = 1.0
 
 
 def _accuracy(ckpt):
-    out = _run([os.path.join(RESNET, "eval.py"), "--checkpoint-dir", ckpt])
-    return float(re.search(r"test accuracy ([0-9.]+)%", out).group(1))
+    return metric("resnet", r"test accuracy ([0-9.]+)%", ["--checkpoint-dir", ckpt])
 
 
 def test_resnet_two_hybrid_workers_reach_the_single_device_accuracy(tmp_path):
-    single, dist = str(tmp_path / "single"), str(tmp_path / "dist")
-    common = ["--steps", str(STEPS), "--log-every", "100"]
-    _run([os.path.join(RESNET, "train.py"), *common, "--batch-size", str(BATCH), "--checkpoint-dir", single])
-    out = _run([os.path.join(RESNET, "train_distributed.py"), *common, "--batch-size", str(BATCH // 2),
-                "--resource-spec", "localhost:2", "--run-option", "HYBRID", "--checkpoint-dir", dist])
+    out, single, dist = single_and_distributed("resnet", tmp_path, ["--steps", str(STEPS), "--log-every", "100"],
+                                               BATCH)
     assert f"worker 1 step {STEPS} images/s" in out
     acc_single, acc_dist = _accuracy(single), _accuracy(dist)
     print(f"ResNet test accuracy after {STEPS} steps of {BATCH}: single {acc_single:.2f}%, "
