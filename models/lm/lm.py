@@ -105,7 +105,11 @@ class Model:
 
 
 def train(sess, model, args):
-    """Every worker logs step, words/s, loss and the batch's perplexity; the chief writes TensorBoard scalars."""
+    """Every worker logs step, words/s, loss and the batch's perplexity; the chief writes TensorBoard scalars.
+    With a sampled softmax the loss logged is the sampled one, without perplexity: the full softmax would read the
+    whole [V, H] matrix every step, which the sampled softmax is there to avoid (on servers, over the network)."""
+    if args.num_sampled:
+        return training.train_loop(sess, model.train_op, model.loss, model.words_per_batch, args, unit="words")
     return training.train_loop(sess, model.train_op, model.full_loss, model.words_per_batch, args, unit="words",
                                extra=lambda loss: f"ppl {math.exp(loss):.1f}")
 

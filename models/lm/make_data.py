@@ -6,7 +6,7 @@
 
 The text is real English that ships with CPython: the help topics of `pydoc_data.topics` (about 90k words).
 `--synthetic-vocab V` writes instead a Zipfian corpus over V made-up words, for benchmarks that need a very large
-embedding. Both are deterministic for a given --seed.
+embedding; its vocabulary is all V words (plus the three specials), whether or not the sample uses them. Both are deterministic for a given --seed.
 
     python models/lm/make_data.py --out data/lm
     python models/lm/make_data.py --out data/lm-200k --synthetic-vocab 200000 --synthetic-words 2000000
@@ -58,12 +58,15 @@ def synthetic_sentences(vocab_size, num_words, seed):
     return sentences
 
 
-def write_corpus(sentences, out, seed, heldout_fraction=0.1, train_shards=4, min_count=2):
+def write_corpus(sentences, out, seed, heldout_fraction=0.1, train_shards=4, min_count=2, all_words=()):
+    """`all_words`: words that belong in the vocabulary even if the training text never uses them (after the
+    ones it does, in the given order)."""
     random.Random(seed).shuffle(sentences)
     n_heldout = max(1, int(len(sentences) * heldout_fraction))
     heldout, train = sentences[:n_heldout], sentences[n_heldout:]
     counts = collections.Counter(w for s in train for w in s)
     vocab = SPECIALS + [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count]
+    vocab += [w for w in all_words if w not in counts]
     os.makedirs(os.path.join(out, TRAIN_DIR), exist_ok=True)
     os.makedirs(os.path.join(out, HELDOUT_DIR), exist_ok=True)
     for shard in range(train_shards):
@@ -90,7 +93,9 @@ def main():
     args = p.parse_args()
     if args.synthetic_vocab:
         sentences = synthetic_sentences(args.synthetic_vocab, args.synthetic_words, args.seed)
-        stats = write_corpus(sentences, args.out, args.seed, min_count=1)
+        # The whole vocabulary is the model's, as in LM-1B, whose rarest words hardly occur: V rows of embedding.
+        stats = write_corpus(sentences, args.out, args.seed, min_count=1,
+                             all_words=[f"w{i}" for i in range(args.synthetic_vocab)])
     else:
         stats = write_corpus(pydoc_sentences(), args.out, args.seed)
     print(f"wrote {args.out}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
