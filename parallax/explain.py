@@ -4,9 +4,12 @@
     python -m parallax.explain train.py --resource-spec F [script args]  # the same, for a training script
 
 The plan shown is the very record the rewrite consumes (explain runs analysis, planning and the rewrite in this
-process). Traffic is predicted per worker per training step, sent plus received, by the Parallax paper's Table 3:
-PS 2b (dense) or 2ab (sparse), AllReduce 2(N-1)b/N, AllGather 2(N-1)ab, where b is the variable's bytes and a the
-fraction of its rows one worker's step touches, estimated from the static shape of the gradient's indices.
+process). Traffic is predicted per training step by the Parallax paper's Table 3, as the bytes the step moves
+between processes, each byte counted once, divided by the number of workers N: PS 2b (dense) or 2ab (sparse: each
+worker pushes its gradient rows and pulls as many rows), AllReduce 2(N-1)b/N (ring: every worker sends that much),
+AllGather (N-1)ab (every worker receives the other N-1 workers' rows). Here b is the variable's bytes and a the
+fraction of its rows one worker's step touches: from the static shape of the gradient's indices, or measured by
+running the graph's input pipeline for a few batches (`measure_sparsity`, `--measure-sparsity K`).
 """
 import argparse
 import dataclasses
@@ -19,6 +22,7 @@ import tensorflow as tf
 
 from parallax.analysis import analyze
 from parallax.config import Config
+from parallax.errors import ConfigError
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.plan import Plan, make_plan
 from parallax.rewrite import rewrite
@@ -31,7 +35,7 @@ class VariableTraffic:
     method: str
     bytes: Optional[int]
     sparsity: Optional[float]  # a: the fraction of rows a worker's step touches (sparse only; None = unknown)
-    bytes_per_step: Optional[int]  # sent + received per worker per step; None when it cannot be predicted
+    bytes_per_step: Optional[int]  # moved per step / N workers (module doc); None when it cannot be predicted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,14 +79,21 @@ class Explanation:
 _METHOD_NAMES = {"LOCAL": "local (1 worker)", "AR": "AllReduce", "AG": "AllGather", "PS": "PS"}
 
 
-def explain(graph, resource_spec, config=None, print_table=True):
-    """Analyze, plan and rewrite `graph` for `resource_spec` in this process; print and return the Explanation."""
+def explain(graph, resource_spec, config=None, print_table=True, measure_sparsity=0):
+    """Analyze, plan and rewrite `graph` for `resource_spec` in this process; print and return the Explanation.
+    `measure_sparsity=K`: measure each sparse variable's `a` as the mean over K batches of the graph's own input
+    (a copy of the graph runs its gradients' indices; nothing is trained), instead of from static shapes."""
     config = Config() if config is None else config
+    if isinstance(measure_sparsity, bool) or not isinstance(measure_sparsity, int) or measure_sparsity < 0:
+        raise ConfigError(f"explain: measure_sparsity={measure_sparsity!r} must be a number of batches >= 0")
     spec = ResourceSpec.load(resource_spec)
     analysis = analyze(graph)
     plan = make_plan(analysis, spec, config)
     rewritten = rewrite(graph, analysis, plan, config)
-    traffic = tuple(_traffic(graph, analysis.variable(v.name), v, plan.num_workers) for v in plan.variables)
+    sparse = [r for r in analysis.variables if r.kind == "sparse"]
+    measured = _measured_sparsity(graph, sparse, measure_sparsity) if measure_sparsity and sparse else {}
+    traffic = tuple(_traffic(graph, analysis.variable(v.name), v, plan.num_workers, measured.get(v.name))
+                    for v in plan.variables)
     placements = {name: tuple(moved) for name, moved in rewritten.placements.items()}
     result = Explanation(plan, traffic, placements)
     if print_table:
@@ -90,12 +101,12 @@ def explain(graph, resource_spec, config=None, print_table=True):
     return result
 
 
-def _traffic(graph, record, vp, n):
+def _traffic(graph, record, vp, n, measured=None):
     b = vp.bytes
-    a = _sparsity(graph, record) if vp.kind == "sparse" else None
+    a = (measured if measured is not None else _sparsity(graph, record)) if vp.kind == "sparse" else None
     if b is None or (vp.kind == "sparse" and vp.method in ("PS", "AG") and a is None):
         return VariableTraffic(vp.name, vp.method, b, a, None)
-    formula = {"LOCAL": lambda: 0, "AR": lambda: 2 * (n - 1) * b / n, "AG": lambda: 2 * (n - 1) * a * b,
+    formula = {"LOCAL": lambda: 0, "AR": lambda: 2 * (n - 1) * b / n, "AG": lambda: (n - 1) * a * b,
                "PS": lambda: 2 * a * b if vp.kind == "sparse" else 2 * b}[vp.method]
     return VariableTraffic(vp.name, vp.method, b, a, int(round(formula())))
 
@@ -114,6 +125,26 @@ def _sparsity(graph, record):
     return min(1.0, lookups / rows)
 
 
+def _measured_sparsity(graph, records, batches):
+    """{variable: mean rows touched per batch / rows} over `batches` batches, from a copy of `graph` with its
+    variables and tables initialized. Variables whose gradient has no indices tensor are left out."""
+    tf1 = tf.compat.v1
+    copy = tf.Graph()
+    with copy.as_default():
+        tf1.train.import_meta_graph(tf1.train.export_meta_graph(graph=graph))
+        init = [tf1.global_variables_initializer(), tf1.tables_initializer()]
+        fetches = {r.name: [copy.get_tensor_by_name(p.gradient.indices) for p in r.parts]
+                   for r in records if r.shape and all(p.gradient and p.gradient.indices for p in r.parts)}
+        counts = {name: 0 for name in fetches}
+        with tf1.Session(graph=copy) as session:
+            session.run(init)
+            for _ in range(batches):
+                for name, sizes in session.run(fetches).items():
+                    counts[name] += sum(s.size for s in sizes)
+    rows = {r.name: r.shape[0] for r in records}
+    return {name: min(1.0, count / batches / rows[name]) for name, count in counts.items()}
+
+
 def _num(n):
     return "?" if n is None else f"{n:,}"
 
@@ -127,12 +158,16 @@ def main(argv=None):
         description="Build a training script's graph without training, and print what parallax would do with it.")
     parser.add_argument("script", help="the training script (it calls parallax.get_runner)")
     parser.add_argument("--resource-spec", help="the spec to plan for (default: the one the script passes)")
+    parser.add_argument("--measure-sparsity", type=int, default=0, metavar="K",
+                        help="measure each sparse variable's a over K batches of the script's input instead of "
+                             "from static shapes (needs the input data; trains nothing)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
     args = parser.parse_args(argv)
     if not os.path.isfile(args.script):
         parser.error(f"script {args.script!r} does not exist")
     from parallax import runner
-    runner.explain_instead = lambda graph, spec, config: explain(graph, args.resource_spec or spec, config)
+    runner.explain_instead = lambda graph, spec, config: explain(graph, args.resource_spec or spec, config,
+                                                                 measure_sparsity=args.measure_sparsity)
     sys.argv = [args.script, *args.script_args]
     try:
         runpy.run_path(args.script, run_name="__main__")

@@ -29,7 +29,7 @@ def _static_batch_graph():
 @pytest.mark.parametrize("run_option, emb_method, emb_bytes, w_bytes", [
     ("HYBRID", "PS", 2 * 0.2 * 960, 2 * 3 * 240 / 4),
     ("PS", "PS", 2 * 0.2 * 960, 2 * 240),
-    ("MPI", "AG", 2 * 3 * 0.2 * 960, 2 * 3 * 240 / 4),
+    ("MPI", "AG", 3 * 0.2 * 960, 2 * 3 * 240 / 4),
 ])
 def test_table3_predictions(run_option, emb_method, emb_bytes, w_bytes, capsys):
     e = parallax.explain(_static_batch_graph(), TWO_HOSTS, parallax.Config(run_option=run_option))
@@ -48,6 +48,35 @@ def test_unknown_sparsity_is_marked_not_guessed():
     emb = next(t for t in e.traffic if t.variable == "model/embedding")
     assert emb.sparsity is None and emb.bytes_per_step is None and e.bytes_per_step is None
     assert "unknown" in str(e)
+
+
+def _dataset_graph():
+    """An embedding [30, 4] looked up 6 times per batch of a tf.data pipeline, whose batch dimension is dynamic."""
+    g = tf.Graph()
+    with g.as_default():
+        ids = tf1.data.make_one_shot_iterator(
+            tf.data.Dataset.range(30).map(lambda i: i % 30).repeat().batch(6)).get_next()
+        emb = tf1.get_variable("emb", [30, 4], use_resource=True)
+        loss = tf.reduce_sum(tf.nn.embedding_lookup(emb, ids))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g
+
+
+@pytest.mark.parametrize("run_option, expected", [("PS", 2 * 0.2 * 480), ("MPI", 3 * 0.2 * 480)])
+def test_sparsity_measured_from_the_input_pipeline(run_option, expected):
+    g = _dataset_graph()
+    assert parallax.explain(g, TWO_HOSTS, parallax.Config(run_option=run_option), print_table=False) \
+        .traffic[0].sparsity is None  # dynamic batch: not static
+    before = len(g.get_operations())
+    e = parallax.explain(g, TWO_HOSTS, parallax.Config(run_option=run_option), print_table=False,
+                         measure_sparsity=3)
+    assert e.traffic[0].sparsity == pytest.approx(0.2) and e.bytes_per_step == round(expected)
+    assert len(g.get_operations()) == before  # measured on a copy
+
+
+def test_measure_sparsity_rejects_a_bad_count():
+    with pytest.raises(parallax.ConfigError, match="measure_sparsity"):
+        parallax.explain(_dataset_graph(), TWO_HOSTS, print_table=False, measure_sparsity=-1)
 
 
 def test_explained_plan_is_the_plan_executed():
