@@ -5,6 +5,7 @@ A distributed script replaces `SingleDeviceSession(graph, args)` by `parallax.ge
 both are context managers with `run`, `is_chief`, `worker_id` and `num_workers`, and both initialize or restore the
 latest checkpoint at start, save every `--save-checkpoint-steps` and at close.
 """
+import argparse
 import os
 import time
 
@@ -24,13 +25,33 @@ def add_common_arguments(p, steps, batch_size, learning_rate):
     p.add_argument("--log-dir", help="TensorBoard summaries (chief)")
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile-steps", default=(), type=lambda text: tuple(int(s) for s in text.split(",")),
+                   help="train_distributed.py: steps to trace on worker 0, e.g. 30,31; Chrome-trace JSON goes to "
+                        "--log-dir (docs/profiling.md)")
+    p.add_argument("--optimizations", default="LA,OPAU,OPSW", type=_optimizations,
+                   help="HYBRID/PS optimizations to apply, comma-separated, or `none` (docs/optimizations.md): "
+                        "LA local aggregation, OPAU post-aggregation op placement, OPSW boundary-op placement")
+
+
+OPTIMIZATIONS = {"LA": "local_aggregation", "OPAU": "place_post_aggregation_ops", "OPSW": "place_boundary_ops"}
+
+
+def _optimizations(text):
+    names = [] if text.strip().lower() == "none" else [n.strip().upper() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in OPTIMIZATIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown optimization(s) {', '.join(unknown)}: use a comma-separated "
+                                         f"subset of {','.join(OPTIMIZATIONS)}, or none")
+    return frozenset(names)
 
 
 def parallax_config(args):
     """The parallax Config matching SingleDeviceSession's checkpoints."""
     import parallax
+    switches = {field: name in args.optimizations for name, field in OPTIMIZATIONS.items()}
     return parallax.Config(run_option=args.run_option, checkpoint_dir=args.checkpoint_dir,
-                           save_checkpoint_steps=args.save_checkpoint_steps)
+                           save_checkpoint_steps=args.save_checkpoint_steps, profile_steps=args.profile_steps,
+                           log_dir=args.log_dir if args.profile_steps else None, **switches)
 
 
 class SingleDeviceSession:
