@@ -1,0 +1,108 @@
+"""Jobs on the shaped multi-host test bed (parallax.launcher.local_cluster), measured while they run.
+
+Throughput comes from the workers' own log lines (`worker W step S <unit>/s R`, one per --log-every steps, each over
+the steps since the previous one): the job's rate in a window is the sum over workers, and a run's rate is the
+median over the windows after warm-up. Bytes come from the hosts' interface counters, read when worker 0 reports
+the end of warm-up and the last step: the namespace side of each host's link (bytes that crossed the network) and
+each host's loopback (bytes between processes of one host). MPI is told to use TCP (`btl tcp,self`), not shared
+memory, so that the counters see every byte a job moves, and to yield the CPU while it waits
+(`mpi_yield_when_idle`): the test bed's hosts share this machine's cores, and MPI's busy polling would take them
+from the other hosts' workers and servers (it cost MPI a quarter of its throughput on the LM, HYBRID a sixth).
+"""
+import dataclasses
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+LOG_LINE = re.compile(r"worker (\d+) step (\d+) (\w+)/s (\d+)")
+
+
+@dataclasses.dataclass
+class Measurement:
+    rate: float  # units/s of the whole job: median over windows after warm-up
+    unit: str
+    wire_bytes: float  # bytes that crossed the network, per worker per step
+    local_bytes: float  # bytes between processes on one host (loopback), per worker per step
+    windows: int
+
+    @property
+    def total_bytes(self):
+        return self.wire_bytes + self.local_bytes
+
+
+def host_counters(cluster):
+    """Per host: (bytes sent on its link, bytes over its loopback), read from /proc/<pid>/net/dev of its sshd."""
+    result = []
+    for pid in cluster.sshd_pids:
+        sent = local = 0
+        with open(f"/proc/{pid}/net/dev") as f:
+            for line in f.readlines()[2:]:
+                name, data = line.split(":", 1)
+                tx_bytes = int(data.split()[8])
+                if name.strip() == "lo":
+                    local += tx_bytes
+                else:
+                    sent += tx_bytes
+        result.append((sent, local))
+    return result
+
+
+def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, env=None,
+            timeout=900):
+    """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
+    --run-option, --steps and --log-every (models/training.py)."""
+    spec = os.path.join(workdir, "hosts.txt")
+    with open(spec, "w") as f:
+        f.write(cluster.spec_text())
+    num_workers = cluster.num_hosts * cluster.slots
+    cmd = [sys.executable, "-m", "parallax.launcher.cli", "--resource-spec", spec,
+           "--ssh-identity-file", cluster.client_key, "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}",
+           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, "--",
+           sys.executable, os.path.join(ROOT, script), *script_args, "--resource-spec", spec,
+           "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, OMPI_MCA_btl="tcp,self", OMPI_MCA_mpi_yield_when_idle="1",
+               OMPI_MCA_btl_tcp_if_include=str(cluster.network), OMPI_MCA_oob_tcp_if_include=str(cluster.network), **(env or {}))
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGTERM))
+    timer.start()
+    lines, rates, snapshots = [], {}, {}
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            m = LOG_LINE.search(line)
+            if not m:
+                continue
+            worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
+            if worker == 0 and step in (warmup_steps, steps):
+                snapshots[step] = host_counters(cluster)
+            if step > warmup_steps:
+                rates.setdefault(step, {})[worker] = rate
+        proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:  # interrupted: the launcher tears its job down on every host when told to stop
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    if proc.returncode != 0 or len(snapshots) != 2:
+        raise RuntimeError(f"job {script} {run_option} failed (exit {proc.returncode}); its output ends:\n"
+                           + "".join(lines[-40:]))
+    windows = [sum(by_worker.values()) for by_worker in rates.values() if len(by_worker) == num_workers]
+    (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[s])] for s in (warmup_steps, steps))
+    per = num_workers * (steps - warmup_steps)
+    return Measurement(statistics.median(windows), unit, (sent1 - sent0) / per, (local1 - local0) / per,
+                       len(windows))
+
+
+def progress(text):
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
