@@ -20,6 +20,7 @@ convergence: install
 bench: install
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/transform_time.py
+	$(PY) benchmarks/paper_tables.py --trace-dir benchmarks/runs/traces
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -131,6 +131,12 @@ def main():
                                  for model in MODELS for mode in MODES}
     import report
     lines += report.tables(runs, predicted, bench, MODELS, MODES, ABLATION, ALL)
+    if bench.trace_dir and "LM" in MODELS:
+        import trace_summary
+        lines += ["", f"## Where an LM step's time goes at {bench.rate} (traces of step 30, worker 0)", ""]
+        for mode in ("PS", "HYBRID"):
+            lines += [f"### {mode}", ""] + trace_summary.summarize(
+                os.path.join(bench.trace_dir, mode, "trace.worker0.step30.json")) + [""]
     common.write("paper_tables.md", lines)
     report.plot(runs, bench, MODELS, MODES, os.path.join(common.RESULTS, "paper_tables.png"))
 
