@@ -58,12 +58,14 @@ def tables(runs, predicted, bench, models, modes, ablation, all_opts):
             continue
         cells = [_fmt(r[0])] + [f"{_fmt(v)} ({_ratio(v, prev)})" for prev, v in zip(r, r[1:])]
         lines.append(f"| {model} | " + " | ".join(cells) + f" | {_ratio(r[-1], r[0])} |")
-    lines += ["", "## Every run", "", "| rate | model | mode | optimizations | units/s per run | windows |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "## Every run", "", "CPU s/step: CPU time of every process on the hosts (workers, servers, MPI, "
+              "sshd) per training step, between the same log lines as the bytes.", "",
+              "| rate | model | mode | optimizations | units/s per run | windows | CPU s/step |",
+              "|---|---|---|---|---|---|---|"]
     for (key, model, mode, opts), ms in runs.items():
         rate = bench.rate if key == "rate" else bench.second_rate
         lines.append(f"| {rate} | {model} | {mode} | {opts} | {', '.join(f'{m.rate:.0f}' for m in ms)} | "
-                     f"{', '.join(str(m.windows) for m in ms)} |")
+                     f"{', '.join(str(m.windows) for m in ms)} | {', '.join(f'{m.cpu_seconds:.2f}' for m in ms)} |")
     return lines
 
 

@@ -30,6 +30,7 @@ class Measurement:
     wire_bytes: float  # bytes that crossed the network, per worker per step
     local_bytes: float  # bytes between processes on one host (loopback), per worker per step
     windows: int
+    cpu_seconds: float = float("nan")  # CPU time of every process on the hosts, per step
 
     @property
     def total_bytes(self):
@@ -51,6 +52,20 @@ def host_counters(cluster):
                     sent += tx_bytes
         result.append((sent, local))
     return result
+
+
+def cpu_seconds(cluster):
+    """CPU time (user + system) used so far by every process on the cluster's hosts."""
+    ticks = 0
+    for i in range(cluster.num_hosts):
+        for pid in cluster.namespace_pids(i):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError):
+                pass  # ended in between
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, env=None,
@@ -81,7 +96,7 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
                 continue
             worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
             if worker == 0 and step in (warmup_steps, steps):
-                snapshots[step] = host_counters(cluster)
+                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster))
             if step > warmup_steps:
                 rates.setdefault(step, {})[worker] = rate
         proc.wait()
@@ -98,10 +113,11 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
         raise RuntimeError(f"job {script} {run_option} failed (exit {proc.returncode}); its output ends:\n"
                            + "".join(lines[-40:]))
     windows = [sum(by_worker.values()) for by_worker in rates.values() if len(by_worker) == num_workers]
-    (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[s])] for s in (warmup_steps, steps))
+    (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[s][0])] for s in (warmup_steps, steps))
     per = num_workers * (steps - warmup_steps)
+    cpu = (snapshots[steps][1] - snapshots[warmup_steps][1]) / (steps - warmup_steps)
     return Measurement(statistics.median(windows), unit, (sent1 - sent0) / per, (local1 - local0) / per,
-                       len(windows))
+                       len(windows), cpu)
 
 
 def progress(text):
