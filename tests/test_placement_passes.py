@@ -33,18 +33,29 @@ def test_ps_mode_global_norm_on_server_0_and_each_l2_norm_with_its_gradient():
         assert l2.device == l2.inputs[0].op.device and l2.device.startswith("/job:ps/task:"), l2.name
         assert graph_utils.colocation_target(l2) is None  # no longer dragging its raw gradient to the server
     # each clip multiply runs with its gradient, on that variable's server; the scale is shared (server 0)
+    _assert_clip_runs_with_each_server_gradient(analysis, plan, g)
+    assert out.placements["place_post_aggregation_ops"]
+
+
+def _assert_clip_runs_with_each_server_gradient(analysis, plan, g):
+    checked = 0
     for vp in plan.variables:
         for part, task in zip(analysis.variable(vp.name).parts, vp.ps_tasks):
             average = g.get_operation_by_name(f"parallax_ps/{part.name}/average")
             (clip,) = [c for c in average.outputs[0].consumers() if c.type == "Mul"]
             assert clip.device == f"/job:ps/task:{task}", clip.name
-    assert out.placements["place_post_aggregation_ops"]
+            checked += 1
+    return checked
 
 
 def test_hybrid_keeps_the_norm_of_replicated_gradients_in_the_workers():
     analysis, plan, out = _rewrite("HYBRID")
     g = out.graph
     assert g.get_operation_by_name("global_norm/global_norm").device == ""
+    # The scale comes from the workers but is a scalar: each server's aggregated rows are scaled where they are.
+    # (Placed on server 0, the rows of a variable on server 1 went there and back: 1.6 MB per worker-step of the
+    # benchmark LM.)
+    assert _assert_clip_runs_with_each_server_gradient(analysis, plan, g) == 2  # the embedding's two shards
     for l2 in _user_ops(g, "L2Loss"):
         if l2.outputs[0].consumers():
             assert l2.device == "", l2.name  # dense gradients are allreduced: they are in every worker

@@ -3,6 +3,7 @@ light ops at the worker/server boundary.
 
 The paper's rule, applied in topological order to the ops on a path from an aggregated gradient (an
 accumulator's take, a collective's result) to an update:
+- inputs that are scalars or tiny do not count, unless all of an op's inputs are tiny;
 - an op whose data inputs all come from one process runs in that process;
 - an op with one shared input and inputs from one other process runs with those (the clip itself);
 - any other op with inputs from several processes is shared (the global norm of a clip_by_global_norm), and runs
@@ -26,7 +27,7 @@ def place_post_aggregation_ops(ctx):
     where = {op: _process_of(op) for op in sources}
     placed = ctx.placements.setdefault("place_post_aggregation_ops", [])
     for op in _topological(region):
-        inputs = {where.get(t.op, _process_of(t.op)) for t in op.inputs if t.op in where or not _is_small(t)}
+        inputs = _deciding_processes(op, where)
         if _is_tied(op) or not inputs:
             # TF places an op on a variable's handle (or colocated with it) with that variable; an op with only
             # tiny inputs from elsewhere has no reason to move.
@@ -37,6 +38,14 @@ def place_post_aggregation_ops(ctx):
         if op.device != device:
             _move(op, device)
             placed.append((op.name, device or WORKER))
+
+
+def _deciding_processes(op, where):
+    """The processes whose inputs decide where `op` runs: those of its inputs that are not tiny. An op whose inputs
+    are all tiny (the sum of norms in a global norm) is decided by those of its tiny inputs that come from the
+    region: a scalar scale next to a server's aggregated rows must not pull the rows to another process."""
+    big = {where.get(t.op, _process_of(t.op)) for t in op.inputs if not _is_small(t)}
+    return big or {where[t.op] for t in op.inputs if t.op in where}
 
 
 def _decide(inputs):
