@@ -69,9 +69,10 @@ def cpu_seconds(cluster):
 
 
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, env=None,
-            timeout=900):
+            timeout=900, at_snapshot=None):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
-    --run-option, --steps and --log-every (models/training.py)."""
+    --run-option, --steps and --log-every (models/training.py). `at_snapshot(step)` is called where the counters
+    are read, for finer accounting."""
     spec = os.path.join(workdir, "hosts.txt")
     with open(spec, "w") as f:
         f.write(cluster.spec_text())
@@ -97,6 +98,8 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
             worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
             if worker == 0 and step in (warmup_steps, steps):
                 snapshots[step] = (host_counters(cluster), cpu_seconds(cluster))
+                if at_snapshot:
+                    at_snapshot(step)
             if step > warmup_steps:
                 rates.setdefault(step, {})[worker] = rate
         proc.wait()
