@@ -36,7 +36,7 @@ def process_name(pid):
     except OSError:
         return "?"
     if any("ps_server" in word for word in cmd):
-        return env.get("PARALLAX_ROLE", "ps")
+        return f"ps{env.get('PARALLAX_PS_TASK', '?')}"
     if "OMPI_COMM_WORLD_RANK" in env:
         return f"worker{env['OMPI_COMM_WORLD_RANK']}"
     return os.path.basename(cmd[0])
