@@ -68,14 +68,10 @@ def main():
     lines = common.header("Bytes per worker per step between processes",
                   {"model": args.model, "run option": args.run_option, "optimizations": args.optimizations,
                    "rate": args.rate})
-    script, generator, _, (steps, every) = paper_tables.MODELS[args.model]
+    steps, every = paper_tables.MODELS[args.model][3]
     with tempfile.TemporaryDirectory(prefix="parallax-flows-") as work, \
             LocalCluster(2, 2, rate=args.rate) as cluster:
-        data_dirs = {}
-        if generator:
-            data_dirs[args.model] = os.path.join(work, "data")
-            subprocess.run([sys.executable, os.path.join(common.ROOT, generator[0]), "--out",
-                            data_dirs[args.model], *generator[1:]], check=True, capture_output=True)
+        data_dirs = paper_tables.make_data([args.model], work)
         snapshots, names = {}, {}
 
         def snapshot(step):
@@ -91,14 +87,14 @@ def main():
     for key, (_, sent) in snapshots[steps].items():
         flows[(names.get(key[1], "?"), names.get(key[2], "?"))] += sent - snapshots[every].get(key, (None, 0))[1]
     per = (steps - every) * cluster.num_hosts * cluster.slots
-    lines += [f"The hosts' interfaces counted {m.total_bytes / 1e6:.3f} MB per worker-step ({m.wire_bytes / 1e6:.3f} MB "
-              f"on the wire). Sums are of bytes sent, between the warm-up's last log line and the last step.", "",
-              "| from | to | MB per worker-step |", "|---|---|---|"]
-    lines += [f"| {src} | {dst} | {sent / per / 1e6:.3f} |"
+    table = [f"The hosts' interfaces counted {m.total_bytes / 1e6:.3f} MB per worker-step "
+             f"({m.wire_bytes / 1e6:.3f} MB on the wire). Sums are of bytes sent, between the warm-up's last log "
+             f"line and the last step.", "", "| from | to | MB per worker-step |", "|---|---|---|"]
+    table += [f"| {src} | {dst} | {sent / per / 1e6:.3f} |"
               for (src, dst), sent in sorted(flows.items(), key=lambda kv: -kv[1]) if sent / per >= 1000]
-    lines.append(f"| all connections | | {sum(flows.values()) / per / 1e6:.3f} |")
-    print("\n".join(lines[-len(flows) - 4:]))
-    common.write(f"flows.{args.model}.{args.run_option}.md", lines)
+    table.append(f"| all connections | | {sum(flows.values()) / per / 1e6:.3f} |")
+    print("\n".join(table))
+    common.write(f"flows.{args.model}.{args.run_option}.md", lines + table)
 
 
 if __name__ == "__main__":

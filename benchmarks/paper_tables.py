@@ -54,6 +54,18 @@ def configurations(second_rate):
     return [("rate", *c) for c in first] + ([("second", *c) for c in table1] if second_rate else [])
 
 
+def make_data(models, work):
+    """Write each model's data under `work`; {model: data directory} for the models that read one."""
+    data_dirs = {}
+    for model in models:
+        generator = MODELS[model][1]
+        if generator:
+            data_dirs[model] = os.path.join(work, model)
+            subprocess.run([sys.executable, os.path.join(common.ROOT, generator[0]), "--out", data_dirs[model],
+                            *generator[1:]], check=True, capture_output=True)
+    return data_dirs
+
+
 def script_args(model, data_dirs, opts):
     script, _, extra, _ = MODELS[model]
     data = ["--data-dir", data_dirs[model]] if model in data_dirs else []
@@ -95,12 +107,7 @@ def main():
     lines = common.header("The paper's Tables 1, 3 and 4 on the shaped test bed", settings)
     runs = {}
     with tempfile.TemporaryDirectory(prefix="parallax-bench-") as work:
-        data_dirs = {}
-        for model, (_, generator, _, _) in MODELS.items():
-            if generator:
-                data_dirs[model] = os.path.join(work, model)
-                subprocess.run([sys.executable, os.path.join(common.ROOT, generator[0]), "--out", data_dirs[model],
-                                *generator[1:]], check=True, capture_output=True)
+        data_dirs = make_data(MODELS, work)
         configs = configurations(bench.second_rate)
         for rate_key, rate in (("rate", bench.rate), ("second", bench.second_rate)):
             todo = [c[1:] for c in configs if c[0] == rate_key]

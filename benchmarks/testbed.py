@@ -68,8 +68,8 @@ def cpu_seconds(cluster):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, env=None,
-            timeout=900, at_snapshot=None):
+def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, timeout=900,
+            at_snapshot=None):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
     --run-option, --steps and --log-every (models/training.py). `at_snapshot(step)` is called where the counters
     are read, for finer accounting."""
@@ -82,8 +82,9 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
            "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, "--",
            sys.executable, os.path.join(ROOT, script), *script_args, "--resource-spec", spec,
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, OMPI_MCA_btl="tcp,self", OMPI_MCA_mpi_yield_when_idle="1",
-               OMPI_MCA_btl_tcp_if_include=str(cluster.network), OMPI_MCA_oob_tcp_if_include=str(cluster.network), **(env or {}))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, OMPI_MCA_btl="tcp,self",
+               OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_btl_tcp_if_include=str(cluster.network),
+               OMPI_MCA_oob_tcp_if_include=str(cluster.network))
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGTERM))
