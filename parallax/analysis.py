@@ -37,9 +37,14 @@ class VariablePart:
     name: str
     shape: Tuple[int, ...]
     offset: Tuple[int, ...]
-    gradient: Optional[Gradient]
+    gradients: Tuple[Gradient, ...]  # every gradient taken of it (several optimizers, several losses); each aggregated
     update_ops: Tuple[str, ...]
     slots: Tuple[Tuple[str, str], ...]  # (slot name, slot variable op name)
+
+    @property
+    def gradient(self):
+        """The gradient its (last) update consumes, else the first one taken; None when none was."""
+        return self.gradients[0] if self.gradients else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +64,7 @@ class VariableRecord:
 
     @property
     def gradients(self):
-        return tuple(p.gradient for p in self.parts if p.gradient is not None)
+        return tuple(g for p in self.parts for g in p.gradients)
 
     @property
     def update_ops(self):
@@ -130,7 +135,7 @@ def analyze(graph):
     ops = graph.get_operations()
     writers = _writers_by_variable(ops)
     grad_records, apply_records = capture.grad_records(graph), capture.apply_records(graph)
-    applies = {r["var"]: r for r in apply_records}
+    applies = _merged_applies(apply_records)
     scopes = _update_scopes(ops, [v.op.name for v in trainable])
     parts = {}
     optimizers = {}
@@ -143,12 +148,12 @@ def analyze(graph):
             optimizers[name] = rec["optimizer"]
         else:
             update_ops, slots = _updates_from_scope(scopes.get(name, ()), name)
-        gradient = _captured_gradient(graph, name, grad_records, update_ops)
-        if gradient is None and not any(r["var"] == name for r in grad_records):
-            gradient = _gradient_from_scope(v, scopes.get(name, ()))
+        gradients = _captured_gradients(graph, name, grad_records, update_ops)
+        if not gradients and not any(r["var"] == name for r in grad_records):
+            gradients = tuple(g for g in [_gradient_from_scope(v, scopes.get(name, ()))] if g is not None)
         info = getattr(v, "_save_slice_info", None)
         parts[name] = VariablePart(name, _shape(v), tuple(info.var_offset) if info else (0,) * len(_shape(v)),
-                                   gradient, update_ops, slots)
+                                   gradients, update_ops, slots)
     records = _group_partitions(trainable, parts, optimizers)
     slot_names = {s for r in records for s in r.slots}
     state = _state_records(graph, trainable, slot_names, writers, apply_records, records)
@@ -156,17 +161,31 @@ def analyze(graph):
 
 
 # ---- gradients and updates ---------------------------------------------------------------------------------
-def _captured_gradient(graph, var_name, grad_records, update_ops):
-    candidates = [r["grad"] for r in grad_records if r["var"] == var_name]
-    if len(candidates) > 1 and update_ops:
-        # The user took several gradients of this variable (e.g. of two losses): keep the one the update uses.
+def _merged_applies(apply_records):
+    """One record per variable: several optimizers (two train ops) may update the same variable, each with its own
+    update ops and slots; the variable is updated by all of them."""
+    merged = {}
+    for r in apply_records:
+        m = merged.setdefault(r["var"], {"update_ops": [], "slots": {}, "optimizers": []})
+        m["update_ops"] += [u for u in r["update_ops"] if u not in m["update_ops"]]
+        m["slots"].update({f"{r['optimizer']}/{k}" if k in m["slots"] else k: v for k, v in r["slots"].items()})
+        if r["optimizer"] not in m["optimizers"]:
+            m["optimizers"].append(r["optimizer"])
+    return {var: {**m, "optimizer": "+".join(m["optimizers"])} for var, m in merged.items()}
+
+
+def _captured_gradients(graph, var_name, grad_records, update_ops):
+    """Every gradient taken of the variable, the one its last update consumes first. Two optimizers, or two losses,
+    give a variable several gradients: each is a raw gradient that the rewrite aggregates."""
+    grads = [Gradient(r["grad"]["values"], r["grad"].get("indices"), r["grad"].get("dense_shape"))
+             for r in grad_records if r["var"] == var_name]
+    if len(grads) > 1 and update_ops:
         feeding = graph_utils.ancestors([graph.get_operation_by_name(n) for n in update_ops])
-        used = [c for c in candidates if graph.get_tensor_by_name(c["values"]).op in feeding]
-        candidates = used or candidates
-    if not candidates:
-        return None
-    c = candidates[-1]
-    return Gradient(c["values"], c.get("indices"), c.get("dense_shape"))
+        used = [g for g in grads if graph.get_tensor_by_name(g.values).op in feeding]
+        if used:
+            grads.remove(used[-1])
+            grads.insert(0, used[-1])
+    return tuple(grads)
 
 
 def _update_scopes(ops, var_names):
@@ -252,7 +271,7 @@ def _group_partitions(trainable, parts, optimizers):
     for key, (v, full_shape, group_parts) in sorted(groups.items()):
         group_parts.sort(key=lambda p: p.offset)
         dtype = v.dtype.base_dtype
-        sparse = any(p.gradient is not None and p.gradient.is_sparse for p in group_parts)
+        sparse = any(g.is_sparse for p in group_parts for g in p.gradients)
         opt = next((optimizers[p.name] for p in group_parts if p.name in optimizers), None)
         records.append(VariableRecord(key, full_shape, dtype.name, _bytes(full_shape, dtype),
                                       "sparse" if sparse else "dense", tuple(group_parts), opt))

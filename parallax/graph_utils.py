@@ -1,11 +1,15 @@
 """Small questions about v1 graphs that several stages ask: which variable does this op read or write?"""
-import re
-
 import tensorflow as tf
 
 VARIABLE_OP_TYPES = ("VariableV2", "Variable", "VarHandleOp")
-# Ops whose input 0 is a variable (ref or resource handle) that they modify.
-_WRITER_TYPE = re.compile(r"^(Resource)?(Sparse)?Apply|^(Resource)?Scatter|^Assign|^(Resource)?StridedSliceAssign$")
+# Ops that take a variable by reference (a ref, or a resource handle) and only read it, or pass the reference on.
+_READS = {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
+          "IsVariableInitialized", "Identity", "IdentityN", "RefIdentity", "Enter", "RefEnter", "Switch",
+          "RefSwitch", "Merge", "RefMerge", "Exit", "RefExit", "NextIteration", "RefNextIteration", "_ReadVariablesOp",
+          "Snapshot", "DestroyTemporaryVariable"}
+# Ops that forward a reference: a write through their output writes the variable behind their input.
+_FORWARDS = {"Identity", "RefIdentity", "Enter", "RefEnter", "Switch", "RefSwitch", "Merge", "RefMerge", "Exit",
+             "RefExit", "NextIteration", "RefNextIteration"}
 
 
 def variable_op_of(x):
@@ -20,19 +24,42 @@ def variable_op_of(x):
     return None
 
 
+def _is_reference(t):
+    return t.dtype == tf.resource or t.dtype._is_ref_dtype
+
+
+def _reference_source(t):
+    """The variable op a ref or resource tensor refers to (through identities and control-flow forwarding)."""
+    op = t.op
+    seen = set()
+    while op.type in _FORWARDS and op.inputs and op not in seen:
+        seen.add(op)
+        op = next((i.op for i in op.inputs if _is_reference(i)), op.inputs[0].op)
+    return op if op.type in VARIABLE_OP_TYPES else None
+
+
+def written_variables(op):
+    """Names of the variable ops whose value `op` modifies: every variable it takes by reference, unless it is one
+    of the pure reads. General on purpose: optimizers' Apply ops, Assign*, Scatter*, CountUpTo, user kernels."""
+    if op.type in _READS or not op.inputs:
+        return ()
+    out = []
+    for t in op.inputs:
+        if _is_reference(t):
+            source = _reference_source(t)
+            if source is not None and source.name not in out:
+                out.append(source.name)
+    return tuple(out)
+
+
 def is_writer(op):
-    return bool(_WRITER_TYPE.match(op.type)) and len(op.inputs) > 0
+    return bool(written_variables(op))
 
 
 def written_variable(op):
-    """Name of the variable op whose value `op` modifies, or None."""
-    if not is_writer(op):
-        return None
-    source = op.inputs[0].op
-    # Ref variables may be reached through an Identity of the ref (e.g. in colocation helpers).
-    while source.type == "Identity" and source.inputs and source.inputs[0].dtype._is_ref_dtype:
-        source = source.inputs[0].op
-    return source.name if source.type in VARIABLE_OP_TYPES else None
+    """Name of the (first) variable op whose value `op` modifies, or None."""
+    written = written_variables(op)
+    return written[0] if written else None
 
 
 def colocation_target(op):
