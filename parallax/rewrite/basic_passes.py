@@ -7,7 +7,8 @@ tf1 = tf.compat.v1
 
 def copy_graph(ctx):
     """The rewritten graph starts as an exact copy of the user's graph (same names, seeds, collections)."""
-    meta = tf1.train.export_meta_graph(graph=ctx.source_graph, clear_devices=False)
+    with ctx.source_graph.as_default():  # inside a graph, so also when the script left eager execution on
+        meta = tf1.train.export_meta_graph(graph=ctx.source_graph, clear_devices=False)
     ctx.graph = tf.Graph()
     with ctx.graph.as_default():
         # Not tf1.train.import_meta_graph: that also adds a default Saver, and add_saver makes our own.
