@@ -18,41 +18,50 @@ def _hvd():
     return mpi_ops
 
 
-def _parts(ctx, method):
+REPLICATED = ("AR", "AG")
+
+
+def gradients_of(ctx, methods, sparse):
+    """(variable plan, part, gradient, scope) for every gradient of the given kind of every part of the variables
+    planned with one of `methods`. A variable may have several gradients (several optimizers or losses): each is
+    aggregated on its own, under `<part>` for the first and `<part>/g<k>` for the k-th."""
     for vp in ctx.plan.variables:
-        if vp.method == method:
+        if vp.method in methods:
             for part in ctx.analysis.variable(vp.name).parts:
-                yield vp, part
+                for k, grad in enumerate(part.gradients):
+                    if grad.is_sparse == sparse:
+                        yield vp, part, grad, part.name if k == 0 else f"{part.name}/g{k}"
 
 
 def allreduce_dense_gradients(ctx):
-    """AR variables: gradient -> Horovod allreduce (Sum), then / N when averaging."""
+    """Dense gradients of replicated variables: Horovod allreduce (Sum), then / N when averaging."""
     hvd, g = _hvd(), ctx.graph
-    for vp, part in _parts(ctx, "AR"):
-        grad = g.get_tensor_by_name(part.gradient.values)
-        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allreduce/{part.name}"):
+    for vp, part, gradient, scope in gradients_of(ctx, REPLICATED, sparse=False):
+        grad = g.get_tensor_by_name(gradient.values)
+        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allreduce/{scope}"):
             agg = hvd._allreduce(grad, op=hvd.Sum, name="allreduce")
             if vp.average:
                 agg = average_of(agg, ctx.plan.num_workers)
         reroute_consumers(grad, agg, keep=created)
-        ctx.aggregated[part.name] = agg
+        ctx.aggregated[scope] = agg
 
 
 def allgather_sparse_gradients(ctx):
-    """AG variables: IndexedSlices values and indices -> hvd.allgather; values / N when averaging."""
+    """IndexedSlices gradients of replicated variables: values and indices allgathered (rank order, so the rows
+    are what one device's batch gives, up to their order); values / N when averaging."""
     hvd, g = _hvd(), ctx.graph
     n = ctx.plan.num_workers
-    for vp, part in _parts(ctx, "AG"):
-        values = g.get_tensor_by_name(part.gradient.values)
-        indices = g.get_tensor_by_name(part.gradient.indices)
-        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allgather/{part.name}"):
+    for vp, part, gradient, scope in gradients_of(ctx, REPLICATED, sparse=True):
+        values = g.get_tensor_by_name(gradient.values)
+        indices = g.get_tensor_by_name(gradient.indices)
+        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allgather/{scope}"):
             all_values = hvd.allgather(values, name="values")
             all_indices = hvd.allgather(indices, name="indices")
             if vp.average:
                 all_values = average_of(all_values, n)
         reroute_consumers(values, all_values, keep=created)
         reroute_consumers(indices, all_indices, keep=created)
-        ctx.aggregated[part.name] = (all_values, all_indices)
+        ctx.aggregated[scope] = (all_values, all_indices)
 
 
 def broadcast_initial_values(ctx):
