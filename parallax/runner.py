@@ -18,6 +18,7 @@ from parallax.launcher.role import ENV_RESOURCE_SPEC, ENV_RUN_OPTION, Role, curr
 from parallax.plan import make_plan
 from parallax.rewrite import passes_for, rewrite
 from parallax.rewrite.local_aggregation import local_chiefs
+from parallax.sync_step import SyncSteps, Variant
 
 tf1 = tf.compat.v1
 
@@ -92,11 +93,9 @@ def _launcher_settings(resource_spec, config, role):
     return spec, config
 
 
-def _fetch_key_and_ops(mapped):
-    """A cache key for a (mapped) fetch structure, and the ops it runs."""
-    leaves = tuple(tf.nest.flatten(mapped))
-    ops = [getattr(x, "op", x) for x in leaves if isinstance(getattr(x, "op", x), tf.Operation)]
-    return tuple(getattr(x, "name", id(x)) for x in leaves), ops
+def _fetch_key(leaves):
+    """A cache key for a fetch set (its mapped leaves): the same in every worker that fetches the same elements."""
+    return tuple(getattr(x, "name", None) or str(id(x)) for x in leaves)
 
 
 def _merged(user_config, extra):
@@ -121,10 +120,10 @@ class Runner:
         self._variables = graph_utils.variables_by_op_name(self._graph)
         self._update_ops = {self._graph.get_operation_by_name(n) for v in analysis.trained_variables
                             for n in v.update_ops}
-        self._sync_takes = {self._graph.get_operation_by_name(n) for n in rewritten.sync_takes}
         self._server = server  # keeps this worker's gRPC server alive as long as the runner
-        self._is_training = {}
-        self._blocked_fetch = {}  # fetch key -> the take op it would wrongly run, or None
+        self._sync = SyncSteps(self._graph, rewritten.sync, role.worker_id, role.num_workers) \
+            if rewritten.sync is not None else None
+        self._variants = {}  # fetch key -> Variant (without servers: the fetches as they are)
         self._steps = 0
         self._closed = False
         self._graph.finalize()
@@ -158,16 +157,25 @@ class Runner:
         if self._closed:
             raise ParallaxError("this Runner is closed; create a new one with get_runner")
         mapped = tf.nest.map_structure(self._map_fetch, fetches)
-        key, ops = _fetch_key_and_ops(mapped)
-        self._check_sync_fetches(key, ops)
-        feeds = None if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
-        trains = self._trains(key, ops)
+        leaves = tf.nest.flatten(mapped)
+        key = _fetch_key(leaves)
+        variant = self._variant(key, leaves)
+        feeds = {} if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
+        feeds.update(variant.feeds)
+        trains = self._trains(variant)
         trace = trains and self._traces(self._steps + 1)
         if trace:
             options = options or tf1.RunOptions()
             options.trace_level = tf1.RunOptions.FULL_TRACE
             run_metadata = run_metadata if run_metadata is not None else tf1.RunMetadata()
-        result = self._session.run(mapped, feed_dict=feeds, options=options, run_metadata=run_metadata)
+        ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None], "targets": variant.targets,
+                                 "released": variant.released or []},
+                                feed_dict=feeds or None, options=options, run_metadata=run_metadata)
+        values = iter(ran["leaves"])
+        out = [None if x is None else next(values) for x in variant.leaves]
+        for i, k in variant.from_chief.items():
+            out[i] = ran["released"][k]
+        result = tf.nest.pack_sequence_as(mapped, out)
         if trace:
             self._write_trace(self._steps + 1, run_metadata)
         if trains:
@@ -244,15 +252,19 @@ class Runner:
         step = next((s.name for s in self.analysis.state if s.kind == "global_step"), None)
         return int(self._session.run(self._variables[step])) if step in self._variables else self._steps
 
-    def _trains(self, key, ops):
-        """Does this run execute an optimizer update? (Counts steps for checkpointing.)"""
-        if key not in self._is_training:
-            # A worker's variant of a synchronous training op runs no update itself (the chief applies them), but
-            # it is that worker's training step.
-            variants = {self._graph.get_operation_by_name(v[self.worker_id])
-                        for v in self._rewritten.train_op_variants.values()}
-            self._is_training[key] = bool(variants & set(ops) or self._update_ops & graph_utils.ancestors(ops))
-        return self._is_training[key]
+    def _variant(self, key, leaves):
+        if self._sync is not None:
+            return self._sync.variant(key, leaves)
+        if key not in self._variants:
+            self._variants[key] = Variant(list(leaves), [], {}, ancestors=frozenset(
+                graph_utils.ancestors([op for op in (getattr(x, "op", x) for x in leaves)
+                                       if isinstance(op, tf.Operation)])))
+        return self._variants[key]
+
+    def _trains(self, variant):
+        """Does this run update a trained variable? (Counts steps for checkpointing and tracing.) A worker's part
+        of a synchronized step counts too: the chief runs the updates for it."""
+        return bool(self._update_ops & variant.ancestors)
 
     def _map_fetch(self, x):
         if isinstance(x, tf.IndexedSlices):
@@ -267,31 +279,11 @@ class Runner:
             return self._lookup(x.name)
         if isinstance(x, (tf.Tensor, tf.Operation)):
             self._check_graph(x)
-            return self._for_role(self._lookup(x.name))
+            return self._lookup(x.name)
         if isinstance(x, str):
-            return self._for_role(self._lookup(x))
+            return self._lookup(x)
         raise FetchNotFoundError(f"cannot fetch {x!r} ({type(x).__name__}); fetch a tensor, op or variable of the "
                                  f"graph passed to get_runner, or its name")
-
-    def _for_role(self, element):
-        """In sync PS mode a training op has one version for the chief and one per other worker."""
-        variants = self._rewritten.train_op_variants.get(getattr(element, "name", None))
-        return self._graph.get_operation_by_name(variants[self.worker_id]) if variants else element
-
-    def _check_sync_fetches(self, key, ops):
-        """Only the chief's training step may take aggregated gradients; anything else would block forever."""
-        if not self._sync_takes:
-            return
-        if key not in self._blocked_fetch:
-            chief_step = {self._graph.get_operation_by_name(v[0]) for v in self._rewritten.train_op_variants.values()}
-            blocked = self._sync_takes & graph_utils.ancestors(ops)
-            allowed = self.is_chief and bool(chief_step & set(ops))
-            self._blocked_fetch[key] = None if not blocked or allowed else sorted(op.name for op in blocked)[0]
-        if self._blocked_fetch[key]:
-            raise UnsupportedError(
-                f"in synchronous PS mode, this fetch needs aggregated gradients ({self._blocked_fetch[key]}), which "
-                f"only the chief computes, inside its training step: fetch it together with the training op "
-                f"({', '.join(self._rewritten.train_op_variants)}) on the chief (runner.is_chief)")
 
     def _map_feed(self, key):
         mapped = self._map_fetch(key)

@@ -7,6 +7,7 @@ from parallax import graph_utils
 from parallax.plan import make_plan
 from parallax.rewrite import passes_for, rewrite
 from tests.models_for_tests import embedding_mlp
+from tests.models_for_tests.variants import runs, variants
 
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
 HYBRID = parallax.Config()
@@ -40,41 +41,44 @@ def test_dense_replicated_sparse_and_chief_written_state_on_servers(hybrid):
     assert ema and all(g.get_operation_by_name(n).device == "" for n in ema)  # with their replicated variables
 
 
-def test_worker_step_updates_replicas_then_applies_sparse_gradients(hybrid):
+def test_every_worker_updates_its_replicas_with_the_chiefs_collectives(hybrid):
     analysis, plan, out = hybrid
     g = out.graph
-    (variants,) = out.train_op_variants.values()
-    takes = {g.get_operation_by_name(n) for n in out.sync_takes}
     dense_updates = {g.get_operation_by_name(n) for v in plan.variables if v.method == "AR"
                      for n in analysis.variable(v.name).update_ops}
     sparse_updates = {g.get_operation_by_name(n) for n in analysis.variable("model/embedding").update_ops}
-    chief_deps = graph_utils.ancestors([g.get_operation_by_name(variants[0])])
-    assert dense_updates | sparse_updates | takes <= chief_deps
-    for name in variants[1:]:
-        deps = graph_utils.ancestors([g.get_operation_by_name(name)])
-        assert dense_updates <= deps and not (sparse_updates | takes) & deps
-        chief_collectives = {op for op in chief_deps if op.type.startswith("Horovod")}
-        assert chief_collectives and chief_collectives <= deps  # same collectives as the chief, or Horovod stalls
-    applies = [op for op in g.get_operations() if op.name.startswith("parallax_ps/model/embedding/")
-               and op.name.endswith("/apply")]
-    assert applies
-    for apply in applies:  # beta powers are read before the chief moves them on
-        assert dense_updates <= set(apply.control_inputs), apply.name
+    takes = {g.get_operation_by_name(o) for a in out.sync.aggregations for o in a.outputs}
+    chief, *others = variants(out, "ExponentialMovingAverage", plan.num_workers)
+    chief_runs = runs(chief)
+    assert dense_updates | sparse_updates | takes <= chief_runs
+    chief_collectives = {op for op in chief_runs if op.type.startswith("Horovod")}
+    for variant in others:
+        ran = runs(variant)
+        assert dense_updates <= ran and not (sparse_updates | takes) & ran
+        # the same collectives as the chief (Horovod stalls otherwise), as targets, so Grappler cannot prune them
+        assert chief_collectives and {op for op in ran if op.type.startswith("Horovod")} == chief_collectives
+        assert {op for op in chief_collectives if op.type == "HorovodAllreduce"} <= set(variant.targets)
 
 
-def test_sparse_row_norm_is_allreduced_for_every_worker(hybrid):
-    _, _, out = hybrid
+def test_the_global_norm_is_broadcast_from_the_chief(hybrid):
+    """The clip scale of the replicated gradients depends on the server-held rows, which only the chief takes: the
+    chief broadcasts it, and the others feed zeros in its place (the broadcast replaces them)."""
+    analysis, plan, out = hybrid
     g = out.graph
-    total = g.get_operation_by_name("parallax_ps/model/embedding/row_norm_0/allreduce")
-    assert total.type == "HorovodAllreduce"
-    assert not [op for op in g.get_operations() if "row_norm" in op.name and "Accumulator" in op.type]
+    (chief_value, broadcast), = out.sync.broadcasts
+    t = g.get_tensor_by_name(chief_value)
+    assert g.get_operation_by_name(broadcast).type == "HorovodBroadcast" and t.shape.num_elements() == 1
+    _, *others = variants(out, "ExponentialMovingAverage", plan.num_workers)
+    for variant in others:
+        assert list(variant.feeds) == [t] and variant.feeds[t] == 0
+    assert not [op for op in g.get_operations() if "row_norm" in op.name]
 
 
 def test_only_replicas_are_broadcast_and_initialized_by_every_worker(hybrid):
     analysis, plan, out = hybrid
     g = out.graph
     broadcast = {op.name[len("parallax_broadcast/"):-len("/broadcast")] for op in g.get_operations()
-                 if op.type == "HorovodBroadcast"}
+                 if op.type == "HorovodBroadcast" and op.name.startswith("parallax_broadcast/")}
     on_servers = {op.name for op in g.get_operations() if op.type == "VarHandleOp" and op.device.startswith("/job:ps")}
     assert "model/embedding" in on_servers and "global_step" in on_servers
     assert broadcast and not broadcast & on_servers

@@ -1,4 +1,5 @@
-"""Local aggregation (LA) on the rewritten graph: sparse gradients summed per host, pushed once per host."""
+"""Local aggregation (LA) on the rewritten graph: a host's workers' rows gathered on its local chief, which sends
+them to the server in one message per step."""
 import pytest
 
 import parallax
@@ -7,6 +8,7 @@ from parallax.plan import make_plan
 from parallax.rewrite import rewrite
 from parallax.rewrite.local_aggregation import local_chiefs
 from tests.models_for_tests import embedding_mlp
+from tests.models_for_tests.variants import runs, variants
 
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")  # workers 0,1 | 2,3
 
@@ -25,36 +27,36 @@ def test_local_chiefs():
     assert local_chiefs((0, 1, 1)) == {0: 0, 1: 1, 2: 1}
 
 
-def test_host_accumulators_live_on_their_local_chief(la):
+def test_host_queues_live_on_their_local_chief(la):
     plan, out = la
     g = out.graph
     assert plan.variable("model/embedding").local_aggregation
-    for host, chief in ((0, 0), (1, 2)):
+    server = g.get_operation_by_name("model/embedding").device
+    for host, workers in ((0, (0, 1)), (1, (2, 3))):
         scope = f"parallax_ps/model/embedding/host_{host}"
-        acc = g.get_operation_by_name(f"{scope}/accumulator")
-        assert acc.type == "SparseConditionalAccumulator" and acc.device == f"/job:worker/task:{chief}"
-        assert acc.get_attr("reduction_type") == b"SUM"
+        for w in workers:
+            queue = g.get_operation_by_name(f"{scope}/rows_{w}")
+            assert queue.device.startswith(f"/job:worker/task:{workers[0]}")
         push = g.get_operation_by_name(f"{scope}/push")
-        assert push.device == g.get_operation_by_name("parallax_ps/model/embedding/accumulator").device
-        assert g.get_operation_by_name(f"{scope}/take") in graph_utils.ancestors([push])  # it pushes the host's sum
+        assert push.device == server
+        dequeued = {op.inputs[0].op.name for op in graph_utils.ancestors([push]) if op.type == "QueueDequeueV2"}
+        assert dequeued == {f"{scope}/rows_{w}" for w in workers}  # it sends its host's rows, all of them
 
 
-def test_server_waits_for_one_push_per_host(la):
+def test_server_takes_one_message_per_host(la):
     _, out = la
-    take = out.graph.get_operation_by_name("parallax_ps/model/embedding/take")
-    assert take.inputs[1].op.get_attr("value").int_val == [2]  # two hosts, not four workers
+    (aggregation,) = [a for a in out.sync.aggregations if any("model/embedding" in o for o in a.outputs)]
+    queues = [out.graph.get_operation_by_name(o).inputs[0].op.name for o in aggregation.outputs]
+    assert queues == ["parallax_ps/model/embedding/host_0/rows", "parallax_ps/model/embedding/host_1/rows"]
 
 
 def test_each_worker_contributes_through_its_host(la):
-    _, out = la
-    g = out.graph
-    (variants,) = out.train_op_variants.values()
-    names = lambda w: {op.name for op in graph_utils.ancestors([g.get_operation_by_name(variants[w])])}  # noqa
+    plan, out = la
+    chief, *others = variants(out, "Adam", plan.num_workers)  # the train op
     host = "parallax_ps/model/embedding/host_{}/{}"
-    for worker, h, pushes in ((1, 0, False), (2, 1, True), (3, 1, False)):
-        deps = names(worker)
-        assert host.format(h, "apply") in deps and host.format(1 - h, "apply") not in deps
-        assert (host.format(h, "push") in deps) == pushes
-        assert "parallax_ps/model/embedding/take" not in deps
-    chief = names(0)
-    assert host.format(0, "push") in chief and "parallax_ps/model/embedding/take" in chief
+    for worker, variant in enumerate(others, start=1):
+        h = plan.worker_hosts[worker]
+        ran = {op.name for op in runs(variant)}
+        assert host.format(h, f"put_{worker}") in ran and not any(host.format(1 - h, "put") in n for n in ran)
+        assert (host.format(h, "push") in ran) == (worker == 2)  # the local chief of host 1
+    assert host.format(0, "push") in {op.name for op in runs(chief)}

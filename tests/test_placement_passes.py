@@ -27,9 +27,9 @@ def test_ps_mode_global_norm_on_server_0_and_each_l2_norm_with_its_gradient():
     analysis, plan, out = _rewrite("PS")
     g = out.graph
     assert g.get_operation_by_name("global_norm/global_norm").device == "/job:ps/task:0"
-    dense_l2 = [op for op in _user_ops(g, "L2Loss") if op.outputs[0].consumers()]  # sparse ones are replaced
-    assert len(dense_l2) == 4
-    for l2 in dense_l2:
+    l2_losses = [op for op in _user_ops(g, "L2Loss") if op.outputs[0].consumers()]
+    assert len(l2_losses) == 6  # one per gradient part; the sparse ones square every worker's rows
+    for l2 in l2_losses:
         assert l2.device == l2.inputs[0].op.device and l2.device.startswith("/job:ps/task:"), l2.name
         assert graph_utils.colocation_target(l2) is None  # no longer dragging its raw gradient to the server
     # each clip multiply runs with its gradient, on that variable's server; the scale is shared (server 0)
@@ -51,14 +51,17 @@ def _assert_clip_runs_with_each_server_gradient(analysis, plan, g):
 def test_hybrid_keeps_the_norm_of_replicated_gradients_in_the_workers():
     analysis, plan, out = _rewrite("HYBRID")
     g = out.graph
-    assert g.get_operation_by_name("global_norm/global_norm").device == ""
+    # The global norm joins the servers' rows with the replicated gradients: it runs on server 0, and the chief
+    # broadcasts the clip scale to the other workers (sync_passes).
+    assert g.get_operation_by_name("global_norm/global_norm").device == "/job:ps/task:0"
+    assert len(out.sync.broadcasts) == 1
     # The scale comes from the workers but is a scalar: each server's aggregated rows are scaled where they are.
     # (Placed on server 0, the rows of a variable on server 1 went there and back: 1.6 MB per worker-step of the
     # benchmark LM.)
     assert _assert_clip_runs_with_each_server_gradient(analysis, plan, g) == 2  # the embedding's two shards
     for l2 in _user_ops(g, "L2Loss"):
-        if l2.outputs[0].consumers():
-            assert l2.device == "", l2.name  # dense gradients are allreduced: they are in every worker
+        on_server = "embedding" in l2.inputs[0].name  # the servers' rows are squared where they are
+        assert l2.device.startswith("/job:ps/task:") == on_server, l2.name  # allreduced ones in every worker
 
 
 @pytest.mark.parametrize("run_option", ["PS", "HYBRID"])

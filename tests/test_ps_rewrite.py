@@ -7,6 +7,7 @@ from parallax import graph_utils
 from parallax.plan import make_plan
 from parallax.rewrite import rewrite
 from tests.models_for_tests import embedding_mlp
+from tests.models_for_tests.variants import names, runs, variants
 
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
 PS = parallax.Config(run_option="PS", local_aggregation=False)  # local aggregation: test_local_aggregation.py
@@ -45,74 +46,64 @@ def test_variables_slots_and_updates_live_on_their_planned_server(adam_model):
     assert ema and all(s.colocated_with for s in ema)
 
 
-def test_one_accumulator_per_variable_part_on_its_server(adam_model):
+def test_each_gradient_is_aggregated_on_its_variables_server(adam_model):
+    """Dense: a ConditionalAccumulator (SUM) per part. Sparse: one row queue per worker, on the part's server."""
     analysis, plan, out = adam_model
     g = out.graph
     for vp in plan.variables:
         for part, task in zip(analysis.variable(vp.name).parts, vp.ps_tasks):
-            acc = g.get_operation_by_name(f"parallax_ps/{part.name}/accumulator")
-            expected = "SparseConditionalAccumulator" if vp.kind == "sparse" else "ResourceConditionalAccumulator"
-            assert acc.type == expected and acc.device == f"/job:ps/task:{task}"
-            assert acc.get_attr("reduction_type") == b"SUM"  # per-row MEAN is not single-device equivalent
-            assert acc.get_attr("shared_name") == f"parallax_acc/{part.name}".encode()
-    accumulators = [op.name for op in g.get_operations() if op.type.endswith("ConditionalAccumulator")]
-    parts = [p.name for v in plan.variables for p in analysis.variable(v.name).parts]
-    sparse_parts = [p.name for p in analysis.variable("model/embedding").parts]
-    assert sorted(accumulators) == sorted([f"parallax_ps/{p}/accumulator" for p in parts] +
-                                          [f"parallax_ps/{p}/row_norm_0/accumulator" for p in sparse_parts])
+            device = f"/job:ps/task:{task}"
+            if vp.kind == "sparse":
+                for w in range(plan.num_workers):
+                    queue = g.get_operation_by_name(f"parallax_ps/{part.name}/rows_{w}")
+                    assert queue.type == "FIFOQueueV2" and queue.device.startswith(device)
+                    assert queue.get_attr("shared_name") == f"parallax_rows/{part.name}/worker_{w}".encode()
+            else:
+                acc = g.get_operation_by_name(f"parallax_ps/{part.name}/accumulator")
+                assert acc.type == "ResourceConditionalAccumulator" and acc.device == device
+                assert acc.get_attr("reduction_type") == b"SUM"
+    # Merging rows of equal index would change what a global norm (which squares every row) sees.
+    assert not [op for op in g.get_operations() if op.type == "SparseConditionalAccumulator"]
 
 
-def test_global_norm_of_sparse_rows_is_summed_from_each_workers_raw_rows(adam_model):
-    """The accumulator merges equal indices; TF's global norm squares every row. Each worker's raw-row L2Loss is
-    summed instead, / N^2, so the clip sees exactly the single-device norm."""
+def test_the_users_global_norm_squares_every_workers_rows(adam_model):
+    """The user's L2Loss of an aggregated IndexedSlices reads every worker's rows, concatenated in worker order,
+    / N: what one device's batch gives, so the clip sees exactly the single-device norm."""
     analysis, plan, out = adam_model
     g = out.graph
     for part in analysis.variable("model/embedding").parts:
-        scope = f"parallax_ps/{part.name}/row_norm_0"
-        local = g.get_operation_by_name(f"{scope}/local")
-        assert local.type == "L2Loss" and local.inputs[0].name == part.gradient.values  # the raw rows
-        average = g.get_operation_by_name(f"{scope}/average")
-        assert average.inputs[0].op.name == f"{scope}/take"
-        assert average.inputs[1].op.get_attr("value").float_val == [plan.num_workers ** 2]
-        assert any(c.name.startswith("clip_by_global_norm") or "global_norm" in c.name
-                   for c in average.outputs[0].consumers())
+        (l2,) = [op for op in g.get_operations() if op.type == "L2Loss"
+                 and _source(op.inputs[0].op).name.startswith(f"parallax_ps/{part.name}/")]
+        concat = _source(l2.inputs[0].op)
+        assert concat.type == "ConcatV2"
+        dequeues = [t.op for t in concat.inputs[:-1]]
+        assert [d.inputs[0].op.name for d in dequeues] == [f"parallax_ps/{part.name}/rows_{w}"
+                                                          for w in range(plan.num_workers)]
 
 
-def test_exactly_one_update_per_variable_owned_by_the_chief(adam_model):
+def _source(op):
+    while op.type in ("Identity", "RealDiv", "Cast"):
+        op = op.inputs[0].op
+    return op
+
+
+def test_only_the_chief_takes_and_updates_the_others_contribute_and_wait(adam_model):
     analysis, plan, out = adam_model
     g = out.graph
-    assert list(out.train_op_variants) == ["ExponentialMovingAverage"]  # the op the user runs: EMA after Adam
-    chief, *workers = [g.get_operation_by_name(n) for n in out.train_op_variants["ExponentialMovingAverage"]]
-    assert len(workers) == plan.num_workers - 1
-    chief_deps = graph_utils.ancestors([chief])
-    for record in analysis.variables:
-        for name in record.update_ops:
-            update = g.get_operation_by_name(name)
-            assert update in chief_deps, name
-            assert all(update not in graph_utils.ancestors([w]) for w in workers), name
-        # every write of the variable in the graph is one of its update ops (no copy per worker)
-        for part in record.parts:
-            writers = [op.name for op in g.get_operations() if graph_utils.written_variable(op) == part.name
-                       and op.name.startswith(("Adam/", "GradientDescent/"))]
-            assert sorted(writers) == sorted(n for n in part.update_ops if graph_utils.written_variable(
-                g.get_operation_by_name(n)) == part.name)
-    # a worker's step applies its gradients to every accumulator, then waits for its token
-    for w in workers:
-        deps = graph_utils.ancestors([w])
-        parts = sum(len(analysis.variable(v.name).parts) for v in plan.variables)
-        sparse_parts = len(analysis.variable("model/embedding").parts)
-        assert sum(op.name.endswith("/apply") for op in deps) == parts + sparse_parts  # + row norms
-        assert any(op.type == "QueueDequeueV2" for op in deps)
-
-
-def test_clip_reads_aggregated_gradients(adam_model):
-    _, _, out = adam_model
-    for op in out.graph.get_operations():
-        if op.type == "L2Loss" and not op.name.startswith("parallax_ps/"):  # the user's, not row norms
-            source = op.inputs[0].op
-            while source.type in ("Identity", "RealDiv", "Cast"):
-                source = source.inputs[0].op
-            assert source.name.endswith("/take"), (op.name, source.name)
+    updates = {g.get_operation_by_name(n) for v in analysis.variables for n in v.update_ops}
+    takes = {g.get_operation_by_name(o) for a in out.sync.aggregations for o in a.outputs}
+    gate = g.get_operation_by_name(out.sync.gate)
+    assert all(gate in u.control_inputs for u in updates)  # server writes wait for every worker's arrival
+    chief, *others = variants(out, "ExponentialMovingAverage", plan.num_workers)  # the op the user runs
+    assert updates | takes | {gate} <= runs(chief)
+    assert any(op.name.endswith("/release") for op in chief.targets)
+    for w, variant in enumerate(others, start=1):
+        ran = names(runs(variant))
+        assert not (updates | takes | {gate}) & runs(variant)
+        for part in analysis.variable("model/embedding").parts:
+            assert f"parallax_ps/{part.name}/put_{w}" in ran and f"parallax_ps/{part.name}/put_0" not in ran
+        assert any("/arrive" in op.name for op in variant.targets)
+        assert variant.released is not None and variant.leaves == [None]  # the train op runs on the chief only
 
 
 def test_async_mode_creates_no_barrier():
@@ -120,7 +111,7 @@ def test_async_mode_creates_no_barrier():
     _, plan, out = _rewrite(g, PS.replace(sync=False))
     types = {op.type for op in out.graph.get_operations()}
     assert not {t for t in types if "Accumulator" in t or "Queue" in t}
-    assert out.train_op_variants == {} and out.sync_takes == ()
+    assert out.sync is None
     assert out.graph.get_operation_by_name("model/embedding/part_0").device.startswith("/job:ps/task:")
 
 
@@ -140,17 +131,19 @@ def _batch_norm_graph():
     return g
 
 
-@pytest.mark.parametrize("build", [lambda: embedding_mlp.build("Adam", clip=1.0, ema=True)[0], _batch_norm_graph],
-                         ids=["adam_clip_ema", "batch_norm_update_ops"])
-def test_worker_steps_never_take_aggregates_and_the_chief_step_takes_all(build):
-    analysis, plan, out = _rewrite(build())
+def test_batch_norm_writes_that_gradients_wait_for_run_on_the_chief_only():
+    """`with control_dependencies(UPDATE_OPS): minimize(loss)` makes the gradient ops wait for the batch-norm
+    writes, which read averaged statistics that only the chief has: the edges are cut and recorded, so that the
+    chief still runs the writes in the same step and the others never wait for chief-only work."""
+    analysis, plan, out = _rewrite(_batch_norm_graph())
     g = out.graph
-    takes = {g.get_operation_by_name(n) for n in out.sync_takes}
-    assert len(out.train_op_variants) == 1
-    for chief, *workers in [[g.get_operation_by_name(n) for n in v] for v in out.train_op_variants.values()]:
-        assert takes <= graph_utils.ancestors([chief])
-        for w in workers:
-            assert not takes & graph_utils.ancestors([w]), w.name
+    bn_writes = {g.get_operation_by_name(w) for s in analysis.state if s.kind == "update_ops" for w in s.written_by}
+    assert {c for _, c in out.sync.deferred} and {c for _, c in out.sync.deferred} <= names(
+        graph_utils.descendants(bn_writes))
+    chief, *others = variants(out, "GradientDescent", plan.num_workers)
+    assert bn_writes <= runs(chief) | set(chief.targets)
+    for variant in others:
+        assert not bn_writes & runs(variant)
 
 
 def test_batch_norm_statistics_are_averaged_then_written_once_by_the_chief():

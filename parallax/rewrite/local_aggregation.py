@@ -1,10 +1,15 @@
-"""Local aggregation (LA) of sparse gradients: the workers of one host apply their gradients to an accumulator on
-that host's local chief (its first worker), which takes their sum and pushes it to the server once per step.
-Server traffic for the variable shrinks by the number of workers per host. A sum of sums is the sum, so the result
-is unchanged (up to summation order)."""
+"""How the IndexedSlices gradient of a server variable reaches its server: every worker's rows, concatenated in
+worker order. That is what one device's batch of N*b gives (up to the order of rows), so every op downstream (the
+optimizer's own de-duplication, a global norm that squares each row, a user's scaling) sees the single-device value.
+
+Rows travel through FIFO queues on the server, one per contributor, dequeued in contributor order by the take.
+With local aggregation (LA), the workers of a host with several workers put their rows in queues on that host's
+local chief (its first worker), which concatenates them and sends one message per step to the server.
+"""
 import tensorflow as tf
 
 tf1 = tf.compat.v1
+ROW_QUEUE_CAPACITY = 2  # one step's rows, and the next step's while the chief still takes
 
 
 def worker_device(task):
@@ -19,38 +24,52 @@ def local_chiefs(worker_hosts):
     return {w: first[h] for w, h in enumerate(worker_hosts)}
 
 
-def sparse_contributions(plan, name, slices, shape, server_acc, server_device, local, never_stale):
-    """How each worker contributes `slices` (its raw IndexedSlices) to `server_acc`.
+def _row_queue(values, name, shared_name):
+    return tf1.FIFOQueue(ROW_QUEUE_CAPACITY, [values.dtype, tf.int64], shared_name=shared_name, name=name)
 
-    Returns ({worker id: ops that worker runs}, how many contributions the server accumulator waits for).
-    Without `local` aggregation every worker applies directly; with it, hosts with several workers go through
-    their local chief, and the server waits for one contribution per host."""
-    n = plan.num_workers
-    chiefs = local_chiefs(plan.worker_hosts)
+
+def _concat(queues, values):
+    """Dequeue one message from each queue, in order: their rows concatenated (values, int64 indices), and the
+    dequeue ops (whoever runs them takes the rows)."""
+    parts = [q.dequeue() for q in queues]
+    for v, i in parts:
+        v.set_shape(tf.TensorShape([None]).concatenate(values.shape[1:]))
+        i.set_shape([None])
+    return tf.concat([v for v, _ in parts], 0), tf.concat([i for _, i in parts], 0), [v.op for v, _ in parts]
+
+
+def gather_rows(plan, scope, values, indices, server_device, local):
+    """Every worker's rows of one sparse gradient, concatenated on `server_device`.
+
+    Returns ({worker id: ops that worker runs to contribute}, (values, int64 indices, the take ops) on the server,
+    where the take ops are what only the chief may run). Without
+    `local` aggregation each worker enqueues straight to its own queue on the server."""
     on_host = {}
     for w, h in enumerate(plan.worker_hosts):
         on_host.setdefault(h, []).append(w)
-    direct = None
-    contributions = {}
+    rows = (values, tf.cast(indices, tf.int64))
+    contributions, server_queues = {}, []
     for h, workers in sorted(on_host.items()):
-        if not local or len(workers) == 1:
-            if direct is None:
+        if local and len(workers) > 1:
+            chief = workers[0]
+            with tf.name_scope(f"host_{h}"):
+                with tf.device(worker_device(chief)):
+                    host_queues = [_row_queue(values, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
+                                   for w in workers]
+                    host_rows = _concat(host_queues, values)[:2]
                 with tf.device(server_device):
-                    direct = server_acc.apply_indexed_slices_grad(slices, local_step=never_stale, name="apply")
-            contributions.update({w: (direct,) for w in workers})
+                    queue = _row_queue(values, "rows", f"parallax_rows/{scope}/host_{h}")
+                    push = queue.enqueue(host_rows, name="push")
+            server_queues.append(queue)
+            for w, q in zip(workers, host_queues):
+                with tf.device(worker_device(chief)):
+                    put = q.enqueue(rows, name=f"host_{h}/put_{w}")
+                contributions[w] = (put, push) if w == chief else (put,)
             continue
-        chief = chiefs[workers[0]]
-        with tf.name_scope(f"host_{h}"):
-            with tf.device(worker_device(chief)):
-                acc = tf1.SparseConditionalAccumulator(slices.values.dtype, shape=shape, reduction_type="SUM",
-                                                       shared_name=f"parallax_acc/{name}/host_{h}",
-                                                       name="accumulator")
-                apply = acc.apply_indexed_slices_grad(slices, local_step=never_stale, name="apply")
-                with tf.control_dependencies([apply]):
-                    host_sum = acc.take_indexed_slices_grad(len(workers), name="take")
-            with tf.device(server_device):
-                push = server_acc.apply_indexed_slices_grad(host_sum, local_step=never_stale, name="push")
         for w in workers:
-            contributions[w] = (apply, push) if w == chief else (apply,)
-    required = len(on_host) if local else n
-    return contributions, required
+            with tf.device(server_device):
+                queue = _row_queue(values, f"rows_{w}", f"parallax_rows/{scope}/worker_{w}")
+                contributions[w] = (queue.enqueue(rows, name=f"put_{w}"),)
+            server_queues.append(queue)
+    with tf.device(server_device):
+        return contributions, _concat(server_queues, values)

@@ -70,7 +70,7 @@ def _is_small(t):
 
 def _aggregation_outputs(ctx):
     g = ctx.graph
-    out = [take for _, take in ctx.accumulators]  # the servers' takes (a host's local sum is not an output)
+    out = [g.get_operation_by_name(o) for a in ctx.aggregations for o in a.outputs]  # the servers' takes
     out += [op for op in g.get_operations() if op.type in ("HorovodAllreduce", "HorovodAllgather")]
     return out
 

@@ -1,25 +1,31 @@
-"""PS mode: variables live on parameter servers; synchronous steps aggregate gradients in accumulators.
+"""PS mode: variables live on parameter servers; synchronous steps aggregate gradients there.
 
-One synchronous step (N workers, worker 0 the chief):
-  every worker   computes its gradients and applies them to the accumulators on the servers (apply_grad);
-  the chief      takes each accumulator's SUM of N gradients (take_grad), divides by N when averaging, runs the
-                 user's training op on those (clipping and other ops in between included), exactly once,
-                 then puts one token into each other worker's token queue;
-  other workers  wait for their token before their next step.
-The rewritten graph is the same in every worker. The runner runs, for the user's training op `T`,
-`parallax_sync/<T>/chief` on the chief and `parallax_sync/<T>/worker_<i>` on worker i.
+Every raw gradient of a server variable is aggregated where the variable lives: a dense one in a
+ConditionalAccumulator (SUM of N gradients), an IndexedSlices one as every worker's rows concatenated
+(local_aggregation.py). Each aggregation is recorded as its outputs (what the chief takes) and, per worker, the ops
+that worker runs to contribute; sync_passes.py and sync_step.py turn any fetch into a synchronized step from them.
 """
+import dataclasses
+from typing import Dict, Tuple
+
 import tensorflow as tf
 
 from parallax import graph_utils
-from parallax.rewrite.local_aggregation import sparse_contributions
+from parallax.rewrite.local_aggregation import gather_rows
+from parallax.rewrite.mpi_passes import gradients_of
 from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
-TOKEN_SCOPE = "parallax_sync"
 # Each take_grad advances an accumulator's step, and apply_grad silently drops a gradient whose local_step is
-# older. The token barrier already makes stale gradients impossible, so gradients carry a step that is never old.
+# older. The step barrier already makes stale gradients impossible, so gradients carry a step that is never old.
 NEVER_STALE = 2 ** 62
+
+
+@dataclasses.dataclass(frozen=True)
+class Aggregation:
+    """One aggregated value: the ops whose outputs the chief reads, and the ops each worker runs to contribute."""
+    outputs: Tuple[str, ...]
+    contributions: Dict[int, Tuple[str, ...]]
 
 
 def ps_device(task):
@@ -48,6 +54,8 @@ def place_variables_on_servers(ctx):
         if device is not None:
             op._set_device(device)
             placed.append((op.name, device))
+            if op.type in graph_utils.VARIABLE_OP_TYPES:
+                ctx.server_variables[op.name] = device
 
 
 def _leave_colocation(graph, name, target, device):
@@ -62,173 +70,86 @@ def _leave_colocation(graph, name, target, device):
     return moved
 
 
-def aggregate_in_accumulators(ctx):
-    """Sync: raw gradients go to accumulators on the variable's server; updates read SUM / N from take_grad.
-    Updates of averaged state (batch-norm statistics) get the same treatment, on their written value."""
+def pin_ref_reads(ctx):
+    """On one device, a read of a ref variable (the ref, or its `read` snapshot) aliases the variable's buffer, so
+    an op that waits for a write of the variable sees the written value. Across devices TF copies the value when it
+    is sent, at the start of the step. So an op on another device that waits for a write of a server ref variable
+    it reads (an EMA's `shadow - var` after the update) reads it through an Identity on the variable's device,
+    made after those writes."""
+    g = ctx.graph
+    ref_variables = {name: g.get_operation_by_name(name) for name in ctx.server_variables
+                     if g.get_operation_by_name(name).outputs[0].dtype._is_ref_dtype}
+    writers = {}
+    for op in g.get_operations():
+        for name in graph_utils.written_variables(op):
+            if name in ref_variables and op.name not in _initializers(g) and not graph_utils.is_restore(op):
+                writers.setdefault(name, []).append(op)
+    for name, ops in sorted(writers.items()):
+        variable = ref_variables[name]
+        after = graph_utils.descendants(ops)
+        reads = [variable.outputs[0]] + [c.outputs[0] for c in variable.outputs[0].consumers()
+                                          if c.type == "Identity" and not c.control_inputs]
+        for t in reads:
+            for consumer in list(t.consumers()):
+                if consumer not in after or consumer.device == variable.device or graph_utils.is_writer(consumer):
+                    continue
+                waits = sorted((w for w in ops if w in graph_utils.ancestors([consumer])), key=lambda o: o.name)
+                with g.as_default(), tf.device(variable.device), tf.control_dependencies(waits):
+                    read = tf.identity(variable.outputs[0], name=f"parallax_ref_read/{consumer.name}")
+                for index, i in enumerate(consumer.inputs):
+                    if i is t:
+                        consumer._update_input(index, read)
+
+
+def _initializers(g):
+    return {v.initializer.name for v in graph_utils.variables_by_op_name(g).values()
+            if getattr(v, "initializer", None) is not None}
+
+
+def aggregate_on_servers(ctx):
+    """Sync: every raw gradient of a server variable is aggregated on that variable's server, and each of its
+    consumers reads the aggregate (/ N when averaging). Updates of averaged state (batch-norm statistics) get the
+    same treatment, on their written value."""
     g, n = ctx.graph, ctx.plan.num_workers
-    for vp in ctx.plan.variables:
-        if vp.method != "PS":
-            continue
-        for part, task in zip(ctx.analysis.variable(vp.name).parts, vp.ps_tasks):
-            _accumulate_gradient(ctx, part, ps_device(task), vp.average, vp.local_aggregation)
+    for vp, part, grad, scope in gradients_of(ctx, ("PS",), sparse=False):
+        device = ctx.server_variables[part.name]
+        values = g.get_tensor_by_name(grad.values)
+        _accumulate(ctx, values, device, f"parallax_ps/{scope}", vp.average)
+    for vp, part, grad, scope in gradients_of(ctx, ("PS",), sparse=True):
+        device = ctx.server_variables[part.name]
+        values, indices = g.get_tensor_by_name(grad.values), g.get_tensor_by_name(grad.indices)
+        with g.as_default(), tf.device(device), new_ops(g) as created, tf.name_scope(f"parallax_ps/{scope}"):
+            contributions, (all_values, all_indices, outputs) = gather_rows(ctx.plan, scope, values, indices,
+                                                                            device, vp.local_aggregation)
+            if vp.average:
+                all_values = average_of(all_values, n)
+            all_indices = tf.cast(all_indices, indices.dtype)
+        reroute_consumers(values, all_values, keep=created)
+        reroute_consumers(indices, all_indices, keep=created)
+        _record(ctx, outputs, contributions)
     for sp in ctx.plan.state:
-        if not sp.aggregate:
-            continue
-        record = next(s for s in ctx.analysis.state if s.name == sp.name)
-        for writer_name in record.written_by:
-            writer = g.get_operation_by_name(writer_name)
-            value = writer.inputs[1]
-            device = ps_device(sp.ps_task) if sp.ps_task is not None else None
-            with g.as_default(), tf.device(device), new_ops(g) as created, \
-                    tf.name_scope(f"parallax_ps/{writer_name}"):
-                acc = tf1.ConditionalAccumulator(value.dtype, shape=value.shape, reduction_type="SUM",
-                                                 shared_name=f"parallax_acc/{writer_name}", name="accumulator")
-                apply = acc.apply_grad(value, local_step=NEVER_STALE, name="apply")
-                with tf.control_dependencies([apply]):
-                    mean = average_of(acc.take_grad(n, name="take"), n)
-            reroute_consumers(value, mean, keep=created)
-            ctx.accumulators.append((_everyone(ctx, apply), mean.op.inputs[0].op))
+        if sp.aggregate:
+            record = next(s for s in ctx.analysis.state if s.name == sp.name)
+            for writer_name in record.written_by:
+                value = g.get_operation_by_name(writer_name).inputs[1]
+                _accumulate(ctx, value, ps_device(sp.ps_task), f"parallax_ps/{writer_name}", True)
 
 
-def _everyone(ctx, apply):
-    """Every worker contributes by running `apply` itself."""
-    return {w: (apply,) for w in range(ctx.plan.num_workers)}
-
-
-def _accumulate_gradient(ctx, part, device, average, local_aggregation):
+def _accumulate(ctx, value, device, scope, average):
+    """A dense value summed over the workers in a ConditionalAccumulator on `device`; its consumers read the sum
+    (/ N when averaging)."""
     g, n = ctx.graph, ctx.plan.num_workers
-    grad = part.gradient
-    values = g.get_tensor_by_name(grad.values)
-    var_shape = tf.TensorShape(part.shape)
-    with g.as_default(), tf.device(device), new_ops(g) as created, tf.name_scope(f"parallax_ps/{part.name}"):
-        if grad.is_sparse:
-            indices = g.get_tensor_by_name(grad.indices)
-            acc = tf1.SparseConditionalAccumulator(values.dtype, shape=var_shape, reduction_type="SUM",
-                                                   shared_name=f"parallax_acc/{part.name}", name="accumulator")
-            slices = tf.IndexedSlices(values, tf.cast(indices, tf.int64))
-            contributions, required = sparse_contributions(ctx.plan, part.name, slices, var_shape, acc, device,
-                                                           local_aggregation, NEVER_STALE)
-            with tf.control_dependencies(contributions[0]):  # the chief contributes before it takes
-                taken = acc.take_indexed_slices_grad(required, name="take")
-            new_values = taken.values
-            if average:
-                new_values = average_of(new_values, n)
-            new_indices = tf.cast(taken.indices, indices.dtype)
-        else:
-            acc = tf1.ConditionalAccumulator(values.dtype, shape=var_shape, reduction_type="SUM",
-                                             shared_name=f"parallax_acc/{part.name}", name="accumulator")
-            apply = acc.apply_grad(values, local_step=NEVER_STALE, name="apply")
-            contributions = _everyone(ctx, apply)
-            with tf.control_dependencies([apply]):
-                new_values = acc.take_grad(n, name="take")
-            if average:
-                new_values = average_of(new_values, n)
-    reroute_consumers(values, new_values, keep=created)
-    take = g.get_operation_by_name(f"parallax_ps/{part.name}/take")
-    if grad.is_sparse:
-        reroute_consumers(indices, new_indices, keep=created)
-        _aggregate_row_norms(ctx, values, new_values, device, average, part.name)
-    ctx.accumulators.append((contributions, take))
+    with g.as_default(), tf.device(device), new_ops(g) as created, tf.name_scope(scope):
+        acc = tf1.ConditionalAccumulator(value.dtype, shape=value.shape, reduction_type="SUM",
+                                         shared_name=f"parallax_acc/{scope[len('parallax_ps/'):]}",
+                                         name="accumulator")
+        apply = acc.apply_grad(value, local_step=NEVER_STALE, name="apply")
+        total = acc.take_grad(n, name="take")
+        aggregated = average_of(total, n) if average else total
+    reroute_consumers(value, aggregated, keep=created)
+    _record(ctx, (total.op,), {w: (apply,) for w in range(n)})
 
 
-def _aggregate_row_norms(ctx, raw_values, aggregated_values, device, average, name):
-    """TF's global_norm of IndexedSlices squares every row, duplicates included, and the sparse accumulator
-    merges rows of equal index, which changes that sum of squares. So each L2Loss of aggregated rows is replaced by
-    the sum over workers of the L2Loss of their raw rows (/ N^2 when averaging): exactly L2Loss(all rows / N).
-    In PS mode the sum goes through an accumulator, for the chief. In HYBRID every worker needs it (the global norm
-    also clips its replicated dense gradients), so it is an allreduce."""
-    g, n = ctx.graph, ctx.plan.num_workers
-    for i, l2 in enumerate(op for op in list(aggregated_values.consumers()) if op.type == "L2Loss"):
-        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_ps/{name}/row_norm_{i}"):
-            local = tf.nn.l2_loss(raw_values, name="local")
-            if ctx.plan.uses_collectives:
-                from horovod.tensorflow import mpi_ops
-                total = mpi_ops._allreduce(local, op=mpi_ops.Sum, name="allreduce")
-            else:
-                with tf.device(device):
-                    acc = tf1.ConditionalAccumulator(raw_values.dtype, shape=[], reduction_type="SUM",
-                                                     shared_name=f"parallax_acc/{name}/row_norm_{i}",
-                                                     name="accumulator")
-                    apply = acc.apply_grad(local, local_step=NEVER_STALE, name="apply")
-                    with tf.control_dependencies([apply]):
-                        total = acc.take_grad(n, name="take")
-                    ctx.accumulators.append((_everyone(ctx, apply), total.op))
-            if average:
-                total = average_of(total, n * n)
-        reroute_consumers(l2.outputs[0], total, keep=created)
-
-
-def add_sync_barrier(ctx):
-    """Token queues (one per non-chief worker, on server 0) and the per-role versions of each training op."""
-    g, n = ctx.graph, ctx.plan.num_workers
-    takes = {take for _, take in ctx.accumulators}
-    contributions_of = {take: contributions for contributions, take in ctx.accumulators}
-    moved = _move_chief_work_out_of_worker_steps(g, takes)
-    with g.as_default(), tf.device(ps_device(0)), tf.name_scope(TOKEN_SCOPE):
-        queues = [tf1.FIFOQueue(2, [tf.int64], shapes=[[]], shared_name=f"{TOKEN_SCOPE}/tokens_{i}",
-                                name=f"tokens_{i}") for i in range(1, n)]
-    replica_updates = _replica_update_ops(ctx)
-    for op in _training_ops(g, takes, exclude=set(moved)):
-        # Sorted by name here and below: the order of control inputs is part of the GraphDef, and every worker must
-        # build the same graph (set order follows object ids, which differ between processes).
-        op._add_control_inputs(sorted((m for m, users in moved.items() if op in users), key=lambda m: m.name))
-        deps = graph_utils.ancestors([op])
-        mine = {w: [c for t in sorted(takes & deps, key=lambda t: t.name) for c in contributions_of[t][w]]
-                for w in range(n)}
-        # HYBRID: a worker also updates its replicas (their collectives must match the chief's), and applies its
-        # sparse gradients only after that, so that everything its updates read (Adam's beta powers, the global
-        # step, on the servers) is read before the chief, which waits for every apply, moves it on.
-        local = [u for u in replica_updates if u in deps]
-        local += sorted((c for c in deps if c.type.startswith("Horovod") and c not in local), key=lambda c: c.name)
-        for apply in {c for ops in mine.values() for c in ops}:
-            apply._add_control_inputs([u for u in local if u not in apply.control_inputs])
-        scope = f"{TOKEN_SCOPE}/{op.name}"
-        with g.as_default(), tf.name_scope(scope + "/"):
-            with tf.control_dependencies([op]):
-                chief = tf.group(*[q.enqueue(tf.constant(0, tf.int64)) for q in queues], name="chief")
-            workers = [chief]
-            for i, q in enumerate(queues, start=1):
-                with tf.control_dependencies(mine[i] + local):
-                    workers.append(tf.group(q.dequeue(), name=f"worker_{i}"))
-        ctx.train_op_variants[op.name] = tuple(w.name for w in workers)
-    ctx.sync_takes = tuple(sorted(t.name for t in takes))
-
-
-def _replica_update_ops(ctx):
-    """Update ops of the variables every worker holds a replica of (AR in HYBRID), in graph order."""
-    names = {n for vp in ctx.plan.variables if vp.method == "AR" for n in ctx.analysis.variable(vp.name).update_ops}
-    return [op for op in ctx.graph.get_operations() if op.name in names]
-
-
-def _move_chief_work_out_of_worker_steps(graph, takes):
-    """`with control_dependencies(UPDATE_OPS): minimize(loss)` makes the gradient ops wait for the batch-norm
-    writes, which now consume averaged statistics and run on the chief only. Such control edges, from work
-    downstream of an accumulator to work every worker does, move to the training ops that depended on them.
-    (Numerically nothing changes: training-mode batch norm reads batch statistics, not the moving ones.)
-    Returns {moved op: every op that depended on it before the edges were cut}."""
-    downstream = graph_utils.descendants(takes)
-    # Ops that feed an accumulator but are downstream of another one only through such edges are worker work.
-    late = {op: [c for c in op.control_inputs if c in downstream] for op in graph_utils.ancestors(takes)}
-    late = {op: cs for op, cs in late.items() if cs}
-    moved = {c: graph_utils.descendants([c]) for cs in late.values() for c in cs}
-    for op, cs in late.items():
-        keep = [c for c in op.control_inputs if c not in cs]
-        op._remove_all_control_inputs()
-        op._add_control_inputs(keep)
-    return moved
-
-
-def _training_ops(graph, takes, exclude=()):
-    """The user's training ops: the sinks among the ops that depend on aggregated gradients, e.g. the result of
-    `minimize`, or a group that also applies an EMA. A training op is a group (NoOp) or has an effect (stateful);
-    dead pure computations are not. An unused read that TF hangs after an assignment (`assign_add(...)` returns
-    one) does not stop an op from being a sink."""
-    upstream, downstream = graph_utils.ancestors(takes), graph_utils.descendants(takes)
-    return [op for op in graph.get_operations() if op in downstream and op not in upstream
-            and (op.type == "NoOp" or op.op_def.is_stateful)
-            and not op.name.startswith("parallax_") and not _is_unused_read(op) and op not in exclude
-            and all(_is_unused_read(c) for c in graph_utils.consumers(op))]
-
-
-def _is_unused_read(op):
-    return op.type in ("ReadVariableOp", "Identity") and not graph_utils.consumers(op)
+def _record(ctx, outputs, contributions):
+    ctx.aggregations.append(Aggregation(tuple(op.name for op in outputs),
+                                        {w: tuple(op.name for op in ops) for w, ops in contributions.items()}))

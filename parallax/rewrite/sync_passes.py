@@ -1,0 +1,182 @@
+"""Prepares every fetch to run as a synchronized step; sync_step.py derives each role's variant when it first runs.
+
+Chief-only ops: the aggregations' outputs (only the chief takes them), every write of state that lives on a server,
+and everything downstream of those. Every worker must still run its own contributions, the collectives, and the
+writes of state every worker holds (replicas, local variables). This pass makes that possible for any graph:
+- every write of server state waits for one arrival from each other worker (`parallax_sync/gate`): a worker arrives
+  when the rest of its step is done, so every worker's reads of a step come before the step's writes;
+- a control edge from chief-only work into work every worker must do (the gradient ops that wait for batch-norm
+  writes) is cut, and recorded, so that the chief still runs that work in the same step;
+- where work every worker must do reads a chief-only value (a dense replica clipped by a global norm that includes
+  server-held rows), the chief broadcasts that value: the others feed zeros in its place, which the broadcast
+  replaces with the chief's value. Without collectives (PS mode) such work is refused when it is fetched.
+"""
+import dataclasses
+from typing import Tuple
+
+import tensorflow as tf
+
+from parallax import graph_utils
+from parallax.rewrite import min_cut
+from parallax.rewrite.ps_passes import ps_device
+
+tf1 = tf.compat.v1
+SYNC_SCOPE = "parallax_sync"
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncGraph:
+    aggregations: Tuple  # ps_passes.Aggregation records
+    gated_writes: Tuple[str, ...]  # writes of server state: chief only, after every worker's arrival
+    gate: str  # the op that takes one arrival per other worker
+    arrivals: str  # the queue op workers arrive in
+    deferred: Tuple[Tuple[str, str], ...]  # (op, chief-only control input it no longer waits for)
+    broadcasts: Tuple[Tuple[str, str], ...]  # (chief-only tensor, the broadcast op that every worker reads)
+    unsupported: Tuple[Tuple[str, str], ...]  # (op, why no worker but the chief can run it)
+
+    @property
+    def roots(self):
+        return tuple(o for a in self.aggregations for o in a.outputs) + self.gated_writes + (self.gate,)
+
+
+def prepare_sync_steps(ctx):
+    g, n = ctx.graph, ctx.plan.num_workers
+    excluded = _initializers_and_restores(g)
+    writes = [op for op in g.get_operations() if op.name not in excluded and not op.name.startswith("parallax_")
+              and graph_utils.is_writer(op)]
+    gated = [op for op in writes if any(v in ctx.server_variables for v in graph_utils.written_variables(op))]
+    replicated = [op for op in writes if op not in gated]
+    with g.as_default(), tf.device(ps_device(0)), tf.name_scope(SYNC_SCOPE + "/"):
+        arrivals = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/arrivals", name="arrivals")
+        gate = arrivals.dequeue_many(n - 1, name="gate").op
+    for op in gated:
+        op._add_control_inputs([gate])
+    contributions = [g.get_operation_by_name(c) for a in ctx.aggregations for ops in a.contributions.values()
+                     for c in ops]
+    collectives = [op for op in g.get_operations() if op.type.startswith("Horovod")]
+    roots = {g.get_operation_by_name(o) for a in ctx.aggregations for o in a.outputs} | set(gated) | {gate}
+    deferred, broadcasts, unsupported = _separate(ctx, roots, set(replicated + contributions + collectives),
+                                                  set(replicated))
+    ctx.sync = SyncGraph(tuple(ctx.aggregations), tuple(op.name for op in gated), gate.name, arrivals.queue_ref.op.name,
+                         tuple(deferred), tuple(broadcasts), tuple(unsupported))
+
+
+def _separate(ctx, roots, everyone, own_writes):
+    """Make every op in `everyone` runnable without chief-only values, in topological order over their ancestors:
+    cut chief-only control inputs (the op still waits for the writes of every worker's own state that they waited
+    for: an EMA of a replica after the replica's update); broadcast chief-only data inputs where they join other
+    data."""
+    g = ctx.graph
+    after_writes = graph_utils.descendants(roots - {g.get_operation_by_name(o) for a in ctx.aggregations
+                                                    for o in a.outputs})
+    cut = _cheapest_broadcasts(ctx, roots, everyone, after_writes)
+    chief, constant = set(), set()
+    deferred, broadcasts, unsupported = [], [], []
+    sent = {}  # chief-only tensor name -> its broadcast (one per tensor, whoever reads it)
+    for op in _topological(graph_utils.ancestors(everyone)):
+        if op in roots:
+            chief.add(op)
+            continue
+        late = sorted((c for c in op.control_inputs if c in chief), key=lambda c: c.name)
+        if late:
+            keep = [c for c in op.control_inputs if c not in late]
+            keep += sorted({w for c in late for w in graph_utils.ancestors([c]) if w in own_writes and w not in chief
+                            and w not in keep}, key=lambda w: w.name)
+            op._remove_all_control_inputs()
+            op._add_control_inputs(keep)
+            deferred += [(op.name, c.name) for c in late]
+        data = [(i, t) for i, t in enumerate(op.inputs) if t.op in chief]
+        if not data:
+            if all(t.op in constant for t in op.inputs) and not op.op_def.is_stateful:
+                constant.add(op)
+            continue
+        if not any(t.op in cut for _, t in data):
+            chief.add(op)
+            if op in everyone:
+                unsupported.append((op.name, _not_broadcastable(ctx, data[0][1], after_writes) or
+                                    "no value on its paths from chief-only work can be broadcast"))
+            continue
+        for i, t in data:
+            if t.op not in cut:
+                continue
+            if t.name in sent:
+                op._update_input(i, sent[t.name])
+                continue
+            with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/"):
+                from horovod.tensorflow import mpi_ops
+                value = mpi_ops.broadcast(t, root_rank=0, name=t.op.name.replace(":", "_") + f"_{t.value_index}")
+            op._update_input(i, value)
+            sent[t.name] = value
+            broadcasts.append((t.name, value.op.name))
+    return deferred, broadcasts, unsupported
+
+
+def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
+    """The chief-only ops whose outputs to broadcast: the fewest bytes that separate the aggregated values from the
+    work every worker must do (one clip scale rather than each shard's norm). Values of unknown shape, or computed
+    after the step's writes, cannot be sent."""
+    data_after = _closure(roots, lambda op: [c for t in op.outputs for c in t.consumers()])
+    region = data_after & _closure(everyone, lambda op: [t.op for t in op.inputs])
+    if not region & everyone:
+        return set()
+    nodes = sorted(region, key=lambda o: o.name)
+    edges = [(t.op, op) for op in nodes for t in op.inputs if t.op in region]
+
+    def cost(op):
+        if op in everyone or _not_broadcastable(ctx, op.outputs[0] if op.outputs else None, after_writes):
+            return min_cut.INFINITE
+        return sum(t.shape.num_elements() * t.dtype.size for t in op.outputs)
+    cut = min_cut.min_vertex_cut(nodes, edges, [op for op in nodes if op in roots], [op for op in nodes
+                                                                                   if op in everyone], cost)
+    return set(cut or ())
+
+
+def _closure(ops, neighbours):
+    seen, stack = set(), list(ops)
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend(neighbours(op))
+    return seen
+
+
+def _not_broadcastable(ctx, t, after_writes):
+    if t is None or len(t.op.outputs) != 1:
+        return f"{t.op.name if t is not None else 'it'} has no single output to broadcast"
+    if not ctx.plan.uses_collectives:
+        return (f"it reads {t.name}, which only the chief computes (it depends on aggregated gradients or on "
+                f"server-held state written in the same step), and this mode has no collective to send it to the "
+                f"other workers; use run_option='HYBRID' or 'MPI', or make the written variable a global variable")
+    if not t.shape.is_fully_defined():
+        return (f"it reads {t.name} of shape {t.shape}, which only the chief computes; the chief can broadcast it to "
+                f"the other workers only when its shape is static")
+    if t.op in after_writes:
+        return (f"it reads {t.name}, which the chief computes only after the step's writes of server state, and those "
+                f"wait for every worker's step to end")
+    return None
+
+
+def _initializers_and_restores(g):
+    names = {v.initializer.name for v in graph_utils.variables_by_op_name(g).values()
+             if getattr(v, "initializer", None) is not None}
+    return names | {op.name for op in g.get_operations() if graph_utils.is_writer(op) and graph_utils.is_restore(op)}
+
+
+def _topological(ops):
+    ops = set(ops)
+    order, seen = [], set()
+    for start in sorted(ops, key=lambda o: o.name):
+        stack = [(start, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if node in seen:
+                continue
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((i, False) for i in [t.op for t in node.inputs] + list(node.control_inputs)
+                         if i in ops and i not in seen)
+    return order

@@ -1,0 +1,208 @@
+"""Any fetch set that needs an aggregated value or writes server-held state is a synchronized step. When a fetch
+set first runs, its variant for this worker's role is derived from the rewritten graph and cached:
+
+  the chief    runs the fetches as one device would, plus its own contributions to the aggregations they read;
+               when the step writes server state or another worker fetches a value only the chief has, it then
+               enqueues a release (with those values) for each other worker;
+  worker i     runs the part of the step that needs no chief-only value: its forward and backward pass, its
+               contributions, the collectives, the writes of state it holds itself; then it arrives (if the step
+               writes server state: the chief's writes wait for every arrival) and waits for its release.
+
+Every worker must run the same sequence of synchronized steps; sync_passes.py prepared the graph for this.
+"""
+import dataclasses
+import hashlib
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from parallax import graph_utils
+from parallax.errors import UnsupportedError
+from parallax.rewrite.ps_passes import ps_device
+from parallax.rewrite.sync_passes import SYNC_SCOPE
+
+tf1 = tf.compat.v1
+RELEASE_CAPACITY = 1000  # steps without server writes do not wait for their release; they may run ahead
+# Pure reads of state: run only when something needs their value (a read of a large server variable is traffic).
+_READS = {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
+          "IsVariableInitialized"}
+
+
+@dataclasses.dataclass
+class Variant:
+    """What this worker passes to Session.run for one fetch set, and how the user's leaves come back."""
+    leaves: List[Any]  # per user leaf: the element to run, or None (an op only the chief runs)
+    targets: List[tf.Operation]
+    feeds: Dict[tf.Tensor, np.ndarray]
+    released: Optional[List[tf.Tensor]] = None  # values the chief sent: [token, value of leaf k, ...]
+    from_chief: Dict[int, int] = dataclasses.field(default_factory=dict)  # leaf index -> index in `released`
+    synchronized: bool = False
+    ancestors: frozenset = frozenset()
+
+
+class SyncSteps:
+    def __init__(self, graph, sync_graph, worker_id, num_workers):
+        self._g, self._sync = graph, sync_graph
+        self._w, self._n = worker_id, num_workers
+        op = graph.get_operation_by_name
+        self._broadcast_inputs = {op(b): graph.get_tensor_by_name(t) for t, b in sync_graph.broadcasts}
+        self._deferred = {}
+        for name, control in sync_graph.deferred:
+            self._deferred.setdefault(op(name), []).append(op(control))
+        self._aggregations = [({op(o) for o in a.outputs}, [op(c) for c in a.contributions.get(worker_id, ())])
+                              for a in sync_graph.aggregations]
+        self._gated = {op(w) for w in sync_graph.gated_writes}
+        self._unsupported = dict(sync_graph.unsupported)
+        self.chief_only = self._chief_only({op(r) for r in sync_graph.roots})
+        self._cache = {}
+
+    def variant(self, key, leaves):
+        """The cached variant of a fetch set: `leaves` are the mapped fetch leaves (tensors, ops, variables)."""
+        if key not in self._cache:
+            self._cache[key] = self._derive(key, leaves)
+        return self._cache[key]
+
+    # ---- derivation ---------------------------------------------------------------------------------------------
+    def _derive(self, key, leaves):
+        ops = [_op_of(x) for x in leaves]
+        ancestors = self._logical_ancestors([o for o in ops if o is not None])
+        contributions = [op for outputs, mine in self._aggregations if outputs & ancestors for op in mine]
+        chief_needed = ancestors & self.chief_only
+        if not chief_needed and not contributions:
+            return Variant(list(leaves), [], {}, ancestors=frozenset(ancestors))
+        writes = bool(ancestors & self._gated)
+        side_effects = [op for op in ancestors if _must_run(op)]
+        digest = hashlib.sha256("\0".join(sorted(key)).encode()).hexdigest()[:16]
+        if self._w == 0:
+            return self._chief_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
+        return self._worker_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
+
+    def _chief_variant(self, leaves, ops, ancestors, contributions, side_effects, writes, digest):
+        targets = sorted(set(contributions + side_effects), key=lambda o: o.name)
+        sent = self._values_for_others(leaves, ops)
+        if writes or sent:
+            with self._building(), tf.control_dependencies(targets + [o for o in ops if o is not None]):
+                release = tf.group(*[q.enqueue([tf.constant(0, tf.int64)] + [leaves[i] for i in sent])
+                                     for q in self._release_queues(digest, [leaves[i] for i in sent])],
+                                   name=f"{SYNC_SCOPE}/{digest}/release")
+            targets.append(release)
+        return Variant(list(leaves), targets, {}, synchronized=True, ancestors=frozenset(ancestors))
+
+    def _worker_variant(self, leaves, ops, ancestors, contributions, side_effects, writes, digest):
+        mine = [op for op in side_effects if op not in self.chief_only]
+        run_leaves = [x if op is not None and op not in self.chief_only else None for x, op in zip(leaves, ops)]
+        seeds = mine + contributions + [_op_of(x) for x in run_leaves if x is not None]
+        feeds = self._check_runnable(seeds)
+        targets = sorted(set(mine + contributions), key=lambda o: o.name)
+        sent = self._values_for_others(leaves, ops)
+        variant = Variant(run_leaves, targets, feeds, synchronized=True, ancestors=frozenset(ancestors))
+        with self._building():
+            waited = targets + [o for o in (_op_of(x) for x in run_leaves if x is not None)]
+            if writes:
+                with tf.control_dependencies(waited):
+                    arrivals = self._g.get_operation_by_name(self._sync.arrivals).outputs[0]
+                    arrive = _enqueue(arrivals, tf.constant(self._w, tf.int64), f"{SYNC_SCOPE}/{digest}/arrive")
+                waited = [arrive]
+                variant.targets.append(arrive)
+            if writes or sent:
+                queue = self._release_queues(digest, [leaves[i] for i in sent])[self._w - 1]
+                with tf.control_dependencies(waited):
+                    released = queue.dequeue(name=f"{SYNC_SCOPE}/{digest}/wait_{self._w}")
+                variant.released = released if isinstance(released, list) else [released]
+                variant.from_chief = {i: k + 1 for k, i in enumerate(sent)}
+        return variant
+
+    def _values_for_others(self, leaves, ops):
+        """Leaves that are tensors only the chief computes: it sends their values with the release."""
+        return [i for i, (x, op) in enumerate(zip(leaves, ops))
+                if op in self.chief_only and isinstance(x, tf.Tensor)]
+
+    def _release_queues(self, digest, values):
+        with tf.device(ps_device(0)):
+            return [tf1.FIFOQueue(RELEASE_CAPACITY, [tf.int64] + [v.dtype for v in values],
+                                  shared_name=f"{SYNC_SCOPE}/{digest}/release_{i}",
+                                  name=f"{SYNC_SCOPE}/{digest}/release_{i}") for i in range(1, self._n)]
+
+    def _check_runnable(self, seeds):
+        """Feeds for the chief-only inputs of broadcasts; refuses a step that needs other chief-only work."""
+        feeds = {}
+        seen, stack = set(), list(seeds)
+        while stack:
+            op = stack.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            if op in self.chief_only:
+                why = self._unsupported.get(op.name, "it depends on values only the chief computes")
+                raise UnsupportedError(f"worker {self._w} cannot run its part of this step: {op.name} ({op.type}) "
+                                       f"must run in every worker, but {why}")
+            if op in self._broadcast_inputs:
+                t = self._broadcast_inputs[op]
+                feeds[t] = np.zeros(t.shape.as_list(), t.dtype.as_numpy_dtype)
+                stack.extend(op.control_inputs)
+                continue
+            stack.extend([t.op for t in op.inputs] + list(op.control_inputs))
+        return feeds
+
+    # ---- graph walks ------------------------------------------------------------------------------------------
+    def _chief_only(self, roots):
+        """Everything downstream of the roots, except through broadcasts (their output is every worker's)."""
+        seen, stack = set(), list(roots)
+        while stack:
+            op = stack.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            stack.extend(c for c in graph_utils.consumers(op) if c not in self._broadcast_inputs)
+        return seen
+
+    def _logical_ancestors(self, ops):
+        """Ancestors, also through the control edges sync_passes cut (the chief still runs what they reached)."""
+        seen, stack = set(), list(ops)
+        while stack:
+            op = stack.pop()
+            if op not in seen:
+                seen.add(op)
+                stack.extend([t.op for t in op.inputs] + list(op.control_inputs) + self._deferred.get(op, []))
+        return seen
+
+    def _building(self):
+        return _Unfinalized(self._g)
+
+
+def _must_run(op):
+    """Ops a step runs for their effect: writes of variables (ref-variable writes such as ApplyFtrl or Assign are
+    not marked stateful), other stateful ops except pure reads and the ops that create a resource, collectives."""
+    if op.type.startswith("Horovod") or graph_utils.is_writer(op):
+        return True
+    return op.op_def.is_stateful and op.type not in _READS and len(op.inputs) > 0
+
+
+def _op_of(x):
+    op = getattr(x, "op", x)
+    return op if isinstance(op, tf.Operation) else None
+
+
+def _enqueue(queue_handle, value, name):
+    from tensorflow.python.ops import gen_data_flow_ops
+    return gen_data_flow_ops.queue_enqueue_v2(queue_handle, [value], name=name)
+
+
+class _Unfinalized:
+    """New ops for a fetch set are added to the (finalized) graph once, the first time it runs."""
+
+    def __init__(self, graph):
+        self._g = graph
+        self._ctx = None
+
+    def __enter__(self):
+        self._g._unsafe_unfinalize()
+        self._ctx = self._g.as_default()
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._ctx.__exit__(*exc)
+        self._g.finalize()
+        return False
