@@ -8,7 +8,7 @@ workers' batches is exactly the single process's batch of N*b. Case `linear` rea
 `parallax.shard` instead (element-wise shard, then batch), which has the same union property.
 """
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -25,6 +25,10 @@ class Case:
     train_op: tf.Operation
     feeds: Optional[Callable[[int, int, int], Dict]]  # (step, first row, rows) -> feed_dict; None: tf.data
     float32: bool = False
+    step_fetch: Optional[Callable[[int], Any]] = None  # what run k fetches; None: train_op every time
+
+    def fetch(self, k):
+        return self.train_op if self.step_fetch is None else self.step_fetch(k)
 
 
 def _init(seed, dtype=F64, scale=0.3):

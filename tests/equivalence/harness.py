@@ -90,13 +90,13 @@ def assert_equivalent(expected, got, float32=False):
 
 def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW"):
     """Run `case` distributed and as one process, check every variable (and that the expected ones exist)."""
-    from tests.equivalence.cases import CASES
+    from tests.equivalence.run_case import ALL_CASES
     expected = reference(out_dir, case, workers)
     got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, switches=switches)
     for name in MUST_HAVE[case]:
         assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
     assert int(got["global_step"]) == STEPS
-    diffs = assert_equivalent(expected, got, float32=CASES[case](1, 1, 1, 1).float32)
+    diffs = assert_equivalent(expected, got, float32=ALL_CASES[case](1, 1, 1, 1).float32)
     print(f"{run_option} {case} N={workers} switches={switches or 'none'}: max abs diff over {len(diffs)} "
           f"variables = {max(diffs.values()):.3g}")
     return diffs

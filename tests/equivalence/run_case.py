@@ -15,13 +15,16 @@ import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tests.equivalence.cases import CASES  # noqa: E402
+from tests.equivalence.user_graphs import USER_GRAPHS  # noqa: E402
+
+ALL_CASES = {**CASES, **USER_GRAPHS}
 
 tf1 = tf.compat.v1
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--case", required=True, choices=sorted(ALL_CASES))
     p.add_argument("--mode", required=True, choices=("single", "parallax"))
     p.add_argument("--workers", type=int, required=True)
     p.add_argument("--batch", type=int, required=True, help="per-worker batch b")
@@ -34,10 +37,12 @@ def main():
     p.add_argument("--spec", help="resource spec text; default localhost:N")
     p.add_argument("--switches", default="LA,OPAU,OPSW", help="optimizations on: any of LA,OPAU,OPSW (or none)")
     args = p.parse_args()
-    tf1.disable_eager_execution()
+    build = ALL_CASES[args.case]
+    if build.__name__ not in KEEPS_EAGER:
+        tf1.disable_eager_execution()
     n, b = args.workers, args.batch
     single = args.mode == "single"
-    case = CASES[args.case](n, b, args.steps, n * b if single else b, args.lr_scale)
+    case = build(n, b, args.steps, n * b if single else b, args.lr_scale)
     with case.graph.as_default():
         variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
     if single:
@@ -46,7 +51,7 @@ def main():
         with tf1.Session(graph=case.graph) as sess:
             sess.run(init)
             for k in range(args.steps):
-                sess.run(case.train_op, case.feeds(k, k * n * b, n * b) if case.feeds else None)
+                sess.run(case.fetch(k), case.feeds(k, k * n * b, n * b) if case.feeds else None)
             _dump(args.out, variables, sess.run(variables))
         return
     on = set(args.switches.split(",")) - {"none", ""}
@@ -56,10 +61,13 @@ def main():
     with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config) as runner:
         i = runner.worker_id
         for k in range(args.steps):
-            runner.run(case.train_op, case.feeds(k, k * n * b + i * b, b) if case.feeds else None)
+            runner.run(case.fetch(k), case.feeds(k, k * n * b + i * b, b) if case.feeds else None)
         values = runner.run(variables)
         if runner.is_chief:
             _dump(args.out, variables, values)
+
+
+KEEPS_EAGER = {"eager_left_on"}  # legal TF2 code: a graph built in `with tf.Graph().as_default()`, eager left on
 
 
 def _dump(path, variables, values):

@@ -1,0 +1,205 @@
+"""Training graphs as users write them, which nobody tuned the rewrite for: the rows of the equivalence issue's
+table. Same conventions as cases.py (float64, seeded initializers, rows [first, first+rows) of a global batch);
+`step_fetch(k)` says what the k-th `run` fetches, so that train ops can alternate and micro-steps accumulate.
+"""
+import numpy as np
+import tensorflow as tf
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+
+tf1 = tf.compat.v1
+VOCAB = 24
+
+
+def _ids(seed, rows, width=3):
+    return np.random.RandomState(seed).randint(0, VOCAB, size=(rows, width)).astype(np.int32)
+
+
+# ---- two train ops, run alternately ----------------------------------------------------------------------------
+def _two_train_ops(n, b, steps, use_resource):
+    ids = _ids(21, n * b * steps)
+    y = np.cos(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        with tf1.variable_scope("m", use_resource=use_resource):
+            emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(21))
+            head = tf1.get_variable("head", [4, 1], F64, initializer=_init(22))
+        pred = tf.matmul(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1), head)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        step = tf1.train.get_or_create_global_step()
+        ftrl = tf1.train.FtrlOptimizer(0.2, l1_regularization_strength=0.01, l2_regularization_strength=0.01)
+        both = ftrl.minimize(loss, var_list=[emb, head], global_step=step)
+        head_only = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, var_list=[head])
+    return Case(g, both, _rows((ids, y), (idp, yp)), step_fetch=lambda k: both if k % 2 == 0 else head_only)
+
+
+def two_train_ops(n, b, steps, graph_batch, lr_scale=1.0):
+    return _two_train_ops(n, b, steps, use_resource=True)
+
+
+def two_train_ops_ref(n, b, steps, graph_batch, lr_scale=1.0):
+    return _two_train_ops(n, b, steps, use_resource=False)
+
+
+# ---- user-written gradient accumulation over micro-steps, SparseTensor input -----------------------------------
+MICRO = 2
+
+
+def grad_accumulation(n, b, steps, graph_batch, lr_scale=1.0):
+    """Micro-steps k % 3 in {0, 1} add the gradients into non-trainable accumulators; k % 3 == 2 applies their
+    mean with Momentum and zeroes them. The embedding is read by embedding_lookup_sparse from a tf.SparseTensor."""
+    rng = np.random.RandomState(23)
+    rows = n * b * steps
+    lengths = rng.randint(1, 4, size=rows)  # 1..3 ids per example: a ragged, sparse input
+    y = rng.randn(rows, 1)
+    ids = [rng.randint(0, VOCAB, size=k) for k in lengths]
+    g = tf.Graph()
+    with g.as_default():
+        sp = tf1.sparse_placeholder(tf.int64, name="ids")
+        yp = tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 5], F64, initializer=_init(24), use_resource=True)
+        h = tf.nn.embedding_lookup_sparse(emb, sp, None, combiner="mean")
+        loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 25) - yp))
+        opt = tf1.train.MomentumOptimizer(0.1, 0.9)
+        grads_and_vars = opt.compute_gradients(loss)
+        accumulate, accumulators = [], []
+        for grad, var in grads_and_vars:
+            acc = tf1.get_variable(f"acc/{var.op.name}", var.shape, F64, trainable=False,
+                                   initializer=tf1.zeros_initializer(), use_resource=True)
+            accumulators.append(acc)
+            if isinstance(grad, tf.IndexedSlices):
+                accumulate.append(acc.scatter_add(grad))
+            else:
+                accumulate.append(acc.assign_add(grad))
+        accumulate = tf.group(*accumulate, name="accumulate")
+        step = tf1.train.get_or_create_global_step()
+        apply = opt.apply_gradients([(acc.read_value() / MICRO, v) for acc, (_, v) in zip(accumulators,
+                                                                                           grads_and_vars)],
+                                    global_step=step)
+        with tf.control_dependencies([apply]):
+            apply = tf.group(*[acc.assign(tf.zeros_like(acc)) for acc in accumulators], name="apply_and_zero")
+
+    def feeds(k, first, count):
+        chosen = ids[first:first + count]
+        indices = [[r, j] for r, row in enumerate(chosen) for j in range(len(row))]
+        values = np.concatenate(chosen).astype(np.int64)
+        return {sp: tf1.SparseTensorValue(np.array(indices, np.int64), values,
+                                          np.array([count, max(map(len, chosen))], np.int64)),
+                yp: y[first:first + count]}
+    return Case(g, apply, feeds, step_fetch=lambda k: accumulate if k % 3 < MICRO else apply)
+
+
+# ---- partitioned embedding, EMA after the train op, RMSProp, ref variables --------------------------------------
+def partitioned_ema_rmsprop_ref(n, b, steps, graph_batch, lr_scale=1.0):
+    # A ref-variable script is a TF1 script: v1 control flow. (Under v2, initialized_value() of a ref variable is a
+    # StatelessIf that reads the variable whether or not it is initialized: a race in TF, on one device too.)
+    tf1.disable_control_flow_v2()
+    ids = _ids(26, n * b * steps)
+    y = np.sin(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(26), use_resource=False,
+                               partitioner=tf1.fixed_size_partitioner(3))
+        w = tf1.get_variable("w", [4, 1], F64, initializer=_init(27), use_resource=False)
+        pred = tf.matmul(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1), w)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        opt_op = tf1.train.RMSPropOptimizer(0.01, momentum=0.5).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+        with tf.control_dependencies([opt_op]):
+            train = tf1.train.ExponentialMovingAverage(0.8).apply(tf1.trainable_variables())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+# ---- tied embedding (lookup + output projection), an untied one, L2-regularized dense layer ------------------------
+def _tied(n, b, steps, two_optimizers):
+    rng = np.random.RandomState(28)
+    ids = rng.randint(0, VOCAB, size=(n * b * steps, 2)).astype(np.int32)
+    other = rng.randint(0, VOCAB, size=(n * b * steps, 2)).astype(np.int32)
+    target = rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        idp = tf1.placeholder(tf.int32, [None, 2], "ids")
+        op_ = tf1.placeholder(tf.int32, [None, 2], "other")
+        tp = tf1.placeholder(tf.int32, [None], "target")
+        tied = tf1.get_variable("tied", [VOCAB, 5], F64, initializer=_init(28), use_resource=True)
+        untied = tf1.get_variable("untied", [VOCAB, 5], F64, initializer=_init(29), use_resource=True)
+        x = tf.reduce_sum(tf.nn.embedding_lookup(tied, idp), 1) + tf.reduce_sum(tf.nn.embedding_lookup(untied, op_), 1)
+        h = tf1.layers.dense(x, 5, tf.tanh, name="dense", kernel_initializer=_init(30))
+        logits = tf.matmul(h, tied, transpose_b=True)  # the output projection is the embedding itself
+        kernel = next(v for v in tf1.trainable_variables() if v.op.name == "dense/kernel")
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tp, logits=logits)) \
+            + 0.01 * tf.nn.l2_loss(kernel)
+        step = tf1.train.get_or_create_global_step()
+        if not two_optimizers:
+            train = tf1.train.AdamOptimizer(0.05).minimize(loss, global_step=step)
+        else:
+            adam, adagrad = tf1.train.AdamOptimizer(0.05), tf1.train.AdagradOptimizer(0.2)
+            rest = [v for v in tf1.trainable_variables() if v is not untied]
+            gv_rest = adam.compute_gradients(loss, var_list=rest)
+            (g_untied, _), = adagrad.compute_gradients(loss, var_list=[untied])
+            g_untied = tf.IndexedSlices(g_untied.values * 0.5, g_untied.indices, g_untied.dense_shape)
+            grads, _ = tf.clip_by_global_norm([g for g, _ in gv_rest] + [g_untied], 1.0)
+            train = tf.group(adam.apply_gradients(zip(grads[:-1], rest), global_step=step),
+                             adagrad.apply_gradients([(grads[-1], untied)]))
+    return Case(g, train, _rows((ids, other, target), (idp, op_, tp)))
+
+
+def tied_embedding_adam(n, b, steps, graph_batch, lr_scale=1.0):
+    return _tied(n, b, steps, two_optimizers=False)
+
+
+def tied_embedding_two_optimizers_clip(n, b, steps, graph_batch, lr_scale=1.0):
+    return _tied(n, b, steps, two_optimizers=True)
+
+
+# ---- TF1 ref variables, minimize(global_step=...), while_loop and cond ---------------------------------------------
+def ref_while_cond(n, b, steps, graph_batch, lr_scale=1.0):
+    tf1.disable_control_flow_v2()  # as tf.compat.v1.disable_v2_behavior() does (process-wide: one case per process)
+    rng = np.random.RandomState(31)
+    x = rng.randn(n * b * steps, 3)
+    y = np.tanh(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        w = tf1.get_variable("w", [3, 3], F64, initializer=_init(31), use_resource=False)
+        v = tf1.get_variable("v", [3, 1], F64, initializer=_init(32), use_resource=False)
+
+        def body(i, h):
+            return i + 1, tf.tanh(tf.matmul(h, w))
+        _, h = tf1.while_loop(lambda i, h: i < 3, body, [tf.constant(0), xp])
+        step = tf1.train.get_or_create_global_step()
+        # A predicate of the step, not of the batch: a batch statistic differs between a worker's batch and the
+        # global batch, so a branch on it is not data-parallel (like batch norm).
+        out = tf1.cond(tf.equal(step % 2, 0), lambda: tf.matmul(h, v), lambda: tf.matmul(h, v) * 0.5)
+        loss = tf.reduce_mean(tf.square(out - yp))
+        train = tf1.train.MomentumOptimizer(0.1, 0.9).minimize(loss, global_step=step)
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+# ---- a graph built without disabling eager execution ----------------------------------------------------------
+def eager_left_on(n, b, steps, graph_batch, lr_scale=1.0):
+    rng = np.random.RandomState(33)
+    ids = rng.randint(0, VOCAB, size=(n * b * steps, 2)).astype(np.int32)
+    y = np.sin(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 2], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(33))
+        loss = tf.reduce_mean(tf.square(_dense(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), 1), 1, "out", 34)
+                                        - yp))
+        train = tf1.train.AdagradOptimizer(0.3).minimize(loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))  # run_case.KEEPS_EAGER
+
+
+USER_GRAPHS = {
+    "two_train_ops": two_train_ops,
+    "two_train_ops_ref": two_train_ops_ref,
+    "grad_accumulation": grad_accumulation,
+    "partitioned_ema_rmsprop_ref": partitioned_ema_rmsprop_ref,
+    "tied_embedding_adam": tied_embedding_adam,
+    "tied_embedding_two_optimizers_clip": tied_embedding_two_optimizers_clip,
+    "ref_while_cond": ref_while_cond,
+    "eager_left_on": eager_left_on,
+}
