@@ -1,5 +1,7 @@
 """Small questions about v1 graphs that several stages ask: which variable does this op read or write?"""
 import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow.python.framework import op_def_registry
 
 VARIABLE_OP_TYPES = ("VariableV2", "Variable", "VarHandleOp")
 # Ops that take a variable by reference (a ref, or a resource handle) and only read it, or pass the reference on.
@@ -40,8 +42,12 @@ def _reference_source(t):
 
 def written_variables(op):
     """Names of the variable ops whose value `op` modifies: every variable it takes by reference, unless it is one
-    of the pure reads. General on purpose: optimizers' Apply ops, Assign*, Scatter*, CountUpTo, user kernels."""
+    of the pure reads, or it calls functions (If, While, PartitionedCall) none of which writes anything. General on
+    purpose: optimizers' Apply ops, Assign*, Scatter*, CountUpTo, user kernels."""
     if op.type in _READS or not op.inputs:
+        return ()
+    functions = [op.node_def.attr[k].func.name for k in op.node_def.attr if op.node_def.attr[k].HasField("func")]
+    if functions and not any(_function_writes(op.graph, f, set()) for f in functions):
         return ()
     out = []
     for t in op.inputs:
@@ -50,6 +56,27 @@ def written_variables(op):
             if source is not None and source.name not in out:
                 out.append(source.name)
     return tuple(out)
+
+
+def _function_writes(graph, name, seen):
+    """Does the graph function `name` (or one it calls) contain an op that takes a resource and is not a read?"""
+    if name in seen:
+        return False
+    seen.add(name)
+    fn = graph._get_function(name)
+    if fn is None:
+        return True  # not in this graph's library: assume it may write
+    for node in fn.definition.node_def:
+        calls = [node.attr[k].func.name for k in node.attr if node.attr[k].HasField("func")]
+        if calls:
+            if any(_function_writes(graph, f, seen) for f in calls):
+                return True
+            continue
+        op_def = op_def_registry.get(node.op)
+        if op_def is None or (node.op not in _READS and op_def.is_stateful and
+                              any(a.type == types_pb2.DT_RESOURCE for a in op_def.input_arg)):
+            return True
+    return False
 
 
 def is_writer(op):
@@ -120,3 +147,23 @@ def _closure(ops, neighbours):
             seen.add(op)
             stack.extend(neighbours(op))
     return seen
+
+
+def v1_loop_ops(graph):
+    """Ops inside a v1 while loop: reached from an Enter before its Exit (nesting counted). Found from the graph's
+    structure, since a graph copied through a MetaGraphDef keeps no Python control-flow context for the ops of a
+    gradient loop."""
+    inside, seen = set(), set()
+    stack = [(c, 1) for op in graph.get_operations() if op.type in ("Enter", "RefEnter")
+             for c in consumers(op)]
+    while stack:
+        op, depth = stack.pop()
+        if (op, depth) in seen or depth <= 0:
+            continue
+        seen.add((op, depth))
+        inside.add(op)
+        step = 1 if op.type in ("Enter", "RefEnter") else -1 if op.type in ("Exit", "RefExit") else 0
+        if step < 0 and depth == 1:
+            continue  # the loop's own Exit: its consumers are outside
+        stack.extend((c, depth + step) for c in consumers(op))
+    return inside
