@@ -55,6 +55,7 @@ class SyncSteps:
         self._gated = {op(w) for w in sync_graph.gated_writes}
         self._unsupported = dict(sync_graph.unsupported)
         self.chief_only = self._chief_only({op(r) for r in sync_graph.roots})
+        self._in_loops = graph_utils.v1_loop_ops(graph)
         self._cache = {}
 
     def variant(self, key, leaves):
@@ -72,7 +73,7 @@ class SyncSteps:
         if not chief_needed and not contributions:
             return Variant(list(leaves), [], {}, ancestors=frozenset(ancestors))
         writes = bool(ancestors & self._gated)
-        side_effects = [op for op in ancestors if _must_run(op)]
+        side_effects = [op for op in ancestors if _must_run(op, self._in_loops)]
         digest = hashlib.sha256("\0".join(sorted(key)).encode()).hexdigest()[:16]
         if self._w == 0:
             return self._chief_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
@@ -171,9 +172,14 @@ class SyncSteps:
         return _Unfinalized(self._g)
 
 
-def _must_run(op):
+def _must_run(op, in_loops):
     """Ops a step runs for their effect: writes of variables (ref-variable writes such as ApplyFtrl or Assign are
-    not marked stateful), other stateful ops except pure reads and the ops that create a resource, collectives."""
+    not marked stateful), other stateful ops except pure reads and the ops that create a resource, collectives.
+    Ops inside a v1 while loop or cond run with their loop or branch: they are never targets of their own."""
+    if op in in_loops or op._get_control_flow_context() is not None:
+        return False
+    if op.outputs and all(t.dtype == tf.resource for t in op.outputs):
+        return False  # creates a resource (a variable, queue, stack): nothing to do each step
     if op.type.startswith("Horovod") or graph_utils.is_writer(op):
         return True
     return op.op_def.is_stateful and op.type not in _READS and len(op.inputs) > 0

@@ -73,7 +73,8 @@ def _separate(ctx, roots, everyone, own_writes):
     chief, constant = set(), set()
     deferred, broadcasts, unsupported = [], [], []
     sent = {}  # chief-only tensor name -> its broadcast (one per tensor, whoever reads it)
-    for op in _topological(graph_utils.ancestors(everyone)):
+    needed = graph_utils.ancestors(everyone)
+    for op in _topological(needed):
         if op in roots:
             chief.add(op)
             continue
@@ -81,10 +82,15 @@ def _separate(ctx, roots, everyone, own_writes):
         if late:
             keep = [c for c in op.control_inputs if c not in late]
             keep += sorted({w for c in late for w in graph_utils.ancestors([c]) if w in own_writes and w not in chief
-                            and w not in keep}, key=lambda w: w.name)
+                            and w not in keep and _same_frame(w, op)}, key=lambda w: w.name)
             op._remove_all_control_inputs()
             op._add_control_inputs(keep)
             deferred += [(op.name, c.name) for c in late]
+            # What only the chief runs after `op` still waits for the cut work (an EMA of a server variable reads
+            # it after the train op's update, although the train op's group no longer waits for that update).
+            for consumer in sorted(set(graph_utils.consumers(op)) - needed, key=lambda o: o.name):
+                consumer._add_control_inputs([c for c in late if c not in consumer.control_inputs
+                                              and _same_frame(c, consumer)])
         data = [(i, t) for i, t in enumerate(op.inputs) if t.op in chief]
         if not data:
             if all(t.op in constant for t in op.inputs) and not op.op_def.is_stateful:
@@ -157,10 +163,18 @@ def _not_broadcastable(ctx, t, after_writes):
     return None
 
 
+def _same_frame(a, b):
+    """Control edges may not cross the frames of v1 while loops."""
+    return a._get_control_flow_context() is b._get_control_flow_context()
+
+
 def _initializers_and_restores(g):
-    names = {v.initializer.name for v in graph_utils.variables_by_op_name(g).values()
-             if getattr(v, "initializer", None) is not None}
-    return names | {op.name for op in g.get_operations() if graph_utils.is_writer(op) and graph_utils.is_restore(op)}
+    """Everything initialization runs (an EMA shadow's initializer reads its variable through a cond) and the
+    Saver's restores: these write state, but not in a training step."""
+    initializers = [v.initializer for v in graph_utils.variables_by_op_name(g).values()
+                    if getattr(v, "initializer", None) is not None]
+    return {op.name for op in graph_utils.ancestors(initializers)} | \
+        {op.name for op in g.get_operations() if graph_utils.is_writer(op) and graph_utils.is_restore(op)}
 
 
 def _topological(ops):
