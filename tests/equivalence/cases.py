@@ -26,6 +26,7 @@ class Case:
     feeds: Optional[Callable[[int, int, int], Dict]]  # (step, first row, rows) -> feed_dict; None: tf.data
     float32: bool = False
     step_fetch: Optional[Callable[[int], Any]] = None  # what run k fetches; None: train_op every time
+    average: bool = True  # False: the loss is a sum, run with average_dense=average_sparse=False (then exact too)
 
     def fetch(self, k):
         return self.train_op if self.step_fetch is None else self.step_fetch(k)

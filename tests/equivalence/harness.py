@@ -41,7 +41,8 @@ def two_hosts(workers):
 
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
              no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW"):
-    tag = (f"{case}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
+    name = case.replace(":", "_").replace(",", "+").replace("=", "")
+    tag = (f"{name}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
            f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}")
     out = os.path.join(str(out_dir), tag + ".npz")
     cmd = [sys.executable, SCRIPT, "--case", case, "--mode", mode, "--workers", str(workers), "--batch", str(batch),
@@ -88,15 +89,25 @@ def assert_equivalent(expected, got, float32=False):
     return diffs
 
 
+def check_random(out_dir, seed, workers, run_option, spec=None):
+    """A random graph (random_graphs.py) distributed vs one process: every variable within the float64 tolerance.
+    Returns the max abs diff over all variables."""
+    case = f"random:{seed}"
+    expected = reference(out_dir, case, workers)
+    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec)
+    diffs = assert_equivalent(expected, got)
+    return max(diffs.values())
+
+
 def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW"):
     """Run `case` distributed and as one process, check every variable (and that the expected ones exist)."""
-    from tests.equivalence.run_case import ALL_CASES
+    from tests.equivalence.run_case import case_builder
     expected = reference(out_dir, case, workers)
     got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, switches=switches)
     for name in MUST_HAVE[case]:
         assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
     assert int(got["global_step"]) == STEPS
-    diffs = assert_equivalent(expected, got, float32=ALL_CASES[case](1, 1, 1, 1).float32)
+    diffs = assert_equivalent(expected, got, float32=case_builder(case)(1, 1, 1, 1).float32)
     print(f"{run_option} {case} N={workers} switches={switches or 'none'}: max abs diff over {len(diffs)} "
           f"variables = {max(diffs.values()):.3g}")
     return diffs

@@ -15,16 +15,25 @@ import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tests.equivalence.cases import CASES  # noqa: E402
+from tests.equivalence import random_graphs  # noqa: E402
 from tests.equivalence.user_graphs import USER_GRAPHS  # noqa: E402
 
 ALL_CASES = {**CASES, **USER_GRAPHS}
+
+
+def case_builder(name):
+    """A named case, or `random:<seed>` (random_graphs.py)."""
+    if name.startswith("random:"):
+        seed, features = random_graphs.parse(name)
+        return lambda *args: random_graphs.build(seed, *args, features=features)
+    return ALL_CASES[name]
 
 tf1 = tf.compat.v1
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--case", required=True, choices=sorted(ALL_CASES))
+    p.add_argument("--case", required=True, help=f"one of {sorted(ALL_CASES)}, or random:<seed>")
     p.add_argument("--mode", required=True, choices=("single", "parallax"))
     p.add_argument("--workers", type=int, required=True)
     p.add_argument("--batch", type=int, required=True, help="per-worker batch b")
@@ -37,8 +46,8 @@ def main():
     p.add_argument("--spec", help="resource spec text; default localhost:N")
     p.add_argument("--switches", default="LA,OPAU,OPSW", help="optimizations on: any of LA,OPAU,OPSW (or none)")
     args = p.parse_args()
-    build = ALL_CASES[args.case]
-    if build.__name__ not in KEEPS_EAGER:
+    build = case_builder(args.case)
+    if args.case not in KEEPS_EAGER:
         tf1.disable_eager_execution()
     n, b = args.workers, args.batch
     single = args.mode == "single"
@@ -55,8 +64,8 @@ def main():
             _dump(args.out, variables, sess.run(variables))
         return
     on = set(args.switches.split(",")) - {"none", ""}
-    config = parallax.Config(run_option=args.run_option, average_dense=not args.no_average,
-                             average_sparse=not args.no_average, sync=args.sync, local_aggregation="LA" in on,
+    average = case.average and not args.no_average
+    config = parallax.Config(run_option=args.run_option, average_dense=average, average_sparse=average, sync=args.sync, local_aggregation="LA" in on,
                              place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on)
     with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config) as runner:
         i = runner.worker_id
