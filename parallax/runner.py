@@ -1,5 +1,6 @@
 """`parallax.get_runner` and the `Runner` it returns: a session on the rewritten graph that speaks in the
 user's original tensors, ops, variables and names."""
+import atexit
 import dataclasses
 import os
 import sys
@@ -18,7 +19,8 @@ from parallax.launcher.role import ENV_RESOURCE_SPEC, ENV_RUN_OPTION, Role, curr
 from parallax.plan import make_plan
 from parallax.rewrite import passes_for, rewrite
 from parallax.rewrite.local_aggregation import local_chiefs
-from parallax.sync_step import SyncSteps, Variant
+from parallax.launcher.role import report_done, report_step
+from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
 tf1 = tf.compat.v1
 
@@ -124,6 +126,8 @@ class Runner:
         self._sync = SyncSteps(self._graph, rewritten.sync, role.worker_id, role.num_workers) \
             if rewritten.sync is not None else None
         self._variants = {}  # fetch key -> Variant (without servers: the fetches as they are)
+        self._synchronized_steps = 0
+        atexit.register(self._report_done)  # a script may end without closing its runner
         self._steps = 0
         self._closed = False
         self._graph.finalize()
@@ -162,6 +166,9 @@ class Runner:
         variant = self._variant(key, leaves)
         feeds = {} if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
         feeds.update(variant.feeds)
+        if variant.synchronized:
+            self._synchronized_steps += 1
+            report_step(self._synchronized_steps, variant.digest, variant.name)
         trains = self._trains(variant)
         trace = trains and self._traces(self._steps + 1)
         if trace:
@@ -206,9 +213,15 @@ class Runner:
         return self._rewritten.saver.save(self._session, os.path.join(self.config.checkpoint_dir, "model.ckpt"),
                                           global_step=self._global_step())
 
+    def _report_done(self):
+        if not getattr(self, "_done_reported", False):
+            self._done_reported = True
+            report_done(self._synchronized_steps)
+
     def close(self):
         if self._closed:
             return
+        self._report_done()
         try:
             if self.config.checkpoint_dir and self.is_chief and self._steps:
                 self.save_checkpoint()
@@ -256,9 +269,13 @@ class Runner:
         if self._sync is not None:
             return self._sync.variant(key, leaves)
         if key not in self._variants:
-            self._variants[key] = Variant(list(leaves), [], {}, ancestors=frozenset(
-                graph_utils.ancestors([op for op in (getattr(x, "op", x) for x in leaves)
-                                       if isinstance(op, tf.Operation)])))
+            ancestors = graph_utils.ancestors([op for op in (getattr(x, "op", x) for x in leaves)
+                                               if isinstance(op, tf.Operation)])
+            # Without servers, a step is synchronized by its collectives (every worker must run the same ones).
+            collective = any(op.type.startswith("Horovod") for op in ancestors)
+            self._variants[key] = Variant(list(leaves), [], {}, synchronized=collective and self.num_workers > 1,
+                                          ancestors=frozenset(ancestors), digest=fetch_digest(key),
+                                          name=key[0] if key else "?")
         return self._variants[key]
 
     def _trains(self, variant):

@@ -39,6 +39,12 @@ class Variant:
     from_chief: Dict[int, int] = dataclasses.field(default_factory=dict)  # leaf index -> index in `released`
     synchronized: bool = False
     ancestors: frozenset = frozenset()
+    digest: str = ""  # the fetch set's, the same in every worker that fetches the same elements
+    name: str = ""  # its first fetch, for messages
+
+
+def fetch_digest(key):
+    return hashlib.sha256("\0".join(sorted(key)).encode()).hexdigest()[:16]
 
 
 class SyncSteps:
@@ -62,6 +68,7 @@ class SyncSteps:
         """The cached variant of a fetch set: `leaves` are the mapped fetch leaves (tensors, ops, variables)."""
         if key not in self._cache:
             self._cache[key] = self._derive(key, leaves)
+            self._cache[key].digest, self._cache[key].name = fetch_digest(key), key[0] if key else "?"
         return self._cache[key]
 
     # ---- derivation ---------------------------------------------------------------------------------------------
@@ -71,10 +78,11 @@ class SyncSteps:
         contributions = [op for outputs, mine in self._aggregations if outputs & ancestors for op in mine]
         chief_needed = ancestors & self.chief_only
         if not chief_needed and not contributions:
-            return Variant(list(leaves), [], {}, ancestors=frozenset(ancestors))
+            collective = any(op.type.startswith("Horovod") for op in ancestors)  # synchronized by its collectives
+            return Variant(list(leaves), [], {}, synchronized=collective, ancestors=frozenset(ancestors))
         writes = bool(ancestors & self._gated)
         side_effects = [op for op in ancestors if _must_run(op, self._in_loops)]
-        digest = hashlib.sha256("\0".join(sorted(key)).encode()).hexdigest()[:16]
+        digest = fetch_digest(key)
         if self._w == 0:
             return self._chief_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
         return self._worker_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)

@@ -82,6 +82,19 @@ def register_process(environ=None):
         sys.excepthook = _report_failure_and_exit(sys.excepthook)
 
 
+def report_step(step, digest, name):
+    """A launched worker starts synchronized step `step` (1-based) of the fetch set `digest` (its first fetch
+    `name`): the launcher checks that every worker runs the same sequence (step_ledger.py)."""
+    if os.environ.get(ENV_ROLE):
+        print(f"{CONTROL_PREFIX} step {step} {digest} {name}", file=sys.stderr, flush=True)
+
+
+def report_done(steps):
+    """A launched worker ran its last synchronized step: `steps` of them."""
+    if os.environ.get(ENV_ROLE):
+        print(f"{CONTROL_PREFIX} done {steps}", file=sys.stderr, flush=True)
+
+
 def _report_failure_and_exit(print_traceback):
     """A worker that fails tells the launcher when and why (the launcher names the *first* failure: other workers
     often fail after it, in a collective it left), prints its traceback, and exits at once: TF's gRPC teardown can

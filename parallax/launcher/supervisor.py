@@ -19,6 +19,7 @@ import time
 from parallax.launcher import host_agent, ssh
 from parallax.launcher.processes import signal_group
 from parallax.launcher.role import CONTROL_PREFIX
+from parallax.launcher.step_ledger import StepLedger
 
 _TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
 _FAILED_RANK = (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(r"process rank (\d+) with PID"))
@@ -51,6 +52,7 @@ class Supervisor:
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
         self.up, self.failures, self.exit_codes = {}, [], {}
+        self.steps, self.step_problem = StepLedger(), None
         self._files = {}
         self._lock = threading.Lock()
         self._stopping = None
@@ -85,6 +87,9 @@ class Supervisor:
             code = self.exit_codes.get(problem.label, problem.popen.returncode)
             self._report(f"{problem.label} {_describe_exit(code)} while the workers ran", problem.label)
             return 1
+        if self.step_problem:  # the workers' collective or barrier errors are its consequences
+            self._report(self.step_problem, None)
+            return 1
         if self.failures:
             when, label, what = min(self.failures)
             self._report(f"{label} failed first: {what}", label)
@@ -115,6 +120,8 @@ class Supervisor:
         the dead service, a message, or None."""
         reported = 0
         while self._stopping is None and self.main.popen.poll() is None and not self.failures:
+            if self.step_problem:
+                return self.step_problem
             for service in self.services:
                 if service.popen.poll() is not None:
                     return service  # run() then waits for its last lines (_dead_service_after)
@@ -227,6 +234,11 @@ class Supervisor:
             self.failures.append((float(words[1]), label, words[2]))
         elif words[:1] == ["exit"] and len(words) == 2:
             self.exit_codes[label] = int(words[1])
+        elif words[:1] == ["step"] and len(words) == 3:  # step <n> <digest> <fetch name>
+            digest, _, name = words[2].partition(" ")
+            self.step_problem = self.step_problem or self.steps.started(label, int(words[1]), digest, name)
+        elif words[:1] == ["done"] and len(words) == 2:
+            self.step_problem = self.step_problem or self.steps.finished(label, int(words[1]))
 
     def _launcher_line(self, line):
         self.launcher_lines.append(line)
