@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST ?= -q
 
-.PHONY: install test demo convergence bench clean
+.PHONY: install test demo convergence bench fuzz clean
 
 install:
 	@bash scripts/install.sh
@@ -13,6 +13,14 @@ test: install
 
 demo: install
 	$(PY) models/lm/demo.py
+
+# Randomized equivalence: make fuzz SEEDS=0-199 [CASES=all] [MODES=MPI,PS,HYBRID] [WORKERS=2]
+SEEDS ?=
+CASES ?=
+MODES ?= MPI,PS,HYBRID
+WORKERS ?= 2
+fuzz: install
+	$(PY) scripts/fuzz.py --seeds "$(SEEDS)" --cases "$(CASES)" --modes $(MODES) --workers $(WORKERS)
 
 convergence: install
 	$(PY) scripts/convergence.py

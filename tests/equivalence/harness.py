@@ -90,9 +90,12 @@ def assert_equivalent(expected, got, float32=False):
 
 
 def check_random(out_dir, seed, workers, run_option, spec=None):
-    """A random graph (random_graphs.py) distributed vs one process: every variable within the float64 tolerance.
+    return check_case(out_dir, f"random:{seed}", workers, run_option, spec)
+
+
+def check_case(out_dir, case, workers, run_option, spec=None):
+    """A case (a name, or random:<seed>) distributed vs one process: every variable within the float64 tolerance.
     Returns the max abs diff over all variables."""
-    case = f"random:{seed}"
     expected = reference(out_dir, case, workers)
     got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec)
     diffs = assert_equivalent(expected, got)

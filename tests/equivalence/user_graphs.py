@@ -193,7 +193,49 @@ def eager_left_on(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))  # run_case.KEEPS_EAGER
 
 
+# ---- minimal regressions of failures the random suite found (random_graphs.py) -----------------------------------
+def ema_of_server_and_replicated_variables(n, b, steps, graph_batch, lr_scale=1.0):
+    """Seed 4 (HYBRID): the replicated variables' EMA waits for the train op, whose group also holds the server
+    updates, so that wait is cut for the other workers; the server variables' EMA must still read them after the
+    update on the chief."""
+    ids = _ids(40, n * b * steps)
+    y = np.sin(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(40), use_resource=True)
+        h = _dense(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), 1), 1, "out", 41)
+        opt_op = tf1.train.RMSPropOptimizer(0.01).minimize(tf.reduce_mean(tf.square(h - yp)),
+                                                           global_step=tf1.train.get_or_create_global_step())
+        with tf.control_dependencies([opt_op]):
+            train = tf1.train.ExponentialMovingAverage(0.8).apply(tf1.trainable_variables())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def while_loop_gradients_with_embedding_ref(n, b, steps, graph_batch, lr_scale=1.0):
+    """Seed 1 (HYBRID): a v1 while_loop's gradient keeps stacks that the step must not run as targets of its own
+    (their ops lose their Python control-flow context in the copied graph); an embedding puts a server in the job."""
+    tf1.disable_control_flow_v2()  # ref variables: a TF1 script
+    rng = np.random.RandomState(42)
+    ids, x = _ids(42, n * b * steps), rng.randn(n * b * steps, 4)
+    y = np.tanh(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, xp, yp = (tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 4], "x"),
+                       tf1.placeholder(F64, [None, 1], "y"))
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(42), use_resource=False)
+        w = tf1.get_variable("w", [4, 4], F64, initializer=_init(43), use_resource=False)
+        v = tf1.get_variable("v", [4, 1], F64, initializer=_init(44), use_resource=False)
+        h0 = xp + tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), 1)
+        _, h = tf1.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))), [0, h0])
+        train = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(
+            tf.reduce_mean(tf.square(tf.matmul(h, v) - yp)), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, x, y), (idp, xp, yp)))
+
+
 USER_GRAPHS = {
+    "ema_of_server_and_replicated_variables": ema_of_server_and_replicated_variables,
+    "while_loop_gradients_with_embedding_ref": while_loop_gradients_with_embedding_ref,
     "two_train_ops": two_train_ops,
     "two_train_ops_ref": two_train_ops_ref,
     "grad_accumulation": grad_accumulation,
