@@ -5,7 +5,7 @@ from tensorflow.python.framework import op_def_registry
 
 VARIABLE_OP_TYPES = ("VariableV2", "Variable", "VarHandleOp")
 # Ops that take a variable by reference (a ref, or a resource handle) and only read it, or pass the reference on.
-_READS = {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
+PURE_READS = {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
           "IsVariableInitialized", "Identity", "IdentityN", "RefIdentity", "Enter", "RefEnter", "Switch",
           "RefSwitch", "Merge", "RefMerge", "Exit", "RefExit", "NextIteration", "RefNextIteration", "_ReadVariablesOp",
           "Snapshot", "DestroyTemporaryVariable"}
@@ -44,7 +44,7 @@ def written_variables(op):
     """Names of the variable ops whose value `op` modifies: every variable it takes by reference, unless it is one
     of the pure reads, or it calls functions (If, While, PartitionedCall) none of which writes anything. General on
     purpose: optimizers' Apply ops, Assign*, Scatter*, CountUpTo, user kernels."""
-    if op.type in _READS or not op.inputs:
+    if op.type in PURE_READS or not op.inputs:
         return ()
     functions = [op.node_def.attr[k].func.name for k in op.node_def.attr if op.node_def.attr[k].HasField("func")]
     if functions and not any(_function_writes(op.graph, f, set()) for f in functions):
@@ -73,7 +73,7 @@ def _function_writes(graph, name, seen):
                 return True
             continue
         op_def = op_def_registry.get(node.op)
-        if op_def is None or (node.op not in _READS and op_def.is_stateful and
+        if op_def is None or (node.op not in PURE_READS and op_def.is_stateful and
                               any(a.type == types_pb2.DT_RESOURCE for a in op_def.input_arg)):
             return True
     return False
@@ -131,15 +131,37 @@ def consumers(op):
 
 def ancestors(ops, include_control=True):
     """All ops that `ops` depend on (including themselves)."""
-    return _closure(ops, lambda op: [t.op for t in op.inputs] + (list(op.control_inputs) if include_control else []))
+    return closure(ops, lambda op: [t.op for t in op.inputs] + (list(op.control_inputs) if include_control else []))
 
 
 def descendants(ops):
     """All ops that depend on `ops` (including themselves), through data and control edges."""
-    return _closure(ops, consumers)
+    return closure(ops, consumers)
 
 
-def _closure(ops, neighbours):
+def topological(ops, include_control=False):
+    """`ops` in an order where each comes after those of its inputs (and control inputs) that are in `ops`;
+    deterministic (started from names in order)."""
+    ops = set(ops)
+    order, seen = [], set()
+    for start in sorted(ops, key=lambda o: o.name):
+        stack = [(start, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if node in seen:
+                continue
+            seen.add(node)
+            stack.append((node, True))
+            before = [t.op for t in node.inputs] + (list(node.control_inputs) if include_control else [])
+            stack.extend((i, False) for i in before if i in ops and i not in seen)
+    return order
+
+
+def closure(ops, neighbours):
+    """`ops` and everything reached from them through `neighbours(op)`."""
     seen, stack = set(), list(ops)
     while stack:
         op = stack.pop()

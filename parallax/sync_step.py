@@ -24,9 +24,6 @@ from parallax.rewrite.sync_passes import SYNC_SCOPE
 
 tf1 = tf.compat.v1
 RELEASE_CAPACITY = 1000  # steps without server writes do not wait for their release; they may run ahead
-# Pure reads of state: run only when something needs their value (a read of a large server variable is traffic).
-_READS = {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
-          "IsVariableInitialized"}
 
 
 @dataclasses.dataclass
@@ -157,24 +154,13 @@ class SyncSteps:
     # ---- graph walks ------------------------------------------------------------------------------------------
     def _chief_only(self, roots):
         """Everything downstream of the roots, except through broadcasts (their output is every worker's)."""
-        seen, stack = set(), list(roots)
-        while stack:
-            op = stack.pop()
-            if op in seen:
-                continue
-            seen.add(op)
-            stack.extend(c for c in graph_utils.consumers(op) if c not in self._broadcast_inputs)
-        return seen
+        return graph_utils.closure(roots, lambda op: [c for c in graph_utils.consumers(op)
+                                                      if c not in self._broadcast_inputs])
 
     def _logical_ancestors(self, ops):
         """Ancestors, also through the control edges sync_passes cut (the chief still runs what they reached)."""
-        seen, stack = set(), list(ops)
-        while stack:
-            op = stack.pop()
-            if op not in seen:
-                seen.add(op)
-                stack.extend([t.op for t in op.inputs] + list(op.control_inputs) + self._deferred.get(op, []))
-        return seen
+        return graph_utils.closure(ops, lambda op: [t.op for t in op.inputs] + list(op.control_inputs)
+                                   + self._deferred.get(op, []))
 
     def _building(self):
         return _Unfinalized(self._g)
@@ -190,7 +176,7 @@ def _must_run(op, in_loops):
         return False  # creates a resource (a variable, queue, stack): nothing to do each step
     if op.type.startswith("Horovod") or graph_utils.is_writer(op):
         return True
-    return op.op_def.is_stateful and op.type not in _READS and len(op.inputs) > 0
+    return op.op_def.is_stateful and op.type not in graph_utils.PURE_READS and len(op.inputs) > 0
 
 
 def _op_of(x):

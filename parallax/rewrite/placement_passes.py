@@ -26,7 +26,7 @@ def place_post_aggregation_ops(ctx):
     region = (graph_utils.descendants(sources) & graph_utils.ancestors(updates)) - updates - set(sources)
     where = {op: _process_of(op) for op in sources}
     placed = ctx.placements.setdefault("place_post_aggregation_ops", [])
-    for op in _topological(region):
+    for op in graph_utils.topological(region):
         inputs = _deciding_processes(op, where)
         if _is_tied(op) or not inputs:
             # TF places an op on a variable's handle (or colocated with it) with that variable; an op with only
@@ -73,27 +73,6 @@ def _aggregation_outputs(ctx):
     out = [g.get_operation_by_name(o) for a in ctx.aggregations for o in a.outputs]  # the servers' takes
     out += [op for op in g.get_operations() if op.type in ("HorovodAllreduce", "HorovodAllgather")]
     return out
-
-
-def _topological(ops):
-    ops = set(ops)
-    order, seen = [], set()
-
-    def visit(op):
-        stack = [(op, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                order.append(node)
-                continue
-            if node in seen:
-                continue
-            seen.add(node)
-            stack.append((node, True))
-            stack.extend((t.op, False) for t in node.inputs if t.op in ops and t.op not in seen)
-    for op in sorted(ops, key=lambda o: o.name):
-        visit(op)
-    return order
 
 
 # ---- boundary-op placement (OPSW) ----------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def _separate(ctx, roots, everyone, own_writes):
     deferred, broadcasts, unsupported = [], [], []
     sent = {}  # chief-only tensor name -> its broadcast (one per tensor, whoever reads it)
     needed = graph_utils.ancestors(everyone)
-    for op in _topological(needed):
+    for op in graph_utils.topological(needed, include_control=True):
         if op in roots:
             chief.add(op)
             continue
@@ -121,8 +121,8 @@ def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
     """The chief-only ops whose outputs to broadcast: the fewest bytes that separate the aggregated values from the
     work every worker must do (one clip scale rather than each shard's norm). Values of unknown shape, or computed
     after the step's writes, cannot be sent."""
-    data_after = _closure(roots, lambda op: [c for t in op.outputs for c in t.consumers()])
-    region = data_after & _closure(everyone, lambda op: [t.op for t in op.inputs])
+    data_after = graph_utils.closure(roots, lambda op: [c for t in op.outputs for c in t.consumers()])
+    region = data_after & graph_utils.closure(everyone, lambda op: [t.op for t in op.inputs])
     if not region & everyone:
         return set()
     nodes = sorted(region, key=lambda o: o.name)
@@ -135,16 +135,6 @@ def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
     cut = min_cut.min_vertex_cut(nodes, edges, [op for op in nodes if op in roots], [op for op in nodes
                                                                                    if op in everyone], cost)
     return set(cut or ())
-
-
-def _closure(ops, neighbours):
-    seen, stack = set(), list(ops)
-    while stack:
-        op = stack.pop()
-        if op not in seen:
-            seen.add(op)
-            stack.extend(neighbours(op))
-    return seen
 
 
 def _not_broadcastable(ctx, t, after_writes):
@@ -175,22 +165,3 @@ def _initializers_and_restores(g):
                     if getattr(v, "initializer", None) is not None]
     return {op.name for op in graph_utils.ancestors(initializers)} | \
         {op.name for op in g.get_operations() if graph_utils.is_writer(op) and graph_utils.is_restore(op)}
-
-
-def _topological(ops):
-    ops = set(ops)
-    order, seen = [], set()
-    for start in sorted(ops, key=lambda o: o.name):
-        stack = [(start, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                order.append(node)
-                continue
-            if node in seen:
-                continue
-            seen.add(node)
-            stack.append((node, True))
-            stack.extend((i, False) for i in [t.op for t in node.inputs] + list(node.control_inputs)
-                         if i in ops and i not in seen)
-    return order
