@@ -43,6 +43,7 @@ class Explanation:
     plan: Plan
     traffic: Tuple[VariableTraffic, ...]
     placements: Dict[str, Tuple[Tuple[str, str], ...]]  # placement pass -> ((op, device), ...)
+    premise: str = ""  # when N workers of batch b compute exactly what one device computes with batch N*b
 
     @property
     def bytes_per_step(self):
@@ -73,7 +74,23 @@ class Explanation:
                 lines.append(f"  ... and {len(moved) - 20} more")
         if p.state:
             lines.append(p.state_summary())
+        if self.premise:
+            lines.append(self.premise)
         return "\n".join(lines)
+
+
+def premise(plan, analysis):
+    """The condition under which the plan is exactly single-device equivalent (docs/modes.md)."""
+    averaged = {v.average for v in plan.variables}
+    loss = ("a mean over the batch" if averaged == {True} else "a sum over the batch" if averaged == {False}
+            else "a mean over the batch for averaged variables, a sum for the others")
+    text = (f"exact: {plan.num_workers} workers of batch b compute what one device computes with batch "
+            f"{plan.num_workers}*b when the loss is {loss} (average_dense/average_sparse: True for a mean, False "
+            f"for a sum), and every worker runs the same sequence of synchronized steps")
+    if any(s.kind == "update_ops" for s in analysis.state):
+        text += ("; batch norm normalizes each worker's own batch, so it is exact only when each worker's batch has "
+                 "the global batch's statistics")
+    return text
 
 
 _METHOD_NAMES = {"LOCAL": "local (1 worker)", "AR": "AllReduce", "AG": "AllGather", "PS": "PS"}
@@ -95,7 +112,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
     traffic = tuple(_traffic(graph, analysis.variable(v.name), v, plan.num_workers, measured.get(v.name))
                     for v in plan.variables)
     placements = {name: tuple(moved) for name, moved in rewritten.placements.items()}
-    result = Explanation(plan, traffic, placements)
+    result = Explanation(plan, traffic, placements, premise(plan, analysis))
     if print_table:
         print(result, flush=True)
     return result

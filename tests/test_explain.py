@@ -107,3 +107,19 @@ def test_cli_reports_a_script_that_never_calls_get_runner(tmp_path):
     out = subprocess.run([sys.executable, "-m", "parallax.explain", str(script)], cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "without calling parallax.get_runner" in out.stderr
+
+
+def test_the_premise_of_exactness_is_printed_with_the_plan(capsys):
+    g, _ = embedding_mlp.build("Adam")
+    explanation = parallax.explain(g, "localhost:2")
+    out = capsys.readouterr().out
+    assert "when the loss is a mean over the batch" in out and explanation.premise in out
+    summed = parallax.explain(g, "localhost:2", parallax.Config(average_dense=False, average_sparse=False),
+                              print_table=False)
+    assert "when the loss is a sum over the batch" in summed.premise and "batch norm" not in summed.premise
+
+
+def test_the_batch_norm_caveat_is_printed_for_a_graph_with_moving_statistics():
+    from tests.test_ps_rewrite import _batch_norm_graph
+    explanation = parallax.explain(_batch_norm_graph(), "localhost:2", print_table=False)
+    assert "exact only when each worker's batch has the global batch's statistics" in explanation.premise
