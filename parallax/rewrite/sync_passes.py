@@ -70,51 +70,48 @@ def _separate(ctx, roots, everyone, own_writes):
     after_writes = graph_utils.descendants(roots - {g.get_operation_by_name(o) for a in ctx.aggregations
                                                     for o in a.outputs})
     cut = _cheapest_broadcasts(ctx, roots, everyone, after_writes)
-    chief, constant = set(), set()
+    chief = set()
     deferred, broadcasts, unsupported = [], [], []
     sent = {}  # chief-only tensor name -> its broadcast (one per tensor, whoever reads it)
-    needed = graph_utils.ancestors(everyone)
+    # What every worker needs: back from its own work, never through chief-only roots (a replicated EMA that waits
+    # for the global step does not make every worker need the train op's group behind it).
+    needed = graph_utils.closure(everyone, lambda op: [] if op in roots else
+                                 [t.op for t in op.inputs] + list(op.control_inputs))
     for op in graph_utils.topological(needed, include_control=True):
-        if op in roots:
-            chief.add(op)
+        data = [(i, t) for i, t in enumerate(op.inputs) if t.op in chief]
+        if op in roots or (data and not all(t.op in cut for _, t in data)):
+            chief.add(op)  # the chief's own work: its control edges stay
+            if op in everyone:
+                unsupported.append((op.name, _not_broadcastable(ctx, data[0][1], after_writes) if data else
+                                    "it is work only the chief may do"))
             continue
         late = sorted((c for c in op.control_inputs if c in chief), key=lambda c: c.name)
         if late:
-            keep = [c for c in op.control_inputs if c not in late]
-            keep += sorted({w for c in late for w in graph_utils.ancestors([c]) if w in own_writes and w not in chief
-                            and w not in keep and _same_frame(w, op)}, key=lambda w: w.name)
-            op._remove_all_control_inputs()
-            op._add_control_inputs(keep)
+            _cut(op, late, own_writes, chief, needed)
             deferred += [(op.name, c.name) for c in late]
-            # What only the chief runs after `op` still waits for the cut work (an EMA of a server variable reads
-            # it after the train op's update, although the train op's group no longer waits for that update).
-            for consumer in sorted(set(graph_utils.consumers(op)) - needed, key=lambda o: o.name):
-                consumer._add_control_inputs([c for c in late if c not in consumer.control_inputs
-                                              and _same_frame(c, consumer)])
-        data = [(i, t) for i, t in enumerate(op.inputs) if t.op in chief]
-        if not data:
-            if all(t.op in constant for t in op.inputs) and not op.op_def.is_stateful:
-                constant.add(op)
-            continue
-        if not any(t.op in cut for _, t in data):
-            chief.add(op)
-            if op in everyone:
-                unsupported.append((op.name, _not_broadcastable(ctx, data[0][1], after_writes) or
-                                    "no value on its paths from chief-only work can be broadcast"))
-            continue
         for i, t in data:
-            if t.op not in cut:
-                continue
-            if t.name in sent:
-                op._update_input(i, sent[t.name])
-                continue
-            with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/"):
-                from horovod.tensorflow import mpi_ops
-                value = mpi_ops.broadcast(t, root_rank=0, name=t.op.name.replace(":", "_") + f"_{t.value_index}")
-            op._update_input(i, value)
-            sent[t.name] = value
-            broadcasts.append((t.name, value.op.name))
+            if t.name not in sent:
+                with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/"):
+                    from horovod.tensorflow import mpi_ops
+                    sent[t.name] = mpi_ops.broadcast(t, root_rank=0,
+                                                     name=t.op.name.replace(":", "_") + f"_{t.value_index}")
+                broadcasts.append((t.name, sent[t.name].op.name))
+            op._update_input(i, sent[t.name])
     return deferred, broadcasts, unsupported
+
+
+def _cut(op, late, own_writes, chief, needed):
+    """`op`, which every worker runs, stops waiting for the chief-only ops `late`; it still waits for the writes of
+    every worker's own state that they waited for (an EMA of a replica after the replica's update), and what only
+    the chief runs after `op` still waits for `late` (an EMA of a server variable after the server update)."""
+    keep = [c for c in op.control_inputs if c not in late]
+    keep += sorted({w for c in late for w in graph_utils.ancestors([c]) if w in own_writes and w not in chief
+                    and w not in keep and _same_frame(w, op)}, key=lambda w: w.name)
+    op._remove_all_control_inputs()
+    op._add_control_inputs(keep)
+    for consumer in sorted(set(graph_utils.consumers(op)) - needed, key=lambda o: o.name):
+        consumer._add_control_inputs([c for c in late if c not in consumer.control_inputs
+                                      and _same_frame(c, consumer)])
 
 
 def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
