@@ -64,12 +64,13 @@ class SyncSteps:
     def variant(self, key, leaves):
         """The cached variant of a fetch set: `leaves` are the mapped fetch leaves (tensors, ops, variables)."""
         if key not in self._cache:
-            self._cache[key] = self._derive(key, leaves)
-            self._cache[key].digest, self._cache[key].name = fetch_digest(key), key[0] if key else "?"
+            variant = self._derive(leaves, fetch_digest(key))
+            variant.digest, variant.name = fetch_digest(key), key[0] if key else "?"
+            self._cache[key] = variant
         return self._cache[key]
 
     # ---- derivation ---------------------------------------------------------------------------------------------
-    def _derive(self, key, leaves):
+    def _derive(self, leaves, digest):
         ops = [_op_of(x) for x in leaves]
         ancestors = self._logical_ancestors([o for o in ops if o is not None])
         contributions = [op for outputs, mine in self._aggregations if outputs & ancestors for op in mine]
@@ -79,7 +80,6 @@ class SyncSteps:
             return Variant(list(leaves), [], {}, synchronized=collective, ancestors=frozenset(ancestors))
         writes = bool(ancestors & self._gated)
         side_effects = [op for op in ancestors if _must_run(op, self._in_loops)]
-        digest = fetch_digest(key)
         if self._w == 0:
             return self._chief_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
         return self._worker_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
