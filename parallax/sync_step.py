@@ -96,6 +96,9 @@ class SyncSteps:
         return Variant(list(leaves), targets, {}, synchronized=True, ancestors=frozenset(ancestors))
 
     def _worker_variant(self, leaves, ops, ancestors, contributions, side_effects, writes, digest):
+        for op in side_effects:
+            if op in self.chief_only and graph_utils.is_writer(op) and op not in self._gated:
+                raise self._refusal(op)  # a write of this worker's own state that it cannot compute
         mine = [op for op in side_effects if op not in self.chief_only]
         run_leaves = [x if op is not None and op not in self.chief_only else None for x, op in zip(leaves, ops)]
         seeds = mine + contributions + [_op_of(x) for x in run_leaves if x is not None]
@@ -140,9 +143,7 @@ class SyncSteps:
                 continue
             seen.add(op)
             if op in self.chief_only:
-                why = self._unsupported.get(op.name, "it depends on values only the chief computes")
-                raise UnsupportedError(f"worker {self._w} cannot run its part of this step: {op.name} ({op.type}) "
-                                       f"must run in every worker, but {why}")
+                raise self._refusal(op)
             if op in self._broadcast_inputs:
                 t = self._broadcast_inputs[op]
                 feeds[t] = np.zeros(t.shape.as_list(), t.dtype.as_numpy_dtype)
@@ -150,6 +151,11 @@ class SyncSteps:
                 continue
             stack.extend([t.op for t in op.inputs] + list(op.control_inputs))
         return feeds
+
+    def _refusal(self, op):
+        why = self._unsupported.get(op.name, "it depends on values only the chief computes")
+        return UnsupportedError(f"worker {self._w} cannot run its part of this step: {op.name} ({op.type}) must run "
+                                f"in every worker, but {why}")
 
     # ---- graph walks ------------------------------------------------------------------------------------------
     def _chief_only(self, roots):

@@ -155,3 +155,23 @@ def test_batch_norm_statistics_are_averaged_then_written_once_by_the_chief():
         for writer in record.written_by:
             value = g.get_operation_by_name(writer).inputs[1]
             assert value.op.type == "RealDiv" and value.op.inputs[0].op.name == f"parallax_ps/{writer}/take"
+
+
+def test_work_every_worker_must_do_on_chief_only_values_is_refused_naming_the_op():
+    """PS mode has no collective to send a chief-only value with: a local variable (each worker's own) written from
+    the aggregated global norm cannot be updated alike in every worker. The first run of that fetch in a worker
+    other than the chief raises UnsupportedError naming the write, before that step trains."""
+    g = tf.Graph()
+    with g.as_default():
+        emb = tf.compat.v1.get_variable("emb", [10, 3], use_resource=True)
+        loss = tf.reduce_sum(tf.gather(emb, [1, 2]) ** 2)
+        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+        grads, variables = zip(*opt.compute_gradients(loss))
+        clipped, norm = tf.clip_by_global_norm(grads, 1.0)
+        last_norm = tf.compat.v1.get_local_variable("last_norm", [], initializer=tf.compat.v1.zeros_initializer())
+        train = tf.group(opt.apply_gradients(zip(clipped, variables)), last_norm.assign(norm), name="train")
+    analysis, plan, out = _rewrite(g)
+    (write, why), = out.sync.unsupported
+    assert "no collective" in why
+    with pytest.raises(parallax.UnsupportedError, match=write):
+        variants(out, train, plan.num_workers)
