@@ -69,10 +69,11 @@ def cpu_seconds(cluster):
 
 
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, timeout=900,
-            at_snapshot=None):
+            at_snapshot=None, root=ROOT):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
     --run-option, --steps and --log-every (models/training.py). `at_snapshot(step)` is called where the counters
-    are read, for finer accounting."""
+    are read, for finer accounting. `root` is the source tree whose launcher, parallax and script run (another
+    checkout, to compare versions side by side)."""
     spec = os.path.join(workdir, "hosts.txt")
     with open(spec, "w") as f:
         f.write(cluster.spec_text())
@@ -80,12 +81,12 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
     cmd = [sys.executable, "-m", "parallax.launcher.cli", "--resource-spec", spec,
            "--ssh-identity-file", cluster.client_key, "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}",
            "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, "--",
-           sys.executable, os.path.join(ROOT, script), *script_args, "--resource-spec", spec,
+           sys.executable, os.path.join(root, script), *script_args, "--resource-spec", spec,
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, OMPI_MCA_btl="tcp,self",
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, OMPI_MCA_btl="tcp,self",
                OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_btl_tcp_if_include=str(cluster.network),
                OMPI_MCA_oob_tcp_if_include=str(cluster.network))
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGTERM))
     timer.start()
