@@ -17,7 +17,7 @@ import tensorflow as tf  # noqa: E402
 import parallax  # noqa: E402
 from parallax.analysis import analyze  # noqa: E402
 from parallax.launcher.resource_spec import ResourceSpec  # noqa: E402
-from parallax.plan import make_plan  # noqa: E402
+from parallax.planning import plan_job  # noqa: E402
 from parallax.rewrite import rewrite  # noqa: E402
 
 tf1 = tf.compat.v1
@@ -45,8 +45,8 @@ def model_graph(layers):
 def measure(graph, config):
     start = time.perf_counter()
     analysis = analyze(graph)
-    plan = make_plan(analysis, ResourceSpec.load(SPEC), config)
-    rewritten = rewrite(graph, analysis, plan, config)
+    plan = plan_job(graph, analysis, ResourceSpec.load(SPEC), config)
+    rewritten = rewrite(graph, plan, config)
     return time.perf_counter() - start, len(rewritten.graph.get_operations())
 
 

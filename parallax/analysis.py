@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import capture, graph_utils
+from parallax import capture, graph_utils, row_keys
 from parallax.errors import GraphAnalysisError
 from parallax.text_table import format_table
 
@@ -22,6 +22,7 @@ class Gradient:
     values: str
     indices: Optional[str] = None
     dense_shape: Optional[str] = None
+    merge_rows: bool = False  # some rows are one row on one device (row_keys.py): merged across workers
 
     @property
     def is_sparse(self):
@@ -177,7 +178,7 @@ def _merged_applies(apply_records):
 def _captured_gradients(graph, var_name, grad_records, update_ops):
     """Every gradient taken of the variable, the one its last update consumes first. Two optimizers, or two losses,
     give a variable several gradients: each is a raw gradient that the rewrite aggregates."""
-    grads = [Gradient(r["grad"]["values"], r["grad"].get("indices"), r["grad"].get("dense_shape"))
+    grads = [_gradient(graph, r["grad"]["values"], r["grad"].get("indices"), r["grad"].get("dense_shape"))
              for r in grad_records if r["var"] == var_name]
     if len(grads) > 1 and update_ops:
         feeding = graph_utils.ancestors([graph.get_operation_by_name(n) for n in update_ops])
@@ -186,6 +187,10 @@ def _captured_gradients(graph, var_name, grad_records, update_ops):
             grads.remove(used[-1])
             grads.insert(0, used[-1])
     return tuple(grads)
+
+
+def _gradient(graph, values, indices=None, dense_shape=None):
+    return Gradient(values, indices, dense_shape, indices is not None and row_keys.needs_merge(graph, indices))
 
 
 def _update_scopes(ops, var_names):
@@ -246,7 +251,7 @@ def _gradient_from_scope(var, scope_ops):
               and t.shape[1:].is_compatible_with(shape[1:]) and t not in dense]
     by_grad_scope = lambda ts: sorted(ts, key=lambda t: "gradients" not in t.name)  # noqa: E731
     if indices and (values or dense):
-        return Gradient(by_grad_scope(values or dense)[0].name, by_grad_scope(indices)[0].name)
+        return _gradient(var.graph, by_grad_scope(values or dense)[0].name, by_grad_scope(indices)[0].name)
     if dense:
         return Gradient(by_grad_scope(dense)[0].name)
     return None

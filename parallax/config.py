@@ -1,10 +1,11 @@
 """`parallax.Config`: every knob of a job, validated when it is built. Imports no TensorFlow."""
 import dataclasses
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from parallax.errors import ConfigError
 
 RUN_OPTIONS = ("HYBRID", "PS", "MPI")
+METHODS = ("AR", "AG", "PS")
 _BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_post_aggregation_ops",
                 "place_boundary_ops", "sync")
 
@@ -31,6 +32,9 @@ class Config:
     # traced step is written as Chrome-trace JSON to <log_dir>/trace.worker<W>.step<S>.json (docs/profiling.md).
     profile_steps: Tuple[int, ...] = ()
     profile_workers: Tuple[int, ...] = (0,)
+    # Per-variable methods that override the run option's rule, {variable name: "AR" | "AG" | "PS"}: a mixed plan
+    # (e.g. one sparse variable all-gathered while another lives on a server). Names are checked against the graph.
+    methods: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.run_option not in RUN_OPTIONS:
@@ -62,6 +66,11 @@ class Config:
         if self.session_config is not None and type(self.session_config).__name__ != "ConfigProto":
             raise ConfigError(f"Config.session_config must be a tf.compat.v1.ConfigProto or None, "
                               f"not {type(self.session_config).__name__}")
+
+        if not isinstance(self.methods, dict) or not all(isinstance(k, str) and v in METHODS
+                                                          for k, v in self.methods.items()):
+            raise ConfigError(f"Config.methods={self.methods!r} must map variable names to one of "
+                              f"{', '.join(repr(m) for m in METHODS)}")
 
     def replace(self, **changes):
         """A copy with some fields changed (validated again)."""

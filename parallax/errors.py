@@ -38,3 +38,7 @@ class LaunchError(ParallaxError):
 
 class GraphMismatchError(ParallaxError):
     """Workers built different rewritten graphs."""
+
+
+class PipelineError(ParallaxError):
+    """The rewrite passes' contracts do not hold: a pass runs before what it requires, or breaks what it promised."""

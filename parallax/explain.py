@@ -3,8 +3,8 @@
     parallax.explain(graph, "resource_specs/cluster.txt")              # prints the table, returns Explanation
     python -m parallax.explain train.py --resource-spec F [script args]  # the same, for a training script
 
-The plan shown is the very record the rewrite consumes (explain runs analysis, planning and the rewrite in this
-process). Traffic is predicted per training step by the Parallax paper's Table 3, as the bytes the step moves
+The plan shown is the very record the rewrite consumes, placements included (explain runs analysis and planning in
+this process; nothing is rewritten). Traffic is predicted per training step by the Parallax paper's Table 3, as the bytes the step moves
 between processes, each byte counted once, divided by the number of workers N: PS 2b (dense) or 2ab (sparse: each
 worker pushes its gradient rows and pulls as many rows), AllReduce 2(N-1)b/N (ring: every worker sends that much),
 AllGather (N-1)ab (every worker receives the other N-1 workers' rows). Here b is the variable's bytes and a the
@@ -24,8 +24,9 @@ from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError
 from parallax.launcher.resource_spec import ResourceSpec
-from parallax.plan import Plan, make_plan
-from parallax.rewrite import rewrite
+from parallax.placement import server_devices
+from parallax.plan import Plan
+from parallax.planning import plan_job
 from parallax.text_table import format_table
 
 
@@ -56,7 +57,7 @@ class Explanation:
         rows = [("variable", "kind", "bytes", "method", "server(s)", "partitions", "local agg", "a", "bytes/step")]
         for v in self.plan.variables:
             t = traffic[v.name]
-            rows.append((v.name, v.kind, _num(v.bytes), _METHOD_NAMES[v.method],
+            rows.append((v.name, v.kind, _num(v.bytes), _METHOD_NAMES[str(v.method)],
                          ",".join(f"ps{k}" for k in v.ps_tasks) or "-", str(max(1, len(v.ps_tasks))),
                          "yes" if v.local_aggregation else "no",
                          "-" if v.kind == "dense" else ("unknown" if t.sparsity is None else f"{t.sparsity:.3g}"),
@@ -97,7 +98,7 @@ _METHOD_NAMES = {"LOCAL": "local (1 worker)", "AR": "AllReduce", "AG": "AllGathe
 
 
 def explain(graph, resource_spec, config=None, print_table=True, measure_sparsity=0):
-    """Analyze, plan and rewrite `graph` for `resource_spec` in this process; print and return the Explanation.
+    """Analyze and plan `graph` for `resource_spec` in this process; print and return the Explanation.
     `measure_sparsity=K`: measure each sparse variable's `a` as the mean over K batches of the graph's own input
     (a copy of the graph runs its gradients' indices; nothing is trained), instead of from static shapes."""
     config = Config() if config is None else config
@@ -105,13 +106,15 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
         raise ConfigError(f"explain: measure_sparsity={measure_sparsity!r} must be a number of batches >= 0")
     spec = ResourceSpec.load(resource_spec)
     analysis = analyze(graph)
-    plan = make_plan(analysis, spec, config)
-    rewritten = rewrite(graph, analysis, plan, config)
+    plan = plan_job(graph, analysis, spec, config)
     sparse = [r for r in analysis.variables if r.kind == "sparse"]
     measured = _measured_sparsity(graph, sparse, measure_sparsity) if measure_sparsity and sparse else {}
     traffic = tuple(_traffic(graph, analysis.variable(v.name), v, plan.num_workers, measured.get(v.name))
                     for v in plan.variables)
-    placements = {name: tuple(moved) for name, moved in rewritten.placements.items()}
+    on_servers = server_devices(graph, plan)[0]
+    placements = {"place_variables_on_servers": tuple(sorted(on_servers.items()))} if on_servers else {}
+    placements.update({name: tuple((op, device or "worker") for op, device in moved)
+                       for name, moved in plan.placements})
     result = Explanation(plan, traffic, placements, premise(plan, analysis))
     if print_table:
         print(result, flush=True)
@@ -121,11 +124,13 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
 def _traffic(graph, record, vp, n, measured=None):
     b = vp.bytes
     a = (measured if measured is not None else _sparsity(graph, record)) if vp.kind == "sparse" else None
-    if b is None or (vp.kind == "sparse" and vp.method in ("PS", "AG") and a is None):
-        return VariableTraffic(vp.name, vp.method, b, a, None)
+    # A replicated variable's IndexedSlices gradients are all-gathered, its dense ones all-reduced (plan.py).
+    method = ("AG" if vp.kind == "sparse" else "AR") if vp.method.replicated else str(vp.method)
+    if b is None or (vp.kind == "sparse" and method in ("PS", "AG") and a is None):
+        return VariableTraffic(vp.name, str(vp.method), b, a, None)
     formula = {"LOCAL": lambda: 0, "AR": lambda: 2 * (n - 1) * b / n, "AG": lambda: (n - 1) * a * b,
-               "PS": lambda: 2 * a * b if vp.kind == "sparse" else 2 * b}[vp.method]
-    return VariableTraffic(vp.name, vp.method, b, a, int(round(formula())))
+               "PS": lambda: 2 * a * b if vp.kind == "sparse" else 2 * b}[method]
+    return VariableTraffic(vp.name, str(vp.method), b, a, int(round(formula())))
 
 
 def _sparsity(graph, record):

@@ -1,36 +1,109 @@
-"""The plan: one plain, printable decision per variable. Made from an analysis, a spec and a config; the rewrite
-obeys it. Imports no TensorFlow, so plans can be built and tested without starting anything.
+"""The plan: the whole decision about a job, as plain records. Made once from an analysis, a spec and a config; the
+rewrite passes read it and decide nothing themselves. Imports no TensorFlow, so plans can be built, printed,
+serialized (plan_json.py) and tested without starting anything.
 
-Methods:
+Methods (per variable):
   LOCAL  one worker: nothing to aggregate, the variable is updated in place
-  AR     replicated in every worker, dense gradients all-reduced (Horovod)
-  AG     replicated in every worker, sparse gradients all-gathered (Horovod)
-  PS     stored on parameter server `ps_task`, gradients aggregated there by the synchronous protocol
+  AR     replicated in every worker; its gradients reach every worker through collectives
+  AG     the same, named for a sparse variable: its IndexedSlices gradients are all-gathered
+  PS     stored on parameter server(s), one per part; gradients aggregated there by the synchronous protocol
+How each gradient is aggregated (`Aggregation`) follows from the method and the gradient's kind: a replicated
+variable's dense gradients are all-reduced and its IndexedSlices gradients all-gathered (densifying them would
+change a sparse optimizer's update); a server variable's dense gradients go through an accumulator and its
+IndexedSlices gradients through per-worker row queues.
 """
 import dataclasses
+import enum
 from typing import Optional, Tuple
 
+from parallax.errors import ConfigError, UnsupportedError
 from parallax.text_table import format_table
+
+
+class Method(str, enum.Enum):
+    LOCAL = "LOCAL"
+    AR = "AR"
+    AG = "AG"
+    PS = "PS"
+
+    def __str__(self):
+        return self.value
+
+    @property
+    def replicated(self):
+        return self in (Method.AR, Method.AG)
+
+
+class Aggregation(str, enum.Enum):
+    NONE = "none"  # LOCAL
+    ALLREDUCE = "allreduce"
+    ALLGATHER = "allgather"
+    ACCUMULATOR = "accumulator"  # dense, on the part's server
+    ROW_QUEUES = "row_queues"  # IndexedSlices, every worker's rows concatenated on the part's server
+
+    def __str__(self):
+        return self.value
+
+
+def ps_device(task):
+    return f"/job:ps/task:{task}"
+
+
+WORKER_DEVICE = ""  # the device of whatever worker runs the op: each holds its own copy
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientPlan:
+    scope: str  # names the aggregation: the part's name for its first gradient, "<part>/g<k>" for the k-th
+    values: str
+    indices: Optional[str]  # None for a dense gradient
+    aggregation: Aggregation
+    merge_rows: bool = False  # rows that one device holds once are merged across workers (row_keys.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartPlan:
+    """One variable op (a shard of a partitioned variable, or a whole one): where it lives and what touches it."""
+    name: str
+    device: str  # ps_device(task), or WORKER_DEVICE for a copy in every worker
+    ps_task: Optional[int]
+    slots: Tuple[str, ...]  # slot variable ops: they live with the part
+    update_ops: Tuple[str, ...]  # they run where the part lives
+    gradients: Tuple[GradientPlan, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class VariablePlan:
     name: str
     kind: str  # "dense" | "sparse"
-    method: str  # "LOCAL" | "AR" | "AG" | "PS"
+    method: Method
     bytes: Optional[int]
-    average: bool
-    ps_tasks: Tuple[int, ...] = ()  # one per part (shard); empty unless method == "PS"
-    local_aggregation: bool = False
+    average: bool  # aggregated gradients are divided by the number of workers
+    parts: Tuple[PartPlan, ...] = ()
+    local_aggregation: bool = False  # row queues go through each host's holder worker first
+
+    @property
+    def ps_tasks(self):
+        return tuple(p.ps_task for p in self.parts) if self.method == Method.PS else ()
+
+    @property
+    def gradients(self):
+        return tuple(g for p in self.parts for g in p.gradients)
 
 
 @dataclasses.dataclass(frozen=True)
 class StatePlan:
-    """Where a non-trainable variable that training updates lives: a server task, or None (in every worker)."""
+    """A non-trainable variable that training updates, and where it lives: a server task, or None (every worker)."""
     name: str
     kind: str
     ps_task: Optional[int]
     aggregate: bool  # its update reads worker data (e.g. batch-norm statistics): averaged over workers first
+    written_by: Tuple[str, ...] = ()
+    colocated_with: Optional[str] = None  # the variable TF colocates it with, which it leaves for another server
+
+    @property
+    def device(self):
+        return WORKER_DEVICE if self.ps_task is None else ps_device(self.ps_task)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,14 +117,45 @@ class Plan:
     place_post_aggregation_ops: bool = False  # OPAU: only meaningful with servers, and in sync mode
     worker_hosts: Tuple[int, ...] = ()  # the spec host (index) of each worker
     place_boundary_ops: bool = False  # OPSW: only meaningful with servers
+    holders: Tuple[int, ...] = ()  # per worker: the worker that holds its host's local aggregation (its first)
+    backend: str = "horovod"  # the collective library, when collectives are used
+    # Decided op placements: (pass name, ((op, device), ...)), device WORKER_DEVICE for "whichever worker runs it".
+    placements: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = ()
+
+    @property
+    def methods(self):
+        return frozenset(v.method for v in self.variables)
+
+    @property
+    def aggregations(self):
+        return frozenset(g.aggregation for v in self.variables for g in v.gradients)
 
     @property
     def uses_servers(self):
-        return any(v.method == "PS" for v in self.variables)
+        return Method.PS in self.methods or any(s.ps_task is not None for s in self.state)
+
+    @property
+    def server_tasks(self):
+        """The parameter-server tasks that hold something."""
+        tasks = {t for v in self.variables for t in v.ps_tasks} | {s.ps_task for s in self.state}
+        return tuple(sorted(t for t in tasks if t is not None))
+
+    @property
+    def coordinator(self):
+        """The server device that holds a synchronous step's barrier queues (the first server task)."""
+        return ps_device(self.server_tasks[0]) if self.server_tasks else None
 
     @property
     def uses_collectives(self):
-        return any(v.method in ("AR", "AG") for v in self.variables)
+        return any(m.replicated for m in self.methods)
+
+    @property
+    def uses_local_aggregation(self):
+        return any(v.local_aggregation for v in self.variables)
+
+    @property
+    def parts(self):
+        return tuple(p for v in self.variables for p in v.parts)
 
     def variable(self, name):
         for v in self.variables:
@@ -59,10 +163,13 @@ class Plan:
                 return v
         raise KeyError(name)
 
+    def placed(self, pass_name):
+        return dict(self.placements).get(pass_name, ())
+
     def __str__(self):
         rows = [("variable", "kind", "bytes", "method", "average", "ps task(s)", "local agg")]
         for v in self.variables:
-            rows.append((v.name, v.kind, str(v.bytes), v.method, str(v.average),
+            rows.append((v.name, v.kind, str(v.bytes), str(v.method), str(v.average),
                          ",".join(map(str, v.ps_tasks)) or "-", str(v.local_aggregation)))
         head = f"plan: run_option={self.run_option} workers={self.num_workers} hosts={self.num_hosts} sync={self.sync}"
         out = head + "\n" + format_table(rows)
@@ -75,39 +182,92 @@ class Plan:
 
 
 def make_plan(analysis, spec, config):
-    """Decide a method per trained variable. Deterministic: every worker computes the same plan."""
+    """Decide everything but op placements (planning.py adds those from the graph). Deterministic: the same
+    analysis, spec and config give the same plan in every process."""
     n = spec.num_workers
+    trained = sorted(analysis.trained_variables, key=lambda r: r.name)
+    overrides = _method_overrides(config, trained, n)
     decisions = []
-    for v in sorted(analysis.trained_variables, key=lambda r: r.name):
+    for v in trained:
         average = config.average_sparse if v.kind == "sparse" else config.average_dense
-        decisions.append(VariablePlan(v.name, v.kind, _method(v.kind, config.run_option, n), v.bytes, average))
+        method = overrides.get(v.name) or _method(v.kind, config.run_option, n)
+        decisions.append(VariablePlan(v.name, v.kind, method, v.bytes, average))
+    if any(d.method.replicated for d in decisions) and not config.sync:
+        who = f"{config.run_option} with Config.methods" if overrides else config.run_option
+        raise UnsupportedError(f"{who} runs synchronously (its AllReduce and AllGather are collectives of all "
+                               f"workers); use Config(run_option='PS', sync=False) for asynchronous training")
     worker_hosts = tuple(spec.host_of_worker(w) for w in range(n))
     shared_host = len(set(worker_hosts)) < n  # local aggregation needs a host with several workers
-    decisions, load = _assign_servers(decisions, {v.name: len(v.parts) for v in analysis.variables}, spec.num_hosts,
-                                      config.local_aggregation and shared_host and config.sync)
+    local = config.local_aggregation and shared_host and config.sync
+    tasks, load = _assign_servers(decisions, {v.name: len(v.parts) for v in trained}, spec.num_hosts)
+    records = {v.name: v for v in trained}
+    decisions = [dataclasses.replace(d, parts=_parts(records[d.name], d.method, tasks.get(d.name)),
+                                     local_aggregation=local and d.method == Method.PS and d.kind == "sparse")
+                 for d in decisions]
     state = _place_state(analysis, decisions, load, n)
-    with_servers = any(d.method == "PS" for d in decisions)
+    with_servers = any(d.method == Method.PS for d in decisions)
     return Plan(config.run_option, n, spec.num_hosts, tuple(decisions), config.sync, state,
                 place_post_aggregation_ops=config.place_post_aggregation_ops and with_servers and config.sync,
-                worker_hosts=worker_hosts, place_boundary_ops=config.place_boundary_ops and with_servers)
+                worker_hosts=worker_hosts, place_boundary_ops=config.place_boundary_ops and with_servers,
+                holders=_holders(worker_hosts))
 
 
 def _method(kind, run_option, num_workers):
     if num_workers == 1:
-        return "LOCAL"
+        return Method.LOCAL
     if run_option == "MPI":
-        return "AG" if kind == "sparse" else "AR"
+        return Method.AG if kind == "sparse" else Method.AR
     if run_option == "PS":
-        return "PS"
-    return "PS" if kind == "sparse" else "AR"  # HYBRID
+        return Method.PS
+    return Method.PS if kind == "sparse" else Method.AR  # HYBRID
 
 
-def _assign_servers(decisions, num_parts, num_servers, local_aggregation):
-    """Greedy balance by bytes, largest first; the shards of one variable go to different servers."""
+def _method_overrides(config, trained, num_workers):
+    """Config.methods: {variable name: method} for variables the user places by hand (a mixed plan)."""
+    chosen = dict(config.methods)
+    known = {v.name for v in trained}
+    unknown = sorted(set(chosen) - known)
+    if unknown:
+        raise ConfigError(f"Config.methods names {unknown}, which the graph does not train; trained variables: "
+                          f"{sorted(known)}")
+    if num_workers == 1:
+        return {}
+    return {name: Method(m) for name, m in chosen.items()}
+
+
+def _parts(record, method, tasks):
+    parts = []
+    for i, part in enumerate(record.parts):
+        task = tasks[i] if tasks else None
+        grads = tuple(GradientPlan(part.name if k == 0 else f"{part.name}/g{k}", g.values, g.indices,
+                                   _aggregation(method, g.is_sparse), g.merge_rows)
+                      for k, g in enumerate(part.gradients))
+        parts.append(PartPlan(part.name, WORKER_DEVICE if task is None else ps_device(task), task,
+                              tuple(s for _, s in part.slots), tuple(part.update_ops), grads))
+    return tuple(parts)
+
+
+def _aggregation(method, sparse):
+    if method == Method.LOCAL:
+        return Aggregation.NONE
+    if method.replicated:
+        return Aggregation.ALLGATHER if sparse else Aggregation.ALLREDUCE
+    return Aggregation.ROW_QUEUES if sparse else Aggregation.ACCUMULATOR
+
+
+def _holders(worker_hosts):
+    first = {}
+    for w, h in enumerate(worker_hosts):
+        first.setdefault(h, w)
+    return tuple(first[h] for h in worker_hosts)
+
+
+def _assign_servers(decisions, num_parts, num_servers):
+    """Greedy balance by bytes, largest first; the shards of one variable go to different servers.
+    Returns ({variable: task per part}, load per server)."""
     load = [0] * max(num_servers, 1)
     out = {}
-    ps = [d for d in decisions if d.method == "PS"]
-    for d in sorted(ps, key=lambda d: (-(d.bytes or 0), d.name)):
+    for d in sorted((d for d in decisions if d.method == Method.PS), key=lambda d: (-(d.bytes or 0), d.name)):
         parts = num_parts.get(d.name, 1)
         part_bytes = (d.bytes or 0) // parts
         tasks = []
@@ -116,9 +276,8 @@ def _assign_servers(decisions, num_parts, num_servers, local_aggregation):
             task = min(range(len(load)), key=lambda t: (t in tasks, load[t], t))
             load[task] += part_bytes
             tasks.append(task)
-        out[d.name] = dataclasses.replace(d, ps_tasks=tuple(tasks),
-                                          local_aggregation=local_aggregation and d.kind == "sparse")
-    return [out.get(d.name, d) for d in decisions], load
+        out[d.name] = tuple(tasks)
+    return out, load
 
 
 def _place_state(analysis, decisions, load, num_workers):
@@ -131,11 +290,8 @@ def _place_state(analysis, decisions, load, num_workers):
     one checkpointed), except optimizer state such as Adam's beta powers, which every worker's update reads."""
     if num_workers == 1:
         return ()
-    with_servers = any(d.method == "PS" for d in decisions)
-    part_task = {}
-    for d in decisions:
-        for part, task in zip((p.name for p in analysis.variable(d.name).parts), d.ps_tasks):
-            part_task[part] = task
+    with_servers = any(d.method == Method.PS for d in decisions)
+    part_task = {p.name: p.ps_task for d in decisions for p in d.parts if p.ps_task is not None}
     placed = []
     for s in sorted(analysis.state, key=lambda s: (-(s.bytes or 0), s.name)):
         if s.colocated_with in part_task:
@@ -145,5 +301,6 @@ def _place_state(analysis, decisions, load, num_workers):
         else:
             task = min(range(len(load)), key=lambda t: (load[t], t))
             load[task] += s.bytes or 0
-        placed.append(StatePlan(s.name, s.kind, task, aggregate=task is not None and s.kind == "update_ops"))
+        placed.append(StatePlan(s.name, s.kind, task, aggregate=task is not None and s.kind == "update_ops",
+                                written_by=tuple(s.written_by), colocated_with=s.colocated_with))
     return tuple(sorted(placed, key=lambda s: s.name))

@@ -16,9 +16,8 @@ from parallax.errors import (ConfigError, FetchNotFoundError, GraphAnalysisError
 from parallax.launcher.job import launch_job
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.launcher.role import ENV_RESOURCE_SPEC, ENV_RUN_OPTION, Role, current_role
-from parallax.plan import make_plan
+from parallax.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
-from parallax.rewrite.local_aggregation import local_chiefs
 from parallax.launcher.role import report_done, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
@@ -53,7 +52,7 @@ def get_runner(graph, resource_spec, config=None):
     if not analysis.trained_variables:
         raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
                              "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
-    plan = make_plan(analysis, spec, config)
+    plan = plan_job(graph, analysis, spec, config)
     passes_for(plan)  # fails fast, before any process starts, on a mode this version cannot run
     if role.role == "launcher":
         if spec.num_workers > 1 or not spec.hosts[0].is_local:
@@ -67,11 +66,10 @@ def get_runner(graph, resource_spec, config=None):
         worker_checks.init_horovod(role)
     server, session_config = None, config.session_config
     if plan.uses_servers:
-        holders = set(local_chiefs(plan.worker_hosts).values()) if any(v.local_aggregation for v in plan.variables) \
-            else ()
+        holders = set(plan.holders) if plan.uses_local_aggregation else ()
         server, filters = cluster.start_worker_server(role, holders)
         session_config = _merged(session_config, filters)
-    rewritten = rewrite(graph, analysis, plan, config)
+    rewritten = rewrite(graph, plan, config)
     if role.num_workers > 1:
         worker_checks.check_same_graph(rewritten)
     if config.log_dir and role.is_chief:
@@ -120,8 +118,8 @@ class Runner:
         self._role = role
         self._graph = rewritten.graph
         self._variables = graph_utils.variables_by_op_name(self._graph)
-        self._update_ops = {self._graph.get_operation_by_name(n) for v in analysis.trained_variables
-                            for n in v.update_ops}
+        self._update_ops = {self._graph.get_operation_by_name(n) for p in plan.parts for n in p.update_ops}
+        self._collectives = {self._graph.get_operation_by_name(n) for n in rewritten.collectives}
         self._server = server  # keeps this worker's gRPC server alive as long as the runner
         self._sync = SyncSteps(self._graph, rewritten.sync, role.worker_id, role.num_workers) \
             if rewritten.sync is not None else None
@@ -272,7 +270,7 @@ class Runner:
             ancestors = graph_utils.ancestors([op for op in (getattr(x, "op", x) for x in leaves)
                                                if isinstance(op, tf.Operation)])
             # Without servers, a step is synchronized by its collectives (every worker must run the same ones).
-            collective = any(op.type.startswith("Horovod") for op in ancestors)
+            collective = bool(self._collectives & ancestors)
             self._variants[key] = Variant(list(leaves), [], {}, synchronized=collective and self.num_workers > 1,
                                           ancestors=frozenset(ancestors), digest=fetch_digest(key),
                                           name=key[0] if key else "?")

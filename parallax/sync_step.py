@@ -19,7 +19,6 @@ import tensorflow as tf
 
 from parallax import graph_utils
 from parallax.errors import UnsupportedError
-from parallax.rewrite.ps_passes import ps_device
 from parallax.rewrite.sync_passes import SYNC_SCOPE
 
 tf1 = tf.compat.v1
@@ -57,6 +56,7 @@ class SyncSteps:
                               for a in sync_graph.aggregations]
         self._gated = {op(w) for w in sync_graph.gated_writes}
         self._unsupported = dict(sync_graph.unsupported)
+        self._collectives = {op(c) for c in sync_graph.collectives}
         self.chief_only = self._chief_only({op(r) for r in sync_graph.roots})
         self._in_loops = graph_utils.v1_loop_ops(graph)
         self._cache = {}
@@ -76,10 +76,10 @@ class SyncSteps:
         contributions = [op for outputs, mine in self._aggregations if outputs & ancestors for op in mine]
         chief_needed = ancestors & self.chief_only
         if not chief_needed and not contributions:
-            collective = any(op.type.startswith("Horovod") for op in ancestors)  # synchronized by its collectives
+            collective = bool(ancestors & self._collectives)  # synchronized by its collectives
             return Variant(list(leaves), [], {}, synchronized=collective, ancestors=frozenset(ancestors))
         writes = bool(ancestors & self._gated)
-        side_effects = [op for op in ancestors if _must_run(op, self._in_loops)]
+        side_effects = [op for op in ancestors if _must_run(op, self._in_loops, self._collectives)]
         if self._w == 0:
             return self._chief_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
         return self._worker_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
@@ -128,7 +128,7 @@ class SyncSteps:
                 if op in self.chief_only and isinstance(x, tf.Tensor)]
 
     def _release_queues(self, digest, values):
-        with tf.device(ps_device(0)):
+        with tf.device(self._sync.coordinator):
             return [tf1.FIFOQueue(RELEASE_CAPACITY, [tf.int64] + [v.dtype for v in values],
                                   shared_name=f"{SYNC_SCOPE}/{digest}/release_{i}",
                                   name=f"{SYNC_SCOPE}/{digest}/release_{i}") for i in range(1, self._n)]
@@ -172,7 +172,7 @@ class SyncSteps:
         return _Unfinalized(self._g)
 
 
-def _must_run(op, in_loops):
+def _must_run(op, in_loops, collectives):
     """Ops a step runs for their effect: writes of variables (ref-variable writes such as ApplyFtrl or Assign are
     not marked stateful), other stateful ops except pure reads and the ops that create a resource, collectives.
     Ops inside a v1 while loop or cond run with their loop or branch: they are never targets of their own."""
@@ -180,7 +180,7 @@ def _must_run(op, in_loops):
         return False
     if op.outputs and all(t.dtype == tf.resource for t in op.outputs):
         return False  # creates a resource (a variable, queue, stack): nothing to do each step
-    if op.type.startswith("Horovod") or graph_utils.is_writer(op):
+    if op in collectives or graph_utils.is_writer(op):
         return True
     return op.op_def.is_stateful and op.type not in graph_utils.PURE_READS and len(op.inputs) > 0
 

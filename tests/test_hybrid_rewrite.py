@@ -5,6 +5,7 @@ import tensorflow as tf
 import parallax
 from parallax import graph_utils
 from parallax.plan import make_plan
+from parallax.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
 from tests.models_for_tests import embedding_mlp
 from tests.models_for_tests.variants import runs, variants
@@ -18,8 +19,8 @@ def hybrid():
     tf.compat.v1.reset_default_graph()
     g, _ = embedding_mlp.build("Adam", clip=1.0, ema=True)
     analysis = parallax.analyze(g)
-    plan = make_plan(analysis, TWO_HOSTS, HYBRID)
-    return analysis, plan, rewrite(g, analysis, plan, HYBRID)
+    plan = plan_job(g, analysis, TWO_HOSTS, HYBRID)
+    return analysis, plan, rewrite(g, plan, HYBRID)
 
 
 def test_dense_replicated_sparse_and_chief_written_state_on_servers(hybrid):

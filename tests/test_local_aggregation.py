@@ -4,7 +4,7 @@ import pytest
 
 import parallax
 from parallax import graph_utils
-from parallax.plan import make_plan
+from parallax.planning import plan_job
 from parallax.rewrite import rewrite
 from parallax.rewrite.local_aggregation import local_chiefs
 from tests.models_for_tests import embedding_mlp
@@ -18,8 +18,8 @@ def la(request):
     g, _ = embedding_mlp.build("Adam", clip=1.0)
     config = parallax.Config(run_option=request.param)
     analysis = parallax.analyze(g)
-    plan = make_plan(analysis, TWO_HOSTS, config)
-    return plan, rewrite(g, analysis, plan, config)
+    plan = plan_job(g, analysis, TWO_HOSTS, config)
+    return plan, rewrite(g, plan, config)
 
 
 def test_local_chiefs():

@@ -3,7 +3,7 @@ import tensorflow as tf
 
 import parallax
 from parallax import graph_utils
-from parallax.plan import make_plan
+from parallax.planning import plan_job
 from parallax.rewrite import rewrite
 from parallax.rewrite.fingerprint import first_difference, node_digests
 from tests.models_for_tests import embedding_mlp
@@ -14,7 +14,7 @@ MPI = parallax.Config(run_option="MPI")
 
 def _rewrite(graph, config=MPI):
     analysis = parallax.analyze(graph)
-    return analysis, rewrite(graph, analysis, make_plan(analysis, TWO, config), config)
+    return analysis, rewrite(graph, plan_job(graph, analysis, TWO, config), config)
 
 
 def _grad_input(op):

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 import parallax
 from parallax import graph_utils
-from parallax.plan import make_plan
+from parallax.planning import plan_job
 from parallax.rewrite import rewrite
 from tests.models_for_tests import embedding_mlp
 
@@ -15,8 +15,8 @@ def _rewrite(run_option, opau=True):
     g, _ = embedding_mlp.build("Adam", clip=1.0, partitions=2)
     config = parallax.Config(run_option=run_option, place_post_aggregation_ops=opau)
     analysis = parallax.analyze(g)
-    plan = make_plan(analysis, TWO_HOSTS, config)
-    return analysis, plan, rewrite(g, analysis, plan, config)
+    plan = plan_job(g, analysis, TWO_HOSTS, config)
+    return analysis, plan, rewrite(g, plan, config)
 
 
 def _user_ops(graph, op_type):
@@ -90,8 +90,8 @@ def _boundary_graph(table_rows, lookups):
 def _opsw(graph, on=True):
     config = parallax.Config(run_option="PS", place_boundary_ops=on)
     analysis = parallax.analyze(graph)
-    plan = make_plan(analysis, TWO_HOSTS, config)
-    return plan, rewrite(graph, analysis, plan, config)
+    plan = plan_job(graph, analysis, TWO_HOSTS, config)
+    return plan, rewrite(graph, plan, config)
 
 
 def test_cast_to_float16_of_a_server_variable_moves_onto_the_server():

@@ -10,6 +10,9 @@ from parallax.plan import make_plan
 @dataclasses.dataclass
 class FakePart:
     name: str
+    gradients: tuple = ()
+    update_ops: tuple = ()
+    slots: tuple = ()
 
 
 @dataclasses.dataclass
@@ -31,6 +34,7 @@ class FakeState:  # the fields of analysis.StateRecord that planning reads
     kind: str
     bytes: int
     colocated_with: str = None
+    written_by: tuple = ()
 
 
 @dataclasses.dataclass

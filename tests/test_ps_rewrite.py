@@ -4,7 +4,7 @@ import tensorflow as tf
 
 import parallax
 from parallax import graph_utils
-from parallax.plan import make_plan
+from parallax.planning import plan_job
 from parallax.rewrite import rewrite
 from tests.models_for_tests import embedding_mlp
 from tests.models_for_tests.variants import names, runs, variants
@@ -15,8 +15,8 @@ PS = parallax.Config(run_option="PS", local_aggregation=False)  # local aggregat
 
 def _rewrite(graph, config=PS):
     analysis = parallax.analyze(graph)
-    plan = make_plan(analysis, TWO_HOSTS, config)
-    return analysis, plan, rewrite(graph, analysis, plan, config)
+    plan = plan_job(graph, analysis, TWO_HOSTS, config)
+    return analysis, plan, rewrite(graph, plan, config)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ def add_initializers(ctx):
         if ctx.plan.uses_servers:
             # The chief initializes what lives on the servers; the others wait for it, then initialize their own
             # replicas (HYBRID), which the broadcast then overwrites with the chief's values.
-            on_servers = [v for v in tf1.global_variables() if v.op.device.startswith("/job:ps")]
+            on_servers = [v for v in tf1.global_variables() if v.op.name in ctx.server_variables]
             ctx.ready_op = tf1.report_uninitialized_variables(on_servers, name="uninitialized")
             ctx.ready_op.mark_used()  # TF's should-use wrapper would warn in the chief, which never runs it
             ctx.replica_init_op = tf1.variables_initializer(

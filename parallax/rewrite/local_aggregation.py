@@ -24,41 +24,42 @@ def local_chiefs(worker_hosts):
     return {w: first[h] for w, h in enumerate(worker_hosts)}
 
 
-def _row_queue(values, name, shared_name):
-    return tf1.FIFOQueue(ROW_QUEUE_CAPACITY, [values.dtype, tf.int64], shared_name=shared_name, name=name)
+def _row_queue(rows, name, shared_name):
+    return tf1.FIFOQueue(ROW_QUEUE_CAPACITY, [r.dtype for r in rows], shared_name=shared_name, name=name)
 
 
-def _concat(queues, values):
-    """Dequeue one message from each queue, in order: their rows concatenated (values, int64 indices), and the
-    dequeue ops (whoever runs them takes the rows)."""
+def _concat(queues, rows):
+    """Dequeue one message from each queue, in order: their rows concatenated component by component (values,
+    int64 indices, and int64 keys when rows are merged), and the dequeue ops (whoever runs them takes the rows)."""
     parts = [q.dequeue() for q in queues]
-    for v, i in parts:
-        v.set_shape(tf.TensorShape([None]).concatenate(values.shape[1:]))
-        i.set_shape([None])
-    return tf.concat([v for v, _ in parts], 0), tf.concat([i for _, i in parts], 0), [v.op for v, _ in parts]
+    for part in parts:
+        for got, like in zip(part, rows):
+            got.set_shape(tf.TensorShape([None]).concatenate(like.shape[1:]))
+    return [tf.concat([p[k] for p in parts], 0) for k in range(len(rows))], [p[0].op for p in parts]
 
 
-def gather_rows(plan, scope, values, indices, server_device, local):
-    """Every worker's rows of one sparse gradient, concatenated on `server_device`.
+def gather_rows(plan, scope, values, indices, server_device, local, keys=None):
+    """Every worker's rows of one sparse gradient, concatenated on `server_device`, with their keys if given.
 
-    Returns ({worker id: ops that worker runs to contribute}, (values, int64 indices, the take ops) on the server,
-    where the take ops are what only the chief may run). Without
-    `local` aggregation each worker enqueues straight to its own queue on the server."""
+    Returns ({worker id: ops that worker runs to contribute}, ([values, int64 indices(, keys)], the take ops) on
+    the server, where the take ops are what only the chief may run). Without `local` aggregation each worker
+    enqueues straight to its own queue on the server."""
     on_host = {}
-    for w, h in enumerate(plan.worker_hosts):
-        on_host.setdefault(h, []).append(w)
-    rows = (values, tf.cast(indices, tf.int64))
+    for w, holder in enumerate(plan.holders):
+        on_host.setdefault(holder, []).append(w)
+    rows = (values, tf.cast(indices, tf.int64)) + (() if keys is None else (keys,))
     contributions, server_queues = {}, []
-    for h, workers in sorted(on_host.items()):
+    for holder, workers in sorted(on_host.items()):
+        h = plan.worker_hosts[holder]
         if local and len(workers) > 1:
-            chief = workers[0]
+            chief = holder
             with tf.name_scope(f"host_{h}"):
                 with tf.device(worker_device(chief)):
-                    host_queues = [_row_queue(values, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
+                    host_queues = [_row_queue(rows, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
                                    for w in workers]
-                    host_rows = _concat(host_queues, values)[:2]
+                    host_rows = _concat(host_queues, rows)[0]
                 with tf.device(server_device):
-                    queue = _row_queue(values, "rows", f"parallax_rows/{scope}/host_{h}")
+                    queue = _row_queue(rows, "rows", f"parallax_rows/{scope}/host_{h}")
                     push = queue.enqueue(host_rows, name="push")
             server_queues.append(queue)
             for w, q in zip(workers, host_queues):
@@ -68,8 +69,8 @@ def gather_rows(plan, scope, values, indices, server_device, local):
             continue
         for w in workers:
             with tf.device(server_device):
-                queue = _row_queue(values, f"rows_{w}", f"parallax_rows/{scope}/worker_{w}")
+                queue = _row_queue(rows, f"rows_{w}", f"parallax_rows/{scope}/worker_{w}")
                 contributions[w] = (queue.enqueue(rows, name=f"put_{w}"),)
             server_queues.append(queue)
     with tf.device(server_device):
-        return contributions, _concat(server_queues, values)
+        return contributions, _concat(server_queues, rows)

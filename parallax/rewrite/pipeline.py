@@ -1,13 +1,21 @@
-"""The pass pipeline. Each pass is a small function `pass(ctx) -> None` with a name and its own test; the list
-below is the whole story of what happens to a user's graph."""
+"""The pass pipeline, as data. Each pass is a small function `run(ctx) -> None` with a declared contract:
+- `applies(plan)`: whether the plan needs it (the plan decides; a pass never looks at the graph to find out);
+- `requires`: facts an earlier pass must have provided;
+- `after`: facts whose providers, if any apply, must all have run first (ordering without requiring);
+- `provides`: facts it establishes, each checked in the context after it runs.
+`passes_for(plan)` selects the passes and checks the order before anything is built; a broken contract is a
+PipelineError naming both passes. PIPELINE below is the whole story of what happens to a user's graph.
+"""
 import dataclasses
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
+from parallax.errors import PipelineError
+from parallax.plan import Aggregation
+from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
-from parallax.errors import UnsupportedError
 from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
@@ -18,7 +26,6 @@ from parallax.rewrite.sync_passes import prepare_sync_steps
 @dataclasses.dataclass
 class RewriteContext:
     source_graph: tf.Graph
-    analysis: Any
     plan: Any
     config: Any
     graph: Optional[tf.Graph] = None
@@ -29,9 +36,11 @@ class RewriteContext:
     replica_init_op: Optional[tf.Operation] = None
     broadcast_op: Optional[tf.Operation] = None
     aggregated: Dict[str, Any] = dataclasses.field(default_factory=dict)  # gradient scope -> aggregated gradient
+    collectives: List[str] = dataclasses.field(default_factory=list)  # the collective ops every worker must run
     placements: Dict[str, List[Tuple[str, str]]] = dataclasses.field(default_factory=dict)  # pass -> (op, device)
     server_variables: Dict[str, str] = dataclasses.field(default_factory=dict)  # variable op -> server device
-    aggregations: List[Any] = dataclasses.field(default_factory=list)  # ps_passes.Aggregation records
+    devices: Dict[str, str] = dataclasses.field(default_factory=dict)  # op -> device the plan gives it
+    aggregations: List[Any] = dataclasses.field(default_factory=list)  # ps_passes.AggregationRecord records
     sync: Any = None  # sync_passes.SyncGraph, with servers in sync mode
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -49,38 +58,115 @@ class RewrittenGraph:
     placements: Dict[str, List[Tuple[str, str]]]  # placement pass -> the (op, device) pairs it set
     fingerprint: str
     pass_seconds: Dict[str, float]
+    collectives: Tuple[str, ...] = ()  # collective ops (every worker runs them in a step that needs them)
 
 
-def passes_for(plan) -> List[Callable[[RewriteContext], None]]:
-    methods = {v.method for v in plan.variables}
-    if methods <= {"LOCAL"}:
-        return [copy_graph, add_initializers, add_saver]
-    if methods <= {"AR", "AG"}:
-        return [copy_graph, allreduce_dense_gradients, allgather_sparse_gradients, broadcast_initial_values,
-                add_initializers, add_saver]
-    opau = [place_post_aggregation_ops] if plan.place_post_aggregation_ops else []
-    opsw = [place_boundary_ops] if plan.place_boundary_ops else []
-    if methods == {"PS"}:
-        sync = [aggregate_on_servers, *opau, *opsw, prepare_sync_steps] if plan.sync else [*opsw]
-        return [copy_graph, place_variables_on_servers, pin_ref_reads, *sync, add_initializers, add_saver]
-    if methods == {"AR", "PS"}:
-        if not plan.sync:
-            raise UnsupportedError("HYBRID runs synchronously (its allreduce is a collective of all workers); "
-                                   "use Config(run_option='PS', sync=False) for asynchronous training")
-        return [copy_graph, place_variables_on_servers, pin_ref_reads, allreduce_dense_gradients,
-                aggregate_on_servers, *opau, *opsw, prepare_sync_steps, broadcast_initial_values, add_initializers,
-                add_saver]
-    raise UnsupportedError(f"run_option={plan.run_option} mixes methods {sorted(methods)}, which this version "
-                           f"does not implement")
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    run: Callable[[RewriteContext], None]
+    applies: Callable[[Any], bool]
+    requires: FrozenSet[str] = frozenset()
+    after: FrozenSet[str] = frozenset()
+    provides: FrozenSet[str] = frozenset()
+
+    @property
+    def name(self):
+        return self.run.__name__
 
 
-def rewrite(source_graph, analysis, plan, config):
-    ctx = RewriteContext(source_graph, analysis, plan, config)
-    for p in passes_for(plan):
+def _pass(run, applies, requires=(), after=(), provides=()):
+    return Pass(run, applies, frozenset(requires), frozenset(after), frozenset(provides))
+
+
+def _aggregates(*kinds):
+    return lambda plan: bool(plan.aggregations & set(kinds))
+
+
+def _servers_sync(plan):
+    return plan.uses_servers and plan.sync
+
+
+def _all_aggregated(ctx, *kinds):
+    return all(g.scope in ctx.aggregated for v in ctx.plan.variables for g in v.gradients if g.aggregation in kinds)
+
+
+# How each fact is checked once a pass claims it (torch.fx-style invariants after every pass).
+FACTS = {
+    "graph": lambda ctx: ctx.graph is not None,
+    "server_placement": lambda ctx: bool(ctx.server_variables),
+    "allreduced": lambda ctx: _all_aggregated(ctx, Aggregation.ALLREDUCE),
+    "allgathered": lambda ctx: _all_aggregated(ctx, Aggregation.ALLGATHER),
+    "server_aggregated": lambda ctx: _all_aggregated(ctx, Aggregation.ACCUMULATOR, Aggregation.ROW_QUEUES),
+    "collectives": lambda ctx: bool(ctx.collectives),
+    "placements": lambda ctx: True,
+    "sync_steps": lambda ctx: ctx.sync is not None,
+    "broadcast": lambda ctx: ctx.broadcast_op is not None,
+    "initializers": lambda ctx: ctx.init_op is not None and ctx.local_init_op is not None,
+    "saver": lambda ctx: ctx.saver is not None,
+}
+
+AGGREGATED = {"allreduced", "allgathered", "server_aggregated"}
+PIPELINE = (
+    _pass(copy_graph, lambda plan: True, provides={"graph"}),
+    _pass(place_variables_on_servers, lambda plan: plan.uses_servers, {"graph"}, provides={"server_placement"}),
+    _pass(pin_ref_reads, lambda plan: plan.uses_servers, {"server_placement"}),
+    _pass(allreduce_dense_gradients, _aggregates(Aggregation.ALLREDUCE), {"graph"},
+          provides={"allreduced", "collectives"}),
+    _pass(allgather_sparse_gradients, _aggregates(Aggregation.ALLGATHER), {"graph"},
+          provides={"allgathered", "collectives"}),
+    _pass(aggregate_on_servers, _servers_sync, {"server_placement"}, provides={"server_aggregated"}),
+    _pass(place_post_aggregation_ops, lambda plan: bool(plan.placed(OPAU)), {"server_placement"},
+          after=AGGREGATED, provides={"placements"}),
+    _pass(place_boundary_ops, lambda plan: bool(plan.placed(OPSW)), {"server_placement"},
+          after=AGGREGATED, provides={"placements"}),
+    # The sync step must see every aggregation, every collective and every op's final device.
+    _pass(prepare_sync_steps, _servers_sync, {"server_placement", "server_aggregated"},
+          after={*AGGREGATED, "collectives", "placements"}, provides={"sync_steps"}),
+    _pass(broadcast_initial_values, lambda plan: plan.uses_collectives, {"graph"},
+          after={"server_placement", "sync_steps"}, provides={"broadcast"}),
+    # Initializers cover every variable, and tell the server-held ones (the chief's) from the replicas.
+    _pass(add_initializers, lambda plan: True, {"graph"}, after={"server_placement", "broadcast", "sync_steps"},
+          provides={"initializers"}),
+    _pass(add_saver, lambda plan: True, {"initializers"}),
+)
+
+
+def passes_for(plan, pipeline=PIPELINE) -> List[Pass]:
+    """The passes the plan needs, in pipeline order, with their contracts checked."""
+    chosen = [p for p in pipeline if p.applies(plan)]
+    check_order(chosen)
+    return chosen
+
+
+def check_order(passes):
+    provided_by = {}
+    for i, p in enumerate(passes):
+        for fact in sorted(p.requires):
+            if fact not in provided_by:
+                later = next((q.name for q in passes[i + 1:] if fact in q.provides), None)
+                raise PipelineError(f"pass {p.name} requires {fact!r}, but " +
+                                    (f"pass {later} provides it only later" if later else
+                                     "no pass before it provides it"))
+        for fact in sorted(p.after):
+            later = next((q.name for q in passes[i + 1:] if fact in q.provides), None)
+            if later:
+                raise PipelineError(f"pass {p.name} must run after every pass that provides {fact!r}, but pass "
+                                    f"{later} comes later")
+        for fact in p.provides:
+            provided_by.setdefault(fact, p.name)
+
+
+def rewrite(source_graph, plan, config, pipeline=PIPELINE):
+    """Run the plan's passes on a copy of `source_graph`."""
+    ctx = RewriteContext(source_graph, plan, config)
+    for p in passes_for(plan, pipeline):
         start = time.perf_counter()
-        p(ctx)
-        ctx.pass_seconds[p.__name__] = time.perf_counter() - start
+        p.run(ctx)
+        ctx.pass_seconds[p.name] = time.perf_counter() - start
+        broken = sorted(f for f in p.provides if not FACTS[f](ctx))
+        if broken:
+            raise PipelineError(f"pass {p.name} did not establish {broken}")
     return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.ready_op, ctx.replica_init_op,
-                          ctx.broadcast_op,
-                          ctx.sync, ctx.placements,
-                          fingerprint.graph_fingerprint(ctx.graph.as_graph_def()), ctx.pass_seconds)
+                          ctx.broadcast_op, ctx.sync, ctx.placements,
+                          fingerprint.graph_fingerprint(ctx.graph.as_graph_def()), ctx.pass_seconds,
+                          tuple(ctx.collectives))

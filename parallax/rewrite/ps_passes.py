@@ -11,6 +11,9 @@ from typing import Dict, Tuple
 import tensorflow as tf
 
 from parallax import graph_utils
+from parallax.placement import server_devices
+from parallax.plan import WORKER_DEVICE, Aggregation
+from parallax.row_keys import merge_rows, row_keys
 from parallax.rewrite.local_aggregation import gather_rows
 from parallax.rewrite.mpi_passes import gradients_of
 from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
@@ -22,52 +25,29 @@ NEVER_STALE = 2 ** 62
 
 
 @dataclasses.dataclass(frozen=True)
-class Aggregation:
+class AggregationRecord:
     """One aggregated value: the ops whose outputs the chief reads, and the ops each worker runs to contribute."""
     outputs: Tuple[str, ...]
     contributions: Dict[int, Tuple[str, ...]]
 
 
-def ps_device(task):
-    return f"/job:ps/task:{task}"
-
-
 def place_variables_on_servers(ctx):
-    """Each PS variable (shard), its slots and everything colocated with it, and each update op, on its server."""
-    device_of = {}
-    for vp in ctx.plan.variables:
-        if vp.method != "PS":
-            continue
-        for part, task in zip(ctx.analysis.variable(vp.name).parts, vp.ps_tasks):
-            for name in (part.name, *(s for _, s in part.slots), *part.update_ops):
-                device_of[name] = ps_device(task)
-    records = {r.name: r for r in ctx.analysis.state}
-    for sp in ctx.plan.state:
-        if sp.ps_task is not None:
-            device_of[sp.name] = ps_device(sp.ps_task)
-            target = records[sp.name].colocated_with
-            if target is not None and device_of.get(target) != device_of[sp.name]:
-                device_of.update(_leave_colocation(ctx.graph, sp.name, target, device_of[sp.name]))
+    """Each server part, its slots and everything colocated with it, each update op, and state on a server, on the
+    plan's device (placement.server_devices)."""
+    devices, leaving = server_devices(ctx.graph, ctx.plan)
+    ctx.devices.update(devices)
+    for _, placed in ctx.plan.placements:  # where the placement passes will put ops, for the passes in between
+        ctx.devices.update(placed)
     placed = ctx.placements.setdefault("place_variables_on_servers", [])
     for op in ctx.graph.get_operations():
-        device = device_of.get(op.name) or device_of.get(graph_utils.colocation_target(op) or "")
+        device = devices.get(op.name)
         if device is not None:
+            if op.name in leaving:
+                op._clear_attr("_class")
             op._set_device(device)
             placed.append((op.name, device))
             if op.type in graph_utils.VARIABLE_OP_TYPES:
                 ctx.server_variables[op.name] = device
-
-
-def _leave_colocation(graph, name, target, device):
-    """HYBRID: optimizer state made colocated with a replicated variable (Adam's beta powers) moves to a server.
-    It, and the ops colocated with the same variable that use it (its initializer), leave that colocation group."""
-    moved = {}
-    for op in graph.get_operations():
-        if graph_utils.colocation_target(op) == target and \
-                (op.name == name or any(t.op.name == name for t in op.inputs)):
-            op._clear_attr("_class")
-            moved[op.name] = device
-    return moved
 
 
 def pin_ref_reads(ctx):
@@ -91,10 +71,11 @@ def pin_ref_reads(ctx):
                                           if c.type == "Identity" and not c.control_inputs]
         for t in reads:
             for consumer in list(t.consumers()):
-                if consumer not in after or consumer.device == variable.device or graph_utils.is_writer(consumer):
+                if consumer not in after or graph_utils.is_writer(consumer) or \
+                        ctx.devices.get(consumer.name, WORKER_DEVICE) == ctx.server_variables[name]:
                     continue
                 waits = sorted((w for w in ops if w in graph_utils.ancestors([consumer])), key=lambda o: o.name)
-                with g.as_default(), tf.device(variable.device), tf.control_dependencies(waits):
+                with g.as_default(), tf.device(ctx.server_variables[name]), tf.control_dependencies(waits):
                     read = tf.identity(variable.outputs[0], name=f"parallax_ref_read/{consumer.name}")
                 for index, i in enumerate(consumer.inputs):
                     if i is t:
@@ -111,28 +92,32 @@ def aggregate_on_servers(ctx):
     consumers reads the aggregate (/ N when averaging). Updates of averaged state (batch-norm statistics) get the
     same treatment, on their written value."""
     g, n = ctx.graph, ctx.plan.num_workers
-    for vp, part, grad, scope in gradients_of(ctx, ("PS",), sparse=False):
-        device = ctx.server_variables[part.name]
+    for vp, part, grad in gradients_of(ctx, Aggregation.ACCUMULATOR):
         values = g.get_tensor_by_name(grad.values)
-        _accumulate(ctx, values, device, f"parallax_ps/{scope}", vp.average)
-    for vp, part, grad, scope in gradients_of(ctx, ("PS",), sparse=True):
-        device = ctx.server_variables[part.name]
+        ctx.aggregated[grad.scope] = _accumulate(ctx, values, part.device, f"parallax_ps/{grad.scope}", vp.average)
+    for vp, part, grad in gradients_of(ctx, Aggregation.ROW_QUEUES):
+        device, scope = part.device, grad.scope
         values, indices = g.get_tensor_by_name(grad.values), g.get_tensor_by_name(grad.indices)
-        with g.as_default(), tf.device(device), new_ops(g) as created, tf.name_scope(f"parallax_ps/{scope}"):
-            contributions, (all_values, all_indices, outputs) = gather_rows(ctx.plan, scope, values, indices,
-                                                                            device, vp.local_aggregation)
-            if vp.average:
-                all_values = average_of(all_values, n)
-            all_indices = tf.cast(all_indices, indices.dtype)
+        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_ps/{scope}"):
+            keys = row_keys(indices) if grad.merge_rows else None  # in the worker, from its own tensors
+            with tf.device(device):
+                contributions, (rows, outputs) = gather_rows(ctx.plan, scope, values, indices, device,
+                                                             vp.local_aggregation, keys)
+                all_values, all_indices = rows[:2]
+                if keys is not None:
+                    all_values, all_indices = merge_rows(all_values, all_indices, rows[2])
+                if vp.average:
+                    all_values = average_of(all_values, n)
+                all_indices = tf.cast(all_indices, indices.dtype)
         reroute_consumers(values, all_values, keep=created)
         reroute_consumers(indices, all_indices, keep=created)
         _record(ctx, outputs, contributions)
+        ctx.aggregated[scope] = (all_values, all_indices)
     for sp in ctx.plan.state:
         if sp.aggregate:
-            record = next(s for s in ctx.analysis.state if s.name == sp.name)
-            for writer_name in record.written_by:
+            for writer_name in sp.written_by:
                 value = g.get_operation_by_name(writer_name).inputs[1]
-                _accumulate(ctx, value, ps_device(sp.ps_task), f"parallax_ps/{writer_name}", True)
+                _accumulate(ctx, value, sp.device, f"parallax_ps/{writer_name}", True)
 
 
 def _accumulate(ctx, value, device, scope, average):
@@ -148,8 +133,9 @@ def _accumulate(ctx, value, device, scope, average):
         aggregated = average_of(total, n) if average else total
     reroute_consumers(value, aggregated, keep=created)
     _record(ctx, (total.op,), {w: (apply,) for w in range(n)})
+    return aggregated
 
 
 def _record(ctx, outputs, contributions):
-    ctx.aggregations.append(Aggregation(tuple(op.name for op in outputs),
-                                        {w: tuple(op.name for op in ops) for w, ops in contributions.items()}))
+    ctx.aggregations.append(AggregationRecord(tuple(op.name for op in outputs),
+                                              {w: tuple(op.name for op in ops) for w, ops in contributions.items()}))

@@ -18,7 +18,6 @@ import tensorflow as tf
 
 from parallax import graph_utils
 from parallax.rewrite import min_cut
-from parallax.rewrite.ps_passes import ps_device
 
 tf1 = tf.compat.v1
 SYNC_SCOPE = "parallax_sync"
@@ -26,13 +25,15 @@ SYNC_SCOPE = "parallax_sync"
 
 @dataclasses.dataclass(frozen=True)
 class SyncGraph:
-    aggregations: Tuple  # ps_passes.Aggregation records
+    aggregations: Tuple  # ps_passes.AggregationRecord records
     gated_writes: Tuple[str, ...]  # writes of server state: chief only, after every worker's arrival
     gate: str  # the op that takes one arrival per other worker
     arrivals: str  # the queue op workers arrive in
     deferred: Tuple[Tuple[str, str], ...]  # (op, chief-only control input it no longer waits for)
     broadcasts: Tuple[Tuple[str, str], ...]  # (chief-only tensor, the broadcast op that every worker reads)
     unsupported: Tuple[Tuple[str, str], ...]  # (op, why no worker but the chief can run it)
+    collectives: Tuple[str, ...] = ()  # collective ops: every worker runs those its step needs
+    coordinator: str = ""  # the server device of the barrier and release queues
 
     @property
     def roots(self):
@@ -46,19 +47,20 @@ def prepare_sync_steps(ctx):
               and graph_utils.is_writer(op)]
     gated = [op for op in writes if any(v in ctx.server_variables for v in graph_utils.written_variables(op))]
     replicated = [op for op in writes if op not in gated]
-    with g.as_default(), tf.device(ps_device(0)), tf.name_scope(SYNC_SCOPE + "/"):
+    with g.as_default(), tf.device(ctx.plan.coordinator), tf.name_scope(SYNC_SCOPE + "/"):
         arrivals = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/arrivals", name="arrivals")
         gate = arrivals.dequeue_many(n - 1, name="gate").op
     for op in gated:
         op._add_control_inputs([gate])
     contributions = [g.get_operation_by_name(c) for a in ctx.aggregations for ops in a.contributions.values()
                      for c in ops]
-    collectives = [op for op in g.get_operations() if op.type.startswith("Horovod")]
+    collectives = [g.get_operation_by_name(name) for name in ctx.collectives]
     roots = {g.get_operation_by_name(o) for a in ctx.aggregations for o in a.outputs} | set(gated) | {gate}
     deferred, broadcasts, unsupported = _separate(ctx, roots, set(replicated + contributions + collectives),
                                                   set(replicated))
     ctx.sync = SyncGraph(tuple(ctx.aggregations), tuple(op.name for op in gated), gate.name, arrivals.queue_ref.op.name,
-                         tuple(deferred), tuple(broadcasts), tuple(unsupported))
+                         tuple(deferred), tuple(broadcasts), tuple(unsupported), tuple(ctx.collectives),
+                         ctx.plan.coordinator)
 
 
 def _separate(ctx, roots, everyone, own_writes):
@@ -95,6 +97,7 @@ def _separate(ctx, roots, everyone, own_writes):
                     from horovod.tensorflow import mpi_ops
                     sent[t.name] = mpi_ops.broadcast(t, root_rank=0,
                                                      name=t.op.name.replace(":", "_") + f"_{t.value_index}")
+                ctx.collectives.append(sent[t.name].op.name)
                 broadcasts.append((t.name, sent[t.name].op.name))
             op._update_input(i, sent[t.name])
     return deferred, broadcasts, unsupported

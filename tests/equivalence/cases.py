@@ -27,6 +27,7 @@ class Case:
     float32: bool = False
     step_fetch: Optional[Callable[[int], Any]] = None  # what run k fetches; None: train_op every time
     average: bool = True  # False: the loss is a sum, run with average_dense=average_sparse=False (then exact too)
+    methods: Optional[Dict[str, str]] = None  # Config.methods for the distributed run (a mixed plan)
 
     def fetch(self, k):
         return self.train_op if self.step_fetch is None else self.step_fetch(k)

@@ -66,7 +66,8 @@ def main():
     on = set(args.switches.split(",")) - {"none", ""}
     average = case.average and not args.no_average
     config = parallax.Config(run_option=args.run_option, average_dense=average, average_sparse=average, sync=args.sync, local_aggregation="LA" in on,
-                             place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on)
+                             place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on,
+                             methods=case.methods or {})
     with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config) as runner:
         i = runner.worker_id
         for k in range(args.steps):

@@ -233,7 +233,100 @@ def while_loop_gradients_with_embedding_ref(n, b, steps, graph_batch, lr_scale=1
     return Case(g, train, _rows((ids, x, y), (idp, xp, yp)))
 
 
+# ---- a mixed plan: one sparse variable all-gathered and one on a server, one dense on a server and one all-reduced ----
+MIXED_METHODS = {"sparse_ag": "AG", "sparse_ps": "PS", "dense_ps": "PS", "dense_ar": "AR"}
+
+
+def mixed_methods(n, b, steps, graph_batch, lr_scale=1.0):
+    """Config.methods overrides the run option's rule per variable, in every mode; a global-norm clip joins all
+    four kinds of aggregate, and an EMA follows the update."""
+    tf1.disable_control_flow_v2()  # ref variables with an EMA: a TF1 script (see partitioned_ema_rmsprop_ref)
+    rng = np.random.RandomState(33)
+    ids = rng.randint(0, VOCAB, size=(n * b * steps, 3)).astype(np.int32)
+    other = rng.randint(0, VOCAB, size=(n * b * steps, 2)).astype(np.int32)
+    y = np.tanh(ids.sum(axis=1, keepdims=True) / 10.0 - other.sum(axis=1, keepdims=True) / 20.0)
+    g = tf.Graph()
+    with g.as_default():
+        idp, op_ = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(tf.int32, [None, 2], "other")
+        yp = tf1.placeholder(F64, [None, 1], "y")
+        sparse_ag = tf1.get_variable("sparse_ag", [VOCAB, 4], F64, initializer=_init(33), use_resource=True)
+        sparse_ps = tf1.get_variable("sparse_ps", [VOCAB, 4], F64, initializer=_init(34), use_resource=False)
+        dense_ps = tf1.get_variable("dense_ps", [8, 6], F64, initializer=_init(35), use_resource=True)
+        dense_ar = tf1.get_variable("dense_ar", [6, 1], F64, initializer=_init(36), use_resource=False)
+        x = tf.concat([tf.reduce_sum(tf.nn.embedding_lookup(sparse_ag, idp), 1),
+                       tf.reduce_sum(tf.nn.embedding_lookup(sparse_ps, op_), 1)], 1)
+        loss = tf.reduce_mean(tf.square(tf.matmul(tf.tanh(tf.matmul(x, dense_ps)), dense_ar) - yp))
+        opt = tf1.train.AdamOptimizer(0.05)
+        grads_and_vars = opt.compute_gradients(loss)
+        grads, _ = tf.clip_by_global_norm([gv[0] for gv in grads_and_vars], 0.5)
+        update = opt.apply_gradients(zip(grads, [gv[1] for gv in grads_and_vars]),
+                                     global_step=tf1.train.get_or_create_global_step())
+        with tf.control_dependencies([update]):
+            train = tf1.train.ExponentialMovingAverage(0.9).apply(tf1.trainable_variables())
+    return Case(g, train, _rows((ids, other, y), (idp, op_, yp)), methods=MIXED_METHODS)
+
+
+# ---- rows that one device holds once: deduplicated ids, a sampler's shared draw; a global-norm clip sees them ------
+def sparse_input_clip(n, b, steps, graph_batch, lr_scale=1.0):
+    """Random seeds 59, 65, 66: `embedding_lookup_sparse` deduplicates ids over the batch (a fused sparse segment sum
+    on a ref variable; unique + partitions on a partitioned resource one), so one device's gradient has one row per
+    distinct id; the clip's squared row norms tell that from every worker's rows side by side."""
+    tf1.disable_control_flow_v2()  # ref variables: a TF1 script
+    rng = np.random.RandomState(37)
+    rows = n * b * steps
+    lengths = rng.randint(1, 4, size=rows)
+    ids = rng.randint(0, 6, size=(rows, 3)).astype(np.int64)  # few ids: the workers' batches share most of them
+    y = np.cos(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        sp, yp = tf1.sparse_placeholder(tf.int64, name="sparse_ids"), tf1.placeholder(F64, [None, 1], "y")
+        fused = tf1.get_variable("fused", [VOCAB, 4], F64, initializer=_init(37), use_resource=False)
+        split = tf1.get_variable("split", [VOCAB, 4], F64, initializer=_init(38), use_resource=True,
+                                 partitioner=tf1.fixed_size_partitioner(2))
+        x = tf.nn.embedding_lookup_sparse(fused, sp, None, combiner="sum") + \
+            tf.nn.embedding_lookup_sparse(split, sp, None, combiner="mean")
+        w = tf1.get_variable("w", [4, 1], F64, initializer=_init(39), use_resource=True)
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - yp))
+        opt = tf1.train.MomentumOptimizer(0.1, 0.5)
+        grads, variables = zip(*opt.compute_gradients(loss))
+        clipped, _ = tf.clip_by_global_norm(grads, 0.2)
+        train = opt.apply_gradients(zip(clipped, variables), global_step=tf1.train.get_or_create_global_step())
+
+    def feeds(step, first, count):
+        indices = [[r, j] for r in range(count) for j in range(lengths[first + r])]
+        values = np.array([ids[first + r][j] for r, j in indices], np.int64)
+        return {sp: tf1.SparseTensorValue(np.array(indices, np.int64), values, np.array([count, 3], np.int64)),
+                yp: y[first:first + count]}
+    return Case(g, train, feeds)
+
+
+def sampled_softmax_clip(n, b, steps, graph_batch, lr_scale=1.0):
+    """Sampled softmax, as LM-1B trains: the seeded sampler draws the same candidates in every worker and on one
+    device, whose gradient has one row per candidate summed over the whole batch, beside one row per label;
+    partitioned output weights; clipped by global norm. Float32: TF's sampled softmax computes in float32."""
+    f32 = tf.float32
+    rng = np.random.RandomState(40)
+    x = rng.randn(n * b * steps, 5).astype(np.float32)
+    labels = rng.randint(0, VOCAB, size=(n * b * steps, 1)).astype(np.int64)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(f32, [None, 5], "x"), tf1.placeholder(tf.int64, [None, 1], "labels")
+        hidden = _dense(xp, 4, "hidden", 41, tf.tanh, dtype=f32)
+        weights = tf1.get_variable("softmax_w", [VOCAB, 4], f32, initializer=_init(42, f32), use_resource=True,
+                                   partitioner=tf1.fixed_size_partitioner(2))
+        biases = tf1.get_variable("softmax_b", [VOCAB], f32, initializer=_init(43, f32), use_resource=True)
+        loss = tf.reduce_mean(tf.nn.sampled_softmax_loss(weights, biases, lp, hidden, 6, VOCAB, seed=44))
+        opt = tf1.train.AdagradOptimizer(0.3)
+        grads, variables = zip(*opt.compute_gradients(loss))
+        clipped, _ = tf.clip_by_global_norm(grads, 0.5)
+        train = opt.apply_gradients(zip(clipped, variables), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)), float32=True)
+
+
 USER_GRAPHS = {
+    "sparse_input_clip": sparse_input_clip,
+    "sampled_softmax_clip": sampled_softmax_clip,
+    "mixed_methods": mixed_methods,
     "ema_of_server_and_replicated_variables": ema_of_server_and_replicated_variables,
     "while_loop_gradients_with_embedding_ref": while_loop_gradients_with_embedding_ref,
     "two_train_ops": two_train_ops,

@@ -1,0 +1,55 @@
+"""The plan as JSON: what the launcher writes into the job's directory and every worker loads (docs/architecture.md
+documents the schema). `loads(dumps(plan)) == plan`. Imports no TensorFlow."""
+import dataclasses
+import json
+
+from parallax.errors import GraphMismatchError
+from parallax.plan import Aggregation, GradientPlan, Method, PartPlan, Plan, StatePlan, VariablePlan
+
+SCHEMA = "parallax-plan/1"
+
+
+def to_data(plan):
+    data = dataclasses.asdict(plan)
+    data["placements"] = {name: [list(p) for p in placed] for name, placed in plan.placements}
+    return {"schema": SCHEMA, **_plain(data)}
+
+
+def dumps(plan):
+    return json.dumps(to_data(plan), indent=1, sort_keys=True)
+
+
+def loads(text):
+    data = json.loads(text)
+    if data.get("schema") != SCHEMA:
+        raise GraphMismatchError(f"the plan file has schema {data.get('schema')!r}, but this parallax reads "
+                                 f"{SCHEMA!r}; run every process of a job with the same parallax version")
+    return from_data(data)
+
+
+def from_data(data):
+    variables = tuple(VariablePlan(
+        v["name"], v["kind"], Method(v["method"]), v["bytes"], v["average"],
+        tuple(PartPlan(p["name"], p["device"], p["ps_task"], tuple(p["slots"]), tuple(p["update_ops"]),
+                       tuple(GradientPlan(g["scope"], g["values"], g["indices"], Aggregation(g["aggregation"]),
+                                          g["merge_rows"])
+                             for g in p["gradients"])) for p in v["parts"]),
+        v["local_aggregation"]) for v in data["variables"])
+    state = tuple(StatePlan(s["name"], s["kind"], s["ps_task"], s["aggregate"], tuple(s["written_by"]),
+                            s["colocated_with"]) for s in data["state"])
+    placements = tuple((name, tuple((op, device) for op, device in placed))
+                       for name, placed in data["placements"].items())
+    return Plan(data["run_option"], data["num_workers"], data["num_hosts"], variables, data["sync"], state,
+                data["place_post_aggregation_ops"], tuple(data["worker_hosts"]), data["place_boundary_ops"],
+                tuple(data["holders"]), data["backend"], placements)
+
+
+def _plain(x):
+    """Enums as their values, tuples as lists: JSON's own types."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (Method, Aggregation)):
+        return x.value
+    return x

@@ -1,0 +1,11 @@
+"""The whole plan of a job, made once: the TF-free decisions of plan.py, plus the op placements, which are read
+from the user's graph (placement.py). Nothing is rewritten here."""
+import dataclasses
+
+from parallax.placement import decide_placements
+from parallax.plan import make_plan
+
+
+def plan_job(graph, analysis, spec, config):
+    plan = make_plan(analysis, spec, config)
+    return dataclasses.replace(plan, placements=decide_placements(graph, plan))

@@ -1,0 +1,158 @@
+"""The pass pipeline as data: which passes a plan selects, their contracts checked before anything is built, and
+each pass on a small graph, run after only the passes it needs (its own test)."""
+import dataclasses
+
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax.errors import PipelineError
+from parallax.plan import Method
+from parallax.planning import plan_job
+from parallax.rewrite import pipeline
+from parallax.rewrite.pipeline import PIPELINE, RewriteContext, check_order, passes_for, rewrite
+from tests.models_for_tests import embedding_mlp
+
+tf1 = tf.compat.v1
+TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
+MIXED = {"model/embedding": "AG", "model/hidden/kernel": "PS"}
+
+
+def _plan(config, partitions=2, **build):
+    g, _ = embedding_mlp.build("Adam", clip=1.0, partitions=partitions, **build)
+    return g, plan_job(g, parallax.analyze(g), TWO_HOSTS, config)
+
+
+def _names(plan):
+    return [p.name for p in passes_for(plan)]
+
+
+def test_the_plan_selects_the_passes():
+    _, mpi = _plan(parallax.Config(run_option="MPI"))
+    assert _names(mpi) == ["copy_graph", "allreduce_dense_gradients", "allgather_sparse_gradients",
+                           "broadcast_initial_values", "add_initializers", "add_saver"]
+    _, ps_async = _plan(parallax.Config(run_option="PS", sync=False))
+    assert "aggregate_on_servers" not in _names(ps_async) and "prepare_sync_steps" not in _names(ps_async)
+    _, mixed = _plan(parallax.Config(run_option="HYBRID", methods=MIXED))
+    assert {Method.AG, Method.AR, Method.PS} == mixed.methods
+    assert {"allreduce_dense_gradients", "allgather_sparse_gradients", "aggregate_on_servers",
+            "prepare_sync_steps", "broadcast_initial_values"} <= set(_names(mixed))
+
+
+def _fake(name, requires=(), after=(), provides=()):
+    def run(ctx):
+        pass
+    run.__name__ = name
+    return pipeline._pass(run, lambda plan: True, requires, after, provides)
+
+
+def test_a_pass_before_what_it_requires_is_an_error_naming_both():
+    with pytest.raises(PipelineError, match="pass b requires 'x', but pass a provides it only later"):
+        check_order([_fake("b", requires={"x"}), _fake("a", provides={"x"})])
+    with pytest.raises(PipelineError, match="pass b requires 'y', but no pass before it provides it"):
+        check_order([_fake("a", provides={"x"}), _fake("b", requires={"y"})])
+    with pytest.raises(PipelineError, match="pass b must run after every pass that provides 'x', but pass c"):
+        check_order([_fake("a", provides={"x"}), _fake("b", after={"x"}), _fake("c", provides={"x"})])
+    check_order([_fake("a", provides={"x"}), _fake("b", requires={"x"}, after={"z"})])  # no provider of z: fine
+
+
+def test_the_real_pipeline_is_in_a_legal_order_for_every_selection():
+    check_order(list(PIPELINE))  # all passes at once
+    for config in (parallax.Config(run_option=o, sync=s) for o in ("MPI", "PS", "HYBRID") for s in (True, False)
+                   if s or o == "PS"):
+        passes_for(_plan(config)[1])
+
+
+def test_a_pass_that_breaks_its_promise_is_named():
+    g, plan = _plan(parallax.Config(run_option="PS"))
+    broken = tuple(dataclasses.replace(p, run=lambda ctx: None) if p.name == "place_variables_on_servers" else p
+                   for p in PIPELINE)
+    with pytest.raises(PipelineError, match=r"pass <lambda> did not establish \['server_placement'\]"):
+        rewrite(g, plan, parallax.Config(run_option="PS"), pipeline=broken)
+
+
+# ---- each pass on its own, after the passes it requires -----------------------------------------------------
+def _run_until(name, config, **build):
+    g, plan = _plan(config, **build)
+    ctx = RewriteContext(g, plan, config)
+    for p in passes_for(plan):
+        p.run(ctx)
+        if p.name == name:
+            return plan, ctx
+    raise AssertionError(f"{name} is not selected for {config}")
+
+
+PS = parallax.Config(run_option="PS", local_aggregation=False)
+HYBRID = parallax.Config(run_option="HYBRID")
+
+
+def test_copy_graph_keeps_names_and_devices():
+    plan, ctx = _run_until("copy_graph", PS)
+    assert [op.name for op in ctx.graph.get_operations()] == [op.name for op in ctx.source_graph.get_operations()]
+
+
+def test_place_variables_on_servers_follows_the_plan():
+    plan, ctx = _run_until("place_variables_on_servers", PS)
+    for part in plan.parts:
+        assert ctx.graph.get_operation_by_name(part.name).device == part.device
+        assert ctx.server_variables[part.name] == part.device
+
+
+def test_pin_ref_reads_reads_a_written_server_ref_variable_after_the_write():
+    plan, ctx = _run_until("pin_ref_reads", PS, use_resource=False, ema=True)
+    pinned = [op for op in ctx.graph.get_operations() if op.name.startswith("parallax_ref_read/")]
+    assert pinned and all(op.control_inputs for op in pinned)
+    assert all(op.device == ctx.server_variables[op.inputs[0].op.name] for op in pinned)
+
+
+def test_allreduce_dense_gradients_feeds_every_update_the_collective():
+    plan, ctx = _run_until("allreduce_dense_gradients", parallax.Config(run_option="MPI"))
+    dense = [g for v in plan.variables for g in v.gradients if g.indices is None]
+    assert sorted(ctx.aggregated) == sorted(g.scope for g in dense)
+    assert {ctx.graph.get_operation_by_name(c).type for c in ctx.collectives} == {"HorovodAllreduce"}
+
+
+def test_allgather_sparse_gradients_gathers_values_and_indices():
+    plan, ctx = _run_until("allgather_sparse_gradients", parallax.Config(run_option="MPI"))
+    gathered = {ctx.graph.get_operation_by_name(c).type for c in ctx.collectives}
+    assert "HorovodAllgather" in gathered
+    assert all(isinstance(ctx.aggregated[g.scope], tuple) for v in plan.variables for g in v.gradients if g.indices)
+
+
+def test_aggregate_on_servers_records_what_each_worker_contributes():
+    plan, ctx = _run_until("aggregate_on_servers", PS)
+    assert ctx.aggregations and all(set(a.contributions) == {0, 1, 2, 3} for a in ctx.aggregations)
+    for a in ctx.aggregations:
+        assert all(ctx.graph.get_operation_by_name(o).device.startswith("/job:ps/") for o in a.outputs)
+
+
+def test_place_post_aggregation_ops_applies_the_planned_devices():
+    plan, ctx = _run_until("place_post_aggregation_ops", parallax.Config(run_option="PS"))
+    placed = plan.placed("place_post_aggregation_ops")
+    assert placed  # the clip's ops (test_placement_passes.py checks which; place_boundary_ops there too)
+    for op, device in placed:
+        assert ctx.graph.get_operation_by_name(op).device == device, op
+
+
+def test_prepare_sync_steps_gates_every_server_write():
+    plan, ctx = _run_until("prepare_sync_steps", PS)
+    gate = ctx.graph.get_operation_by_name(ctx.sync.gate)
+    assert ctx.sync.gated_writes and all(gate in ctx.graph.get_operation_by_name(w).control_inputs
+                                         for w in ctx.sync.gated_writes)
+    assert gate.device == plan.coordinator
+
+
+def test_broadcast_initial_values_skips_server_variables():
+    plan, ctx = _run_until("broadcast_initial_values", HYBRID)
+    broadcast = {op.name.split("/broadcast")[0][len("parallax_broadcast/"):] for op in ctx.graph.get_operations()
+                 if op.type == "HorovodBroadcast" and op.name.startswith("parallax_broadcast/")}
+    assert broadcast and not broadcast & set(ctx.server_variables)
+
+
+def test_add_initializers_and_saver_cover_every_variable():
+    plan, ctx = _run_until("add_initializers", HYBRID)
+    with ctx.graph.as_default():
+        variables = tf1.global_variables()
+    assert ctx.ready_op is not None and ctx.replica_init_op is not None
+    pipeline.add_saver(ctx)
+    assert len(ctx.saver._var_list) == len(variables)
