@@ -15,18 +15,16 @@ from parallax.config import Config
 from parallax.errors import (ConfigError, FetchNotFoundError, GraphAnalysisError, GraphMismatchError, LaunchError,
                              NoTrainOpError, ParallaxError, ResourceSpecError, UnsupportedError)
 from parallax.launcher.resource_spec import Host, ResourceSpec
-from parallax.launcher.role import register_process
 
 __version__ = "0.1.0"
 
 _tf_hook.install_capture_when_tensorflow_loads()
-register_process()  # in a launched worker: lets the launcher stop this process by id
 
 # TensorFlow-dependent API, imported on first use.
 _LAZY = {
     "analyze": "parallax.analysis",
     "GraphAnalysis": "parallax.analysis",
-    "get_runner": "parallax.runner",
+    "get_runner": "parallax.startup",
     "Runner": "parallax.runner",
     "shard": "parallax.data",
     "get_partitioner": "parallax.partitioner",

@@ -5,7 +5,7 @@ import os
 import tensorflow as tf
 
 from parallax.errors import LaunchError
-from parallax.launcher.role import ENV_CLUSTER
+from parallax.launcher.protocol import ENV_CLUSTER
 
 tf1 = tf.compat.v1
 

@@ -2,7 +2,7 @@
 import tensorflow as tf
 
 from parallax.errors import ParallaxError
-from parallax.launcher.role import current_role
+from parallax.launcher.protocol import current_role
 
 
 def shard(ds):

@@ -13,6 +13,7 @@ running the graph's input pipeline for a few batches (`measure_sparsity`, `--mea
 """
 import argparse
 import dataclasses
+import json
 import os
 import runpy
 import sys
@@ -45,6 +46,12 @@ class Explanation:
     traffic: Tuple[VariableTraffic, ...]
     placements: Dict[str, Tuple[Tuple[str, str], ...]]  # placement pass -> ((op, device), ...)
     premise: str = ""  # when N workers of batch b compute exactly what one device computes with batch N*b
+
+    def to_data(self):
+        from parallax import plan_json
+        return {"plan": plan_json.to_data(self.plan), "traffic": [dataclasses.asdict(t) for t in self.traffic],
+                "bytes_per_step": self.bytes_per_step, "premise": self.premise,
+                "placements": {k: [list(p) for p in v] for k, v in self.placements.items()}}
 
     @property
     def bytes_per_step(self):
@@ -171,8 +178,6 @@ def _num(n):
     return "?" if n is None else f"{n:,}"
 
 
-
-
 # ---- command line -------------------------------------------------------------------------------------------
 def main(argv=None):
     parser = argparse.ArgumentParser(
@@ -183,18 +188,31 @@ def main(argv=None):
     parser.add_argument("--measure-sparsity", type=int, default=0, metavar="K",
                         help="measure each sparse variable's a over K batches of the script's input instead of "
                              "from static shapes (needs the input data; trains nothing)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the plan, the traffic and the premise as JSON (the plan as the job loads it)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
     args = parser.parse_args(argv)
     if not os.path.isfile(args.script):
         parser.error(f"script {args.script!r} does not exist")
-    from parallax import runner
-    runner.explain_instead = lambda graph, spec, config: explain(graph, args.resource_spec or spec, config,
-                                                                 measure_sparsity=args.measure_sparsity)
+    from parallax.launcher import protocol
+    from parallax.startup import ScriptStopped
+    role = {protocol.ENV_ROLE: "explain",
+            protocol.ENV_EXPLAIN: json.dumps({"measure_sparsity": args.measure_sparsity, "json": args.json})}
+    if args.resource_spec:
+        role[protocol.ENV_RESOURCE_SPEC] = str(ResourceSpec.load(args.resource_spec))
+    saved = {k: os.environ.get(k) for k in role}
+    os.environ.update(role)
     sys.argv = [args.script, *args.script_args]
     try:
         runpy.run_path(args.script, run_name="__main__")
-    except runner.Explained:
+    except ScriptStopped:
         return 0
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     print("parallax.explain: the script ended without calling parallax.get_runner", file=sys.stderr)
     return 1
 

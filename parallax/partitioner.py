@@ -4,7 +4,7 @@ import os
 import tensorflow as tf
 
 from parallax.errors import ParallaxError
-from parallax.launcher.role import ENV_NUM_SERVERS
+from parallax.launcher.protocol import ENV_NUM_SERVERS
 
 
 def get_partitioner(min_partitions=1):

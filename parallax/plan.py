@@ -16,7 +16,7 @@ import dataclasses
 import enum
 from typing import Optional, Tuple
 
-from parallax.errors import ConfigError, UnsupportedError
+from parallax.errors import ConfigError, GraphMismatchError, UnsupportedError
 from parallax.text_table import format_table
 
 
@@ -81,6 +81,8 @@ class VariablePlan:
     average: bool  # aggregated gradients are divided by the number of workers
     parts: Tuple[PartPlan, ...] = ()
     local_aggregation: bool = False  # row queues go through each host's holder worker first
+    shape: Tuple[Optional[int], ...] = ()
+    dtype: str = ""
 
     @property
     def ps_tasks(self):
@@ -191,7 +193,8 @@ def make_plan(analysis, spec, config):
     for v in trained:
         average = config.average_sparse if v.kind == "sparse" else config.average_dense
         method = overrides.get(v.name) or _method(v.kind, config.run_option, n)
-        decisions.append(VariablePlan(v.name, v.kind, method, v.bytes, average))
+        decisions.append(VariablePlan(v.name, v.kind, method, v.bytes, average, shape=tuple(v.shape),
+                                      dtype=v.dtype))
     if any(d.method.replicated for d in decisions) and not config.sync:
         who = f"{config.run_option} with Config.methods" if overrides else config.run_option
         raise UnsupportedError(f"{who} runs synchronously (its AllReduce and AllGather are collectives of all "
@@ -210,6 +213,34 @@ def make_plan(analysis, spec, config):
                 place_post_aggregation_ops=config.place_post_aggregation_ops and with_servers and config.sync,
                 worker_hosts=worker_hosts, place_boundary_ops=config.place_boundary_ops and with_servers,
                 holders=_holders(worker_hosts))
+
+
+def check_matches(plan, analysis, who="this process"):
+    """Raise GraphMismatchError at the first trained variable where `analysis` (of this process's own graph)
+    differs from the plan's: name, shape, dtype, parts, gradients, updates."""
+    mine = {v.name: v for v in analysis.trained_variables}
+    for name in sorted(set(mine) | {v.name for v in plan.variables}):
+        if name not in mine:
+            raise GraphMismatchError(f"{who}'s graph does not train {name!r}, which the job's plan has; every "
+                                     f"process of a job must build the same graph (same script, arguments, data)")
+        try:
+            planned = plan.variable(name)
+        except KeyError:
+            raise GraphMismatchError(f"{who}'s graph trains {name!r}, which the job's plan does not have; every "
+                                     f"process of a job must build the same graph (same script, arguments, "
+                                     f"data)") from None
+        own = mine[name]
+        facts = [("shape", tuple(own.shape), planned.shape), ("dtype", own.dtype, planned.dtype),
+                 ("parts", tuple(p.name for p in own.parts), tuple(p.name for p in planned.parts)),
+                 ("gradients", tuple((g.values, g.indices) for p in own.parts for g in p.gradients),
+                  tuple((g.values, g.indices) for g in planned.gradients)),
+                 ("update ops", tuple(u for p in own.parts for u in p.update_ops),
+                  tuple(u for p in planned.parts for u in p.update_ops))]
+        for what, here, there in facts:
+            if here != there:
+                raise GraphMismatchError(f"{who}'s graph differs from the job's plan at variable {name!r}: {what} "
+                                         f"{here} here, {there} in the plan; every process of a job must build the "
+                                         f"same graph (same script, arguments, data)")
 
 
 def _method(kind, run_option, num_workers):

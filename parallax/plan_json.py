@@ -34,7 +34,7 @@ def from_data(data):
                        tuple(GradientPlan(g["scope"], g["values"], g["indices"], Aggregation(g["aggregation"]),
                                           g["merge_rows"])
                              for g in p["gradients"])) for p in v["parts"]),
-        v["local_aggregation"]) for v in data["variables"])
+        v["local_aggregation"], tuple(v["shape"]), v["dtype"]) for v in data["variables"])
     state = tuple(StatePlan(s["name"], s["kind"], s["ps_task"], s["aggregate"], tuple(s["written_by"]),
                             s["colocated_with"]) for s in data["state"])
     placements = tuple((name, tuple((op, device) for op, device in placed))

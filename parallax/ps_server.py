@@ -12,7 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main():
-    from parallax.launcher.role import ENV_CLUSTER, ENV_PS_TASK  # importing parallax registered our pid
+    from parallax.launcher.role import ENV_CLUSTER, ENV_PS_TASK, register_process
+    register_process()  # the launcher can stop this process by id
     try:
         cluster = json.loads(os.environ[ENV_CLUSTER])
         task = int(os.environ[ENV_PS_TASK])

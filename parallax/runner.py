@@ -1,109 +1,22 @@
-"""`parallax.get_runner` and the `Runner` it returns: a session on the rewritten graph that speaks in the
+"""The `Runner` that `parallax.get_runner` (startup.py) returns: a session on the rewritten graph that speaks in the
 user's original tensors, ops, variables and names."""
 import atexit
-import dataclasses
 import os
-import sys
 import time
 
 import tensorflow as tf
 
-from parallax import cluster, graph_utils, worker_checks
-from parallax.analysis import analyze
-from parallax.config import Config
-from parallax.errors import (ConfigError, FetchNotFoundError, GraphAnalysisError, LaunchError, NoTrainOpError,
-                             ParallaxError, UnsupportedError)
-from parallax.launcher.job import launch_job
-from parallax.launcher.resource_spec import ResourceSpec
-from parallax.launcher.role import ENV_RESOURCE_SPEC, ENV_RUN_OPTION, Role, current_role
-from parallax.planning import plan_job
-from parallax.rewrite import passes_for, rewrite
+from parallax import graph_utils
+from parallax.errors import ConfigError, FetchNotFoundError, LaunchError, ParallaxError
 from parallax.launcher.role import report_done, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
 tf1 = tf.compat.v1
 
-# Set by `python -m parallax.explain`: get_runner explains the job instead of running it, then raises Explained.
-explain_instead = None
-
-
-class Explained(BaseException):
-    """Ends a script run by `python -m parallax.explain` at its get_runner call (a BaseException, so that the
-    script's own `except Exception` blocks let it through)."""
-
-
-def get_runner(graph, resource_spec, config=None):
-    """Analyze, plan and rewrite `graph` for the hosts in `resource_spec`; return a Runner for this process.
-
-    `graph` is a v1-style tf.Graph with variables, a loss and `opt.minimize(...)`. `resource_spec` is a path,
-    spec text, a `-H` string (`localhost:1`) or a ResourceSpec.
-    """
-    config = Config() if config is None else config
-    if not isinstance(config, Config):
-        raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
-    if not isinstance(graph, tf.Graph):
-        raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
-    if explain_instead is not None:
-        explain_instead(graph, resource_spec, config)
-        raise Explained()
-    role = current_role()
-    spec, config = _launcher_settings(resource_spec, config, role)
-    analysis = analyze(graph)
-    if not analysis.trained_variables:
-        raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
-                             "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
-    plan = plan_job(graph, analysis, spec, config)
-    passes_for(plan)  # fails fast, before any process starts, on a mode this version cannot run
-    if role.role == "launcher":
-        if spec.num_workers > 1 or not spec.hosts[0].is_local:
-            # This process only launches: every worker re-runs the script, and the job's status is ours.
-            sys.exit(launch_job(spec, config, with_servers=plan.uses_servers))
-        role = Role("worker", 0, 1)  # one local slot: this process is the whole job
-    elif role.num_workers != spec.num_workers:
-        raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
-                               f"{spec.num_workers} slots; pass the same spec in every worker")
-    if plan.uses_collectives:
-        worker_checks.init_horovod(role)
-    server, session_config = None, config.session_config
-    if plan.uses_servers:
-        holders = set(plan.holders) if plan.uses_local_aggregation else ()
-        server, filters = cluster.start_worker_server(role, holders)
-        session_config = _merged(session_config, filters)
-    rewritten = rewrite(graph, plan, config)
-    if role.num_workers > 1:
-        worker_checks.check_same_graph(rewritten)
-    if config.log_dir and role.is_chief:
-        os.makedirs(config.log_dir, exist_ok=True)
-        with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:
-            f.write(f"{analysis}\n\n{plan}\n")
-    return Runner(graph, rewritten, analysis, plan, config, role, server=server, session_config=session_config)
-
-
-def _launcher_settings(resource_spec, config, role):
-    """A launched worker uses the launcher's spec (`parallax-launch -H ...` need not match the script's argument)
-    and its --run-option, when given."""
-    if role.role == "launcher":
-        return ResourceSpec.load(resource_spec), config
-    text = os.environ.get(ENV_RESOURCE_SPEC)
-    spec = ResourceSpec.parse(text, source="the launcher's resource spec") if text else \
-        ResourceSpec.load(resource_spec)
-    run_option = os.environ.get(ENV_RUN_OPTION)
-    if run_option and run_option != config.run_option:
-        config = dataclasses.replace(config, run_option=run_option)
-    return spec, config
-
 
 def _fetch_key(leaves):
     """A cache key for a fetch set (its mapped leaves): the same in every worker that fetches the same elements."""
     return tuple(getattr(x, "name", None) or str(id(x)) for x in leaves)
-
-
-def _merged(user_config, extra):
-    merged = tf1.ConfigProto()
-    if user_config is not None:
-        merged.CopyFrom(user_config)
-    merged.MergeFrom(extra)
-    return merged
 
 
 class Runner:

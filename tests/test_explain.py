@@ -101,6 +101,21 @@ def test_cli_explains_a_training_script_without_starting_anything():
     assert "step 5/5" not in out.stdout  # no training ran
 
 
+def test_cli_json_prints_the_plan_as_the_job_loads_it():
+    import json
+    from parallax import plan_json
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-m", "parallax.explain", "--json", "models/demo/train.py",
+                          "--resource-spec", "localhost:2", "--steps", "5"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads(out.stdout[out.stdout.index("{"):])
+    plan = plan_json.from_data(data["plan"])
+    assert plan.num_workers == 2 and {str(v.method) for v in plan.variables} == {"AR", "PS"}
+    assert data["premise"].startswith("exact:") and len(data["traffic"]) == len(plan.variables)
+    assert "parallax plan:" not in out.stdout  # the table is not printed with --json
+
+
 def test_cli_reports_a_script_that_never_calls_get_runner(tmp_path):
     script = tmp_path / "nothing.py"
     script.write_text("print('hello')\n")

@@ -40,15 +40,18 @@ def test_console_script_is_installed():
 
 
 def test_dry_run_on_localhost_lists_servers_workers_ports_and_mpirun():
-    result = _cli("-H", "localhost:2", "--dry-run", "--", sys.executable, JOB)
+    # The script's own Config asks for PS: the plan (made by running it once) needs one server.
+    result = _cli("-H", "localhost:2", "--dry-run", "--", sys.executable, JOB, env={"JOB_RUN_OPTION": "PS"})
     assert result.returncode == 0, result.stderr
+    assert "planning: running the script once" in result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("localhost")]
     assert [r[:3] for r in rows] == [["localhost", "ps", "0"], ["localhost", "worker", "0"],
                                      ["localhost", "worker", "1"]]
     assert len({r[3] for r in rows}) == 3 and all(r[3].isdigit() for r in rows)
     assert "mpirun command:" in result.stdout and "-np 2 -H localhost:2" in result.stdout
-    mpi = _cli("-H", "localhost:2", "--run-option", "MPI", "--dry-run", "--", sys.executable, JOB)
-    assert " ps " not in mpi.stdout and "localhost  worker  1" in mpi.stdout
+    mpi = _cli("-H", "localhost:2", "--run-option", "MPI", "--dry-run", "--", sys.executable, JOB,
+               env={"JOB_RUN_OPTION": "PS"})
+    assert " ps " not in mpi.stdout and "localhost  worker  1" in mpi.stdout  # the plan for MPI needs no server
 
 
 def test_np_uses_the_first_slots():
@@ -78,6 +81,16 @@ def test_missing_script_and_wrong_python_fail_preflight():
     assert "the script /nonexistent/train.py does not exist on this host" in result.stderr
     result = _cli("-H", "localhost:2", "--python", "/usr/bin/false-python", "--", "python", JOB)
     assert result.returncode == 2 and "/usr/bin/false-python" in result.stderr
+
+
+def test_a_script_that_fails_while_planning_starts_nothing(tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("import parallax\nraise RuntimeError('no data here')\n")
+    result = _cli("-H", "localhost:2", "--", sys.executable, str(script))
+    assert result.returncode == 2
+    assert "LaunchError: planning: the script was run once here to make the job's plan, and it exited 1" in \
+        result.stderr and "RuntimeError: no data here" in result.stderr
+    assert "launching" not in result.stderr
 
 
 def test_start_timeout_names_the_processes_that_never_came_up():

@@ -91,7 +91,7 @@ def test_log_dir_gets_one_file_per_rank(tmp_path):
     logs = tmp_path / "logs"
     code, out = _finish(_start({"JOB_LOG_DIR": str(logs)}, tmp_path))
     assert code == 0, out
-    assert sorted(os.listdir(logs)) == ["plan.txt", "worker.0.localhost.log", "worker.1.localhost.log"]
+    assert sorted(os.listdir(logs)) == ["plan.json", "plan.txt", "worker.0.localhost.log", "worker.1.localhost.log"]
     assert "worker 1 loss" in (logs / "worker.1.localhost.log").read_text()
     assert "[localhost/worker" not in out
 
@@ -124,6 +124,14 @@ def test_graph_mismatch_stops_the_job_naming_the_node(tmp_path):
     assert code != 0
     assert "GraphMismatchError: worker 1 built a different rewritten graph than worker 0" in out
     assert "first differing node: 'mul/y'" in out  # the first node rank 1 made differently, in creation order
+
+
+def test_a_worker_whose_graph_differs_from_the_plan_is_refused_before_training(tmp_path):
+    code, out = _finish(_start({"JOB_WIDER_RANK": "1"}, tmp_path))
+    assert code != 0
+    assert ("GraphMismatchError: worker 1's graph differs from the job's plan at variable 'b': shape (2,) here, "
+            "(1,) in the plan") in out
+    assert "worker 1 loss" not in out and "started worker 1" not in out
 
 
 def test_mpirun_command_line():
@@ -159,6 +167,13 @@ def test_ps_job_runs_and_its_servers_are_stopped_after_the_workers(tmp_path):
     losses = {line.split()[-1] for line in out.splitlines() if " loss " in line}
     assert len(losses) == 1
     _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
+
+
+def test_the_launcher_starts_only_the_servers_the_plan_needs(tmp_path):
+    # HYBRID on a model without sparse variables: all AllReduce, no server, although the spec has two hosts.
+    code, out = _finish(_start({"JOB_RUN_OPTION": "HYBRID", "JOB_SPEC": PS_SPEC}, tmp_path))
+    assert code == 0, out
+    assert "parameter server" not in out and "/ps/" not in out and not _recorded_pids(tmp_path, "pid.ps.*")
 
 
 def test_profiled_step_traces_every_worker_and_the_servers_it_used(tmp_path):

@@ -156,3 +156,13 @@ def test_add_initializers_and_saver_cover_every_variable():
     assert ctx.ready_op is not None and ctx.replica_init_op is not None
     pipeline.add_saver(ctx)
     assert len(ctx.saver._var_list) == len(variables)
+
+
+def test_no_pass_decides_from_device_strings_or_the_analysis():
+    import os
+    import re
+    here = os.path.join(os.path.dirname(pipeline.__file__))
+    pattern = re.compile(r'startswith\("/job|\.device ==|\.device\.startswith|\banalysis\b|op\.type\.startswith')
+    found = [f"{name}:{i + 1}: {line.strip()}" for name in sorted(os.listdir(here)) if name.endswith(".py")
+             for i, line in enumerate(open(os.path.join(here, name))) if pattern.search(line)]
+    assert not found, found

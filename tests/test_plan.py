@@ -22,6 +22,8 @@ class FakeVar:  # the fields of analysis.VariableRecord that planning reads
     bytes: int
     shards: int = 1
     is_trained: bool = True
+    shape: tuple = ()
+    dtype: str = "float32"
 
     @property
     def parts(self):

@@ -13,16 +13,18 @@ import sys
 from parallax.config import RUN_OPTIONS
 from parallax.errors import ParallaxError
 from parallax.launcher import local_cluster, ssh
-from parallax.launcher.job import LaunchOptions, launch
+from parallax.launcher.job import LaunchOptions, launch, resolve_python
+from parallax.launcher.planner import plan_by_running
 from parallax.launcher.resource_spec import ResourceSpec
 
 
 def parser():
     p = argparse.ArgumentParser(
         prog="parallax-launch",
-        description="Start a parallax job: one parameter server per host (PS and HYBRID) and one worker per slot "
-                    "(with mpirun), over ssh on remote hosts. Every host is checked first; if any process fails, "
-                    "every process on every host is stopped.",
+        description="Start a parallax job: the script is run once here to make the job's plan, then the parameter "
+                    "servers the plan needs (at most one per host) and one worker per slot (with mpirun), over ssh "
+                    "on remote hosts; every worker loads the plan. Every host is checked first; if any process "
+                    "fails, every process on every host is stopped.",
         epilog="example: parallax-launch -H node1:2,node2:2 --ssh-identity-file ~/.ssh/id_ed25519 -- "
                "python train.py --steps 1000")
     where = p.add_mutually_exclusive_group(required=True)
@@ -48,7 +50,8 @@ def parser():
     p.add_argument("--log-dir", metavar="D", help="write one log file per process here instead of prefixed lines")
     p.add_argument("--start-timeout", type=float, default=120.0, metavar="S",
                    help="fail if not every process is up after S seconds (default 120)")
-    p.add_argument("--dry-run", action="store_true", help="check the hosts, print every process, start nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="make the plan, check the hosts, print every process, start nothing")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
     return p
 
@@ -92,7 +95,8 @@ def _env_settings(items):
 def _launch(spec, args, command, options):
     if args.num_workers:
         spec = spec.first_workers(args.num_workers)
-    return launch(spec, command, options, with_servers=args.run_option != "MPI", run_option=args.run_option)
+    _, command = resolve_python(command, options.python)
+    return launch(spec, command, options, plan_by_running(spec, command, options), run_option=args.run_option)
 
 
 def _on_local_cluster(args, command, options):

@@ -3,8 +3,9 @@
 Remote hosts run it over ssh; the launcher's own host calls the same functions in-process. It imports no
 TensorFlow, so it answers in a fraction of a second.
 
-  check JSON    preflight: report this host's Python and parallax, whether the script exists, reserve ports,
-                create the job directory; prints one JSON line
+  check JSON|-  preflight: report this host's Python and parallax, whether the script exists, reserve ports,
+                create the job directory and write the job's files (the plan) there; prints one JSON line.
+                With "-", the request is one JSON line on stdin
   run NAME -- CMD...
                 read the process's environment as one JSON line on stdin, start CMD in a new session, record
                 its pid, and stop it (its whole process group) when stdin closes: when the launcher, or the ssh
@@ -27,14 +28,15 @@ import time
 
 from parallax.launcher import ports
 from parallax.launcher.processes import alive, signal_group, signal_process_and_group
-from parallax.launcher.role import CONTROL_PREFIX, ENV_JOB_DIR
+from parallax.launcher.protocol import CONTROL_PREFIX, ENV_JOB_DIR
 
 GRACE_SECONDS = 3.0
 
 
 # ---- check ------------------------------------------------------------------------------------------------------
 def check(request):
-    """`request`: {"script": path or None, "ports": count, "job_dir": path or None}. Returns a JSON-able dict."""
+    """`request`: {"script": path or None, "ports": count, "job_dir": path or None, "files": {name: text}}, the
+    files written into the job directory. Returns a JSON-able dict."""
     import parallax
     report = {"hostname": socket.gethostname(), "python": sys.executable,
               "parallax": os.path.dirname(os.path.abspath(parallax.__file__)), "errors": []}
@@ -49,8 +51,13 @@ def check(request):
     if job_dir:
         try:
             os.makedirs(job_dir, exist_ok=True)
+            for name, text in (request.get("files") or {}).items():
+                if os.path.basename(name) != name or name.startswith("."):
+                    raise OSError(f"refusing to write {name!r}: a plain file name only")
+                with open(os.path.join(job_dir, name), "w") as f:
+                    f.write(text)
         except OSError as e:
-            report["errors"].append(f"cannot create the job directory {job_dir}: {e}")
+            report["errors"].append(f"cannot write the job directory {job_dir}: {e}")
     return report
 
 
@@ -138,8 +145,8 @@ def main(argv):
     if not argv:
         sys.exit(__doc__)
     verb, args = argv[0], argv[1:]
-    if verb == "check":
-        print(json.dumps(check(json.loads(args[0]))), flush=True)
+    if verb == "check":  # the request as an argument, or on stdin when it is "-" (it may carry the plan)
+        print(json.dumps(check(json.loads(sys.stdin.readline() if args[0] == "-" else args[0]))), flush=True)
     elif verb == "run":
         split = args.index("--")
         sys.exit(run(args[0], args[split + 1:]))

@@ -1,8 +1,9 @@
 """Launch a whole job on the hosts of a resource spec and wait for it: the code behind `parallax-launch` and
 `get_runner`'s self-launch. Imports no TensorFlow.
 
-preflight (every host, in parallel) -> layout (which process runs where, on which port) -> parameter servers
-(directly here, over ssh elsewhere) -> mpirun (one rank per slot, over ssh on remote hosts) -> supervision.
+preflight (every host, in parallel; it writes the plan into the job directory) -> layout (which process runs where,
+on which port) -> the parameter servers the plan needs (directly here, over ssh elsewhere) -> mpirun (one rank per
+slot, over ssh on remote hosts) -> supervision.
 """
 import dataclasses
 import json
@@ -12,12 +13,16 @@ import sys
 import tempfile
 from typing import List, Optional, Tuple
 
+from parallax import plan_json
 from parallax.errors import LaunchError
-from parallax.launcher import bind_shim, mpirun, preflight, role
+from parallax.launcher import bind_shim, mpirun, preflight, protocol
 from parallax.launcher.ssh import SshSettings, command as ssh_command
 from parallax.launcher.resource_spec import Host, ResourceSpec
 from parallax.launcher.supervisor import Supervisor
 from parallax.text_table import format_table
+
+
+PLAN_FILE = "plan.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,29 +73,46 @@ class Layout:
         return [p for p in self.processes if p.role == "worker"]
 
 
-def launch_job(spec, config, with_servers, command=None, out=None, options=None):
-    """`get_runner`'s self-launch: this program again, one worker per slot. Returns the job's exit status."""
+def launch_job(spec, config, plan, command=None, out=None, options=None):
+    """`get_runner`'s self-launch: this program again, one worker per slot, all loading `plan`. Returns the job's
+    exit status."""
     options = options or LaunchOptions(log_dir=config.log_dir)
-    return launch(spec, command or mpirun.rerun_command(), options, with_servers, run_option=config.run_option,
-                  out=out)
+    return launch(spec, command or mpirun.rerun_command(), options, plan_json.dumps(plan),
+                  run_option=config.run_option, out=out)
 
 
-def launch(spec, command, options, with_servers, run_option=None, out=None):
-    """Start one parameter server per host (when `with_servers`) and one worker per slot running `command`;
-    supervise them; return the job's exit status (0 when every worker succeeded)."""
+def servers_of(plan_text):
+    """How many parameter servers the plan needs: tasks 0..k-1, task t on host t."""
+    tasks = plan_json.loads(plan_text).server_tasks
+    if tasks != tuple(range(len(tasks))):
+        raise LaunchError(f"the plan uses parameter-server tasks {list(tasks)}; this launcher starts tasks "
+                          f"0..k-1 only")
+    return len(tasks)
+
+
+def launch(spec, command, options, plan_text, run_option=None, out=None):
+    """Start the parameter servers the plan needs (task t on host t) and one worker per slot running `command`,
+    each loading the plan from the job directory; supervise them; return the job's exit status (0 when every
+    worker succeeded). Without a plan (a command that could not be run once to make one, planner.py): one
+    server per host unless `run_option` is MPI, and the workers plan for themselves."""
     if not command:
         raise LaunchError("no command to run: give it after `--`, e.g. parallax-launch -H h1:2 -- python train.py")
-    python, command = _resolve_python(command, options.python)
+    num_servers = servers_of(plan_text) if plan_text else (0 if run_option == "MPI" else spec.num_hosts)
+    if num_servers > spec.num_hosts:
+        raise LaunchError(f"the plan needs {num_servers} parameter servers, one per host, but the spec has "
+                          f"{spec.num_hosts} hosts")
+    python, command = resolve_python(command, options.python)
     script = _script_of(command)
     job_dir = tempfile.mkdtemp(prefix="parallax-job-")
     remote_hosts = [h for h in spec.hosts if not h.is_local]
     try:
-        needed = {i: 1 + h.num_slots if with_servers else 0 for i, h in enumerate(spec.hosts)}
+        needed = {i: (i < num_servers) + (h.num_slots if num_servers else 0) for i, h in enumerate(spec.hosts)}
         say = _progress_printer()
         reports = preflight.run_preflight(spec, needed, python, script, None if options.dry_run else job_dir,
-                                          options.ssh, progress=say if remote_hosts else None)
-        layout = _layout(spec, reports, with_servers, job_dir, python)
-        env_extra = _job_environment(spec, layout, options, run_option)
+                                          options.ssh, progress=say if remote_hosts else None,
+                                          files={PLAN_FILE: plan_text} if plan_text else None)
+        layout = _layout(spec, reports, num_servers, job_dir, python)
+        env_extra = _job_environment(spec, layout, options, run_option, with_plan=bool(plan_text))
         mpirun_cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
         services = [_server_process(p, python, env_extra, options) for p in layout.servers()]
         if options.dry_run:
@@ -107,7 +129,7 @@ def launch(spec, command, options, with_servers, run_option=None, out=None):
         _remove_job_dirs(spec, job_dir, python, options)
 
 
-def _resolve_python(command, python):
+def resolve_python(command, python):
     """The absolute Python every host runs (the same path everywhere), and the command using it."""
     first = command[0]
     is_python = os.path.basename(first).startswith("python")
@@ -125,21 +147,21 @@ def _script_of(command):
     return None
 
 
-def _layout(spec, reports, with_servers, job_dir, python):
+def _layout(spec, reports, num_servers, job_dir, python):
     processes, cluster = [], None
-    if with_servers:
+    if num_servers:
         cluster = {"ps": [], "worker": []}
-        for i, host in enumerate(spec.hosts):
+        for i, host in enumerate(spec.hosts[:num_servers]):
             port = reports[i].ports[0]
             processes.append(Process(host, i, "ps", i, port))
             cluster["ps"].append(f"{_address(host)}:{port}")
     rank = 0
     for i, host in enumerate(spec.hosts):
-        free = reports[i].ports[1:] if with_servers else []
+        free = reports[i].ports[(i < num_servers):] if num_servers else []
         for slot in range(host.num_slots):
-            port = free[slot] if with_servers else None
+            port = free[slot] if num_servers else None
             processes.append(Process(host, i, "worker", rank, port))
-            if with_servers:
+            if num_servers:
                 cluster["worker"].append(f"{_address(host)}:{port}")
             rank += 1
     return Layout(spec, processes, cluster, job_dir, python)
@@ -150,14 +172,17 @@ def _address(host):
     return "127.0.0.1" if host.hostname == "localhost" else host.hostname.strip("[]")
 
 
-def _job_environment(spec, layout, options, run_option):
+def _job_environment(spec, layout, options, run_option, with_plan):
     env = dict(options.env)
-    env.update({role.ENV_ROLE: "worker", role.ENV_NUM_WORKERS: str(spec.num_workers), role.ENV_JOB_DIR: layout.job_dir,
-           role.ENV_NUM_SERVERS: str(spec.num_hosts), role.ENV_RESOURCE_SPEC: str(spec)})
+    env.update({protocol.ENV_ROLE: "worker", protocol.ENV_NUM_WORKERS: str(spec.num_workers),
+                protocol.ENV_JOB_DIR: layout.job_dir, protocol.ENV_NUM_SERVERS: str(spec.num_hosts),
+                protocol.ENV_RESOURCE_SPEC: str(spec)})
+    if with_plan:
+        env[protocol.ENV_PLAN] = os.path.join(layout.job_dir, PLAN_FILE)
     if options.run_option:
-        env[role.ENV_RUN_OPTION] = options.run_option
+        env[protocol.ENV_RUN_OPTION] = options.run_option
     if layout.cluster:
-        env[role.ENV_CLUSTER] = json.dumps(layout.cluster)
+        env[protocol.ENV_CLUSTER] = json.dumps(layout.cluster)
         env.update(bind_shim.environment(layout.cluster))
     return env
 
@@ -169,7 +194,7 @@ def _local_environment():
 def _server_process(process, python, env_extra, options):
     """(process, argv, env, stdin text) of a parameter server: run directly here, through ssh and the host agent
     elsewhere (the environment goes on stdin, never in a command line)."""
-    extra = dict(env_extra, **{role.ENV_ROLE: "server", role.ENV_PS_TASK: str(process.index)})
+    extra = dict(env_extra, **{protocol.ENV_ROLE: "server", protocol.ENV_PS_TASK: str(process.index)})
     argv = [python, "-m", "parallax.ps_server"]
     if process.host.is_local:
         return process, argv, dict(_local_environment(), **extra), None

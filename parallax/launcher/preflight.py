@@ -26,16 +26,18 @@ class HostReport:
     hostname: str
 
 
-def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progress=None):
-    """{host index: HostReport}. `ports_per_host`: {host index: how many ports to reserve there}."""
+def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progress=None, files=None):
+    """{host index: HostReport}. `ports_per_host`: {host index: how many ports to reserve there}. `files`:
+    {name: text} written into the job directory on every host (the plan); the request travels on stdin."""
     here = host_agent.check({"script": None, "ports": 0, "job_dir": None})
 
     def check_one(index):
         host = spec.hosts[index]
-        request = {"script": script, "ports": ports_per_host.get(index, 0), "job_dir": job_dir}
-        argv = [python, *AGENT, "check", json.dumps(request)]
+        request = json.dumps({"script": script, "ports": ports_per_host.get(index, 0), "job_dir": job_dir,
+                              "files": files or {}}) + "\n"
+        argv = [python, *AGENT, "check", "-"]
         try:
-            out = _run_here(argv) if host.is_local else ssh.run(settings, host, argv)
+            out = _run_here(argv, request) if host.is_local else ssh.run(settings, host, argv, stdin_text=request)
         except LaunchError as e:
             if "No module named" in str(e) and "parallax" in str(e):
                 raise LaunchError(f"{host.hostname}: {python} cannot import parallax; install parallax for that "
@@ -75,9 +77,9 @@ def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progr
     return results
 
 
-def _run_here(argv):
+def _run_here(argv, stdin_text):
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, input=stdin_text)
     except FileNotFoundError:
         raise LaunchError(f"{argv[0]} does not exist here; pass --python") from None
     if result.returncode != 0:

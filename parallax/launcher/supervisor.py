@@ -18,7 +18,7 @@ import time
 
 from parallax.launcher import host_agent, ssh
 from parallax.launcher.processes import signal_group
-from parallax.launcher.role import CONTROL_PREFIX
+from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.step_ledger import StepLedger
 
 _TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")

@@ -3,6 +3,7 @@
   JOB_HANG=1          every rank sleeps forever after start-up (for signal tests)
   JOB_LOOP=1          every rank trains until it is stopped (for failure tests in mid-training)
   JOB_MISMATCH_RANK=R rank R builds a slightly different graph
+  JOB_WIDER_RANK=R    rank R's variable b has another shape than the launcher's plan says
   JOB_OUT=DIR         each rank writes DIR/identity.<rank> with worker_id num_workers is_chief
   JOB_RUN_OPTION=PS   the run option (default MPI); JOB_SPEC the resource spec (default localhost:2)
   JOB_CKPT=DIR        checkpoint into DIR every step; the chief saves w's final value as JOB_OUT/w.npy
@@ -25,7 +26,10 @@ g = tf.Graph()
 with g.as_default():
     x = tf1.placeholder(tf.float32, [None, 2], name="x")
     w = tf1.get_variable("w", [2, 1], initializer=tf1.zeros_initializer(), use_resource=True)
-    out = tf.matmul(x, w)
+    # A second variable: in PS mode the plan puts it on the second server, so a 2-host job runs two servers.
+    b = tf1.get_variable("b", [2 if os.environ.get("JOB_WIDER_RANK") == str(rank) else 1],
+                         initializer=tf1.zeros_initializer(), use_resource=True)
+    out = tf.matmul(x, w) + b[:1]
     if os.environ.get("JOB_MISMATCH_RANK") == str(rank):
         out = out * 2.0
     loss = tf.reduce_mean(tf.square(out - 1.0), name="loss")

@@ -1,0 +1,56 @@
+"""`parallax-launch` makes the job's plan before it starts anything: it runs the training command once, here, in the
+`planner` role, where get_runner analyzes and plans the graph, writes the plan and ends the script. Imports no
+TensorFlow (the script does, in its own process).
+
+Only a command that is a Python program (`python train.py ...`, `python -m package.train ...`) is run so. Any other
+command (a shell wrapper, `python -c ...`) cannot be run once without side effects: it gets no plan, its workers
+make their own (and check by graph fingerprint that they agree), and the launcher starts one server per host
+unless --run-option is MPI."""
+import os
+import subprocess
+import sys
+import tempfile
+
+from parallax.errors import LaunchError
+from parallax.launcher import protocol
+
+TIMEOUT_SECONDS = 600
+
+
+def plannable(command):
+    """Is `command` a Python program that can be run once to plan (a script file, or -m module)?"""
+    return len(command) > 1 and os.path.basename(command[0]).startswith("python") and \
+        (command[1] == "-m" or not command[1].startswith("-"))
+
+
+def plan_by_running(spec, command, options):
+    """The plan (JSON text) that `command`'s get_runner makes for `spec`; None when the command is not plannable."""
+    if not plannable(command):
+        return None
+    if command[1] != "-m" and not os.path.isfile(command[1]):
+        raise LaunchError(f"the script {command[1]} does not exist on this host")
+    with tempfile.TemporaryDirectory(prefix="parallax-plan-") as work:
+        out = os.path.join(work, "plan.json")
+        env = dict(os.environ, **dict(options.env))
+        env.update({protocol.ENV_ROLE: "planner", protocol.ENV_PLAN_OUT: out,
+                    protocol.ENV_RESOURCE_SPEC: str(spec)})
+        if options.run_option:
+            env[protocol.ENV_RUN_OPTION] = options.run_option
+        print("parallax: planning: running the script once here to analyze and plan its graph", file=sys.stderr,
+              flush=True)
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise LaunchError(f"planning: the script did not reach parallax.get_runner within {TIMEOUT_SECONDS} s"
+                              ) from None
+        except OSError as e:
+            raise LaunchError(f"planning: cannot run {command[0]}: {e}") from None
+        if done.returncode != 0 or not os.path.exists(out):
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            why = "it ended without calling parallax.get_runner" if done.returncode == 0 else \
+                f"it exited {done.returncode}"
+            raise LaunchError(f"planning: the script was run once here to make the job's plan, and {why}; its "
+                              f"output ends:\n{tail}")
+        with open(out) as f:
+            return f.read()

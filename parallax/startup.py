@@ -1,0 +1,140 @@
+"""`parallax.get_runner`: the stages that start a job, in order, for whatever role this process has.
+
+    capture (while the graph was built) -> analyze -> plan -> launch or join -> rewrite -> checks -> Runner
+
+- launcher (the script, run by hand): makes the plan; with several slots it launches the job, whose workers
+  re-run the script and load this plan, and exits with the job's status; with one local slot it is the job.
+- planner (parallax-launch runs the script once so): makes the plan, writes it, and stops the script.
+- explain (`python -m parallax.explain`): prints what the plan would do, and stops the script.
+- worker: loads the job's plan, checks that its own graph is the one planned, joins the cluster, rewrites, runs.
+"""
+import dataclasses
+import os
+import sys
+
+import tensorflow as tf
+
+from parallax import cluster, plan_json, worker_checks
+from parallax.analysis import analyze
+from parallax.config import Config
+from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
+from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC, ENV_RUN_OPTION,
+                                        Role, current_role)
+from parallax.launcher.resource_spec import ResourceSpec
+from parallax.plan import check_matches
+from parallax.planning import plan_job
+from parallax.rewrite import passes_for, rewrite
+from parallax.runner import Runner
+
+tf1 = tf.compat.v1
+
+
+class ScriptStopped(BaseException):
+    """Ends a script run by `python -m parallax.explain` at its get_runner call (a BaseException, so that the
+    script's own `except Exception` blocks let it through)."""
+
+
+def get_runner(graph, resource_spec, config=None):
+    """Analyze, plan and rewrite `graph` for the hosts in `resource_spec`; return a Runner for this process.
+
+    `graph` is a v1-style tf.Graph with variables, a loss and `opt.minimize(...)`. `resource_spec` is a path,
+    spec text, a `-H` string (`localhost:1`) or a ResourceSpec.
+    """
+    config = Config() if config is None else config
+    if not isinstance(config, Config):
+        raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
+    if not isinstance(graph, tf.Graph):
+        raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
+    role = current_role()
+    spec, config = _settings(resource_spec, config)
+    if role.role == "explain":
+        _explain(graph, spec, config)
+        raise ScriptStopped()
+    analysis = analyze(graph)
+    if not analysis.trained_variables:
+        raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
+                             "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
+    plan = _job_plan(graph, analysis, spec, config, role)
+    passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
+    if role.role == "planner":
+        with open(os.environ[ENV_PLAN_OUT], "w") as f:
+            f.write(plan_json.dumps(plan))
+        sys.exit(0)  # the script's work is done: its plan is written
+    if role.role == "launcher":
+        if spec.num_workers > 1 or not spec.hosts[0].is_local:
+            # This process only launches: every worker re-runs the script, and the job's status is ours.
+            from parallax.launcher.job import launch_job
+            sys.exit(launch_job(spec, config, plan))
+        role = Role("worker", 0, 1)  # one local slot: this process is the whole job
+    elif role.num_workers != spec.num_workers:
+        raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
+                               f"{spec.num_workers} slots; pass the same spec in every worker")
+    from parallax.launcher.role import register_process
+    register_process()  # a launched worker: the launcher can now stop it by id, and hears of its failure
+    return _join(graph, analysis, plan, config, role)
+
+
+def _settings(resource_spec, config):
+    """A launched process uses the launcher's spec (`parallax-launch -H ...` need not match the script's argument)
+    and its --run-option, when given."""
+    text = os.environ.get(ENV_RESOURCE_SPEC)
+    spec = ResourceSpec.parse(text, source="the launcher's resource spec") if text else \
+        ResourceSpec.load(resource_spec)
+    run_option = os.environ.get(ENV_RUN_OPTION)
+    if run_option and run_option != config.run_option:
+        config = dataclasses.replace(config, run_option=run_option)
+    return spec, config
+
+
+def _job_plan(graph, analysis, spec, config, role):
+    """A launched worker's plan is the job's, made once by the launcher; anyone else makes it here. (A worker of a
+    command the launcher could not run once, launcher/planner.py, makes its own too: the graph fingerprint check
+    then tells whether all workers agree.)"""
+    path = os.environ.get(ENV_PLAN) if role.role == "worker" else None
+    if not path:
+        return plan_job(graph, analysis, spec, config)
+    try:
+        with open(path) as f:
+            plan = plan_json.loads(f.read())
+    except OSError as e:
+        raise LaunchError(f"worker {role.worker_id} cannot read the job's plan: {e}") from None
+    check_matches(plan, analysis, who=f"worker {role.worker_id}")
+    return plan
+
+
+def _explain(graph, spec, config):
+    import json
+    from parallax.explain import explain
+    options = json.loads(os.environ.get(ENV_EXPLAIN) or "{}")
+    result = explain(graph, spec, config, print_table=not options.get("json"),
+                     measure_sparsity=options.get("measure_sparsity", 0))
+    if options.get("json"):
+        print(json.dumps(result.to_data(), indent=1, sort_keys=True), flush=True)
+
+
+def _join(graph, analysis, plan, config, role):
+    if plan.uses_collectives:
+        worker_checks.init_horovod(role)
+    server, session_config = None, config.session_config
+    if plan.uses_servers:
+        holders = set(plan.holders) if plan.uses_local_aggregation else ()
+        server, filters = cluster.start_worker_server(role, holders)
+        session_config = _merged(session_config, filters)
+    rewritten = rewrite(graph, plan, config)
+    if role.num_workers > 1:
+        worker_checks.check_same_graph(rewritten)
+    if config.log_dir and role.is_chief:
+        os.makedirs(config.log_dir, exist_ok=True)
+        with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:
+            f.write(f"{analysis}\n\n{plan}\n")
+        with open(os.path.join(config.log_dir, "plan.json"), "w") as f:
+            f.write(plan_json.dumps(plan))
+    return Runner(graph, rewritten, analysis, plan, config, role, server=server, session_config=session_config)
+
+
+def _merged(user_config, extra):
+    merged = tf1.ConfigProto()
+    if user_config is not None:
+        merged.CopyFrom(user_config)
+    merged.MergeFrom(extra)
+    return merged
