@@ -1,12 +1,14 @@
-"""LM throughput of each mode, this tree against an earlier commit, side by side on the shaped test bed (2 hosts x 2
-workers, one server per host; testbed.py). The earlier commit is checked out into a temporary git worktree; each
-round runs every mode once in both trees, alternating which tree goes first, so that drift on this shared machine
-hits both alike. A configuration's rate is the median over its rounds.
+"""LM throughput of each mode, this tree against earlier commits, side by side on the shaped test bed (2 hosts x 2
+workers, one server per host; testbed.py). Each earlier commit is checked out into a temporary git worktree; each
+round runs every mode once in every tree, rotating which tree goes first, so that drift on this shared machine
+hits all alike. A configuration's rate is the median over its rounds.
 
-    python benchmarks/regression.py --before 3d8365e [--repeats 3] [--rate 1gbit] [--modes PS,MPI,HYBRID]
+    python benchmarks/regression.py --before 3d8365e[,5e4aaff] [--repeats 3] [--rate 1gbit] [--modes PS,MPI,HYBRID]
 """
 import argparse
+import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,34 +40,38 @@ def checked_out(root):
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the jobs, the test bed and the worktree go
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--before", required=True, help="git revision to compare with")
+    p.add_argument("--before", required=True, help="git revisions to compare with, comma-separated")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rate", default="1gbit")
     p.add_argument("--modes", default="PS,MPI,HYBRID")
     bench = p.parse_args()
     modes = bench.modes.split(",")
-    before = git("rev-parse", "--short", bench.before)
+    befores = [git("rev-parse", "--short", rev) for rev in bench.before.split(",")]
     after = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--", "parallax")
                                                    else "")
     script, _, _, (steps, every) = MODELS["LM"]
     lines = common.header("LM throughput before and after, side by side", {
-        "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "1 per host (PS, HYBRID)",
-        "rate": bench.rate, "rounds": bench.repeats, "before": before, "after": after,
+        "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "as each version starts them",
+        "rate": bench.rate, "rounds": bench.repeats, "before": ", ".join(befores), "after": after,
         "LM": f"{' '.join(LM_ARGS)} (vocab 100,000), {steps} steps, the first {every} for warm-up",
         "MPI": "TCP (btl tcp,self), mpi_yield_when_idle 1"})
+    versions = befores + ["after"]
     runs = {}
     with tempfile.TemporaryDirectory(prefix="parallax-regression-") as work:
-        tree = os.path.join(work, "before")
-        git("worktree", "add", "--detach", tree, bench.before)
+        roots = {"after": common.ROOT}
         try:
-            checked_out(tree)
-            roots = {"before": tree, "after": common.ROOT}
+            for rev in befores:
+                roots[rev] = os.path.join(work, rev)
+                git("worktree", "add", "--detach", roots[rev], rev)
+                for built in glob.glob(os.path.join(common.ROOT, "parallax", "launcher", "_bind_shim*.so")):
+                    shutil.copy(built, os.path.join(roots[rev], "parallax", "launcher"))  # a build output
+                checked_out(roots[rev])
             data_dirs = make_data(["LM"], work)
             args = ["--data-dir", data_dirs["LM"], *LM_ARGS, "--optimizations", "LA,OPAU,OPSW"]
             with LocalCluster(2, 2, rate=bench.rate) as cluster:
-                testbed.progress(f"{cluster}: {len(modes)} modes x 2 trees x {bench.repeats} rounds")
+                testbed.progress(f"{cluster}: {len(modes)} modes x {len(versions)} trees x {bench.repeats} rounds")
                 for round_ in range(bench.repeats):
-                    order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
+                    order = versions[round_ % len(versions):] + versions[:round_ % len(versions)]
                     for mode in modes:
                         for version in order:
                             m = testbed.run_job(cluster, work, script, args, mode, steps, every, every,
@@ -74,15 +80,19 @@ def main():
                             testbed.progress(f"round {round_ + 1}/{bench.repeats} LM {mode} {version}: "
                                              f"{m.rate:.0f} {m.unit}/s, {m.cpu_seconds:.2f} CPU s/step")
         finally:
-            git("worktree", "remove", "--force", tree)
-    lines += ["| mode | before words/s | after words/s | after/before | CPU s/step before | after | runs before |"
-              " runs after |", "|---|---|---|---|---|---|---|---|"]
+            for rev in befores:
+                if rev in roots:
+                    subprocess.run(["git", "worktree", "remove", "--force", roots[rev]], cwd=common.ROOT)
+    rate = {k: common.median([m.rate for m in v]) for k, v in runs.items()}
+    cpu = {k: common.median([m.cpu_seconds for m in v]) for k, v in runs.items()}
+    lines += ["| mode | " + " | ".join(f"{v} words/s" for v in versions) + " | " +
+              " | ".join(f"after/{v}" for v in befores) + " | CPU s/step (" + ", ".join(versions) + ") | runs |",
+              "|---|" + "---|" * (len(versions) + len(befores) + 2)]
     for mode in modes:
-        b, a = (common.median([m.rate for m in runs[(mode, v)]]) for v in ("before", "after"))
-        cb, ca = (common.median([m.cpu_seconds for m in runs[(mode, v)]]) for v in ("before", "after"))
-        listed = [", ".join(f"{m.rate:,.0f}" for m in runs[(mode, v)]) for v in ("before", "after")]
-        lines.append(f"| {mode} | {b:,.0f} | {a:,.0f} | {a / b:.3f} | {cb:.2f} | {ca:.2f} | {listed[0]} | "
-                     f"{listed[1]} |")
+        listed = "; ".join(f"{v}: " + ", ".join(f"{m.rate:,.0f}" for m in runs[(mode, v)]) for v in versions)
+        lines.append(f"| {mode} | " + " | ".join(f"{rate[(mode, v)]:,.0f}" for v in versions) + " | " +
+                     " | ".join(f"{rate[(mode, 'after')] / rate[(mode, v)]:.3f}" for v in befores) + " | " +
+                     ", ".join(f"{cpu[(mode, v)]:.2f}" for v in versions) + f" | {listed} |")
     print("\n".join(lines[-len(modes) - 2:]))
     common.write("regression.md", lines)
 

@@ -126,7 +126,9 @@ def test_malformed_hostfile_names_the_line(cluster, tmp_path):
 
 def test_dry_run_lists_every_process_and_starts_nothing(cluster, tmp_path):
     (tmp_path / "hosts.txt").write_text(cluster.spec_text())
-    result = _launch_cli(cluster, ["--resource-spec", str(tmp_path / "hosts.txt"), "--dry-run"])
+    # PS: the job's plan puts its two variables on two servers (the plan is made here first, by running the script)
+    result = _launch_cli(cluster, ["--resource-spec", str(tmp_path / "hosts.txt"), "--dry-run"],
+                         env_extra={"JOB_RUN_OPTION": "PS"})
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith(tuple(cluster.hosts))]
     assert [(r[0], r[1], r[2]) for r in rows] == [
@@ -137,11 +139,11 @@ def test_dry_run_lists_every_process_and_starts_nothing(cluster, tmp_path):
     assert_nothing_left(cluster, within=5)
 
 
-def _launch_cli(cluster, args, key=None):
+def _launch_cli(cluster, args, key=None, env_extra=None):
     cmd = [*LAUNCH, *args, "--ssh-identity-file", key or cluster.client_key,
            "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}", "--ssh-option", "StrictHostKeyChecking=yes",
            "--", sys.executable, JOB]
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=ROOT, **(env_extra or {}))
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
