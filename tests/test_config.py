@@ -27,6 +27,9 @@ def test_defaults_are_single_device_equivalent():
     ({"profile_steps": (0,), "log_dir": "/tmp/x"}, r"profile_steps=\(0,\)"),
     ({"profile_workers": (-1,)}, r"profile_workers=\(-1,\) must be a tuple of ints >= 0"),
     ({"profile_steps": (3,)}, r"profile_steps is set but Config.log_dir is None"),
+    ({"methods": {"emb": "ALLGATHER"}}, r"Config.methods=\{'emb': 'ALLGATHER'\} must map variable names to one of 'AR', "
+                                       r"'AG', 'PS'"),
+    ({"methods": [("emb", "AG")]}, r"Config.methods=\[\('emb', 'AG'\)\]"),
 ])
 def test_bad_values_name_the_field_and_what_is_allowed(kwargs, message):
     with pytest.raises(ConfigError, match=message):

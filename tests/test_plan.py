@@ -3,6 +3,7 @@ import dataclasses
 
 import pytest
 
+import parallax
 from parallax import Config, ResourceSpec
 from parallax.plan import make_plan
 
@@ -125,3 +126,13 @@ def test_without_servers_all_state_is_replicated():
         plan = make_plan(dense_only, TWO_HOSTS, Config(run_option=option))
         assert {s.ps_task for s in plan.state} == {None} and not any(s.aggregate for s in plan.state)
     assert make_plan(ANALYSIS, ResourceSpec.load("localhost: 0"), Config()).state == ()
+
+
+def test_methods_override_the_run_option_per_variable():
+    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="HYBRID", methods={"emb2": "AG", "w": "PS"}))
+    assert {v.name: v.method for v in plan.variables} == {"emb": "PS", "emb2": "AG", "w": "PS", "b": "AR"}
+    assert plan.uses_servers and plan.uses_collectives
+    with pytest.raises(parallax.ConfigError, match=r"Config.methods names \['nope'\], which the graph does not train"):
+        make_plan(ANALYSIS, TWO_HOSTS, Config(methods={"nope": "PS"}))
+    with pytest.raises(parallax.UnsupportedError, match="PS with Config.methods runs synchronously"):
+        make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="PS", sync=False, methods={"w": "AR"}))
