@@ -112,7 +112,10 @@ def _cut(op, late, own_writes, chief, needed):
                     and w not in keep and _same_frame(w, op)}, key=lambda w: w.name)
     op._remove_all_control_inputs()
     op._add_control_inputs(keep)
-    for consumer in sorted(set(graph_utils.consumers(op)) - needed, key=lambda o: o.name):
+    # The chief-only ops that waited for `late` through `op`, also through further work every worker does (an EMA
+    # of a server variable behind the train op's group, behind the optimizer's group that waited for the update).
+    reached = graph_utils.closure([op], lambda o: graph_utils.consumers(o) if o is op or o in needed else [])
+    for consumer in sorted(reached - needed, key=lambda o: o.name):
         consumer._add_control_inputs([c for c in late if c not in consumer.control_inputs
                                       and _same_frame(c, consumer)])
 
