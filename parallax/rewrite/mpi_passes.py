@@ -1,7 +1,6 @@
-"""Replicated variables (AR, AG): every worker holds a replica; Horovod aggregates their gradients and broadcasts
-initial values.
+"""Replicated variables (AR, AG): every worker holds a replica; the plan's collective backend (parallax/collectives)
+aggregates their gradients and broadcasts initial values.
 
-Collectives are named from variable names, so every rank's collectives match whatever order they are submitted in.
 Each pass rewires *every* consumer of a raw gradient (the update, and any clipping or scaling the user put between)
 to the aggregated one, so clipping sees aggregated gradients, exactly as on one device.
 """
@@ -12,13 +11,6 @@ from parallax.row_keys import merge_rows, row_keys
 from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
-
-
-def _hvd():
-    # The raw collectives, not hvd.allreduce: that one asks hvd.size() while building the graph, so a rewrite could
-    # not be built (or tested) before hvd.init(). Averaging is a division by the plan's N, done here.
-    from horovod.tensorflow import mpi_ops  # imported only by jobs that use MPI collectives
-    return mpi_ops
 
 
 def gradients_of(ctx, aggregation):
@@ -32,13 +24,13 @@ def gradients_of(ctx, aggregation):
 
 
 def allreduce_dense_gradients(ctx):
-    """Dense gradients of replicated variables: Horovod allreduce (Sum), then / N when averaging."""
-    hvd, g = _hvd(), ctx.graph
+    """Dense gradients of replicated variables: allreduce (Sum), then / N when averaging."""
+    ops, g = ctx.collective_ops, ctx.graph
     for vp, part, gradient in gradients_of(ctx, Aggregation.ALLREDUCE):
         grad = g.get_tensor_by_name(gradient.values)
         with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allreduce/{gradient.scope}"):
-            agg = hvd._allreduce(grad, op=hvd.Sum, name="allreduce")
-            ctx.collectives.append(agg.op.name)
+            agg = ops.allreduce_sum(grad, name="allreduce")
+            ctx.collectives += ops.created()
             if vp.average:
                 agg = average_of(agg, ctx.plan.num_workers)
         reroute_consumers(grad, agg, keep=created)
@@ -49,19 +41,18 @@ def allgather_sparse_gradients(ctx):
     """IndexedSlices gradients of replicated variables: values and indices allgathered (rank order, so the rows
     are what one device's batch gives, up to their order; rows one device holds once are merged, row_keys.py);
     values / N when averaging."""
-    hvd, g = _hvd(), ctx.graph
+    ops, g = ctx.collective_ops, ctx.graph
     n = ctx.plan.num_workers
     for vp, part, gradient in gradients_of(ctx, Aggregation.ALLGATHER):
         values = g.get_tensor_by_name(gradient.values)
         indices = g.get_tensor_by_name(gradient.indices)
         with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allgather/{gradient.scope}"):
-            all_values = hvd.allgather(values, name="values")
-            all_indices = hvd.allgather(indices, name="indices")
-            ctx.collectives += [all_values.op.name, all_indices.op.name]
+            all_values = ops.allgather(values, name="values")
+            all_indices = ops.allgather(indices, name="indices")
             if gradient.merge_rows:
-                all_keys = hvd.allgather(row_keys(indices), name="keys")
-                ctx.collectives.append(all_keys.op.name)
+                all_keys = ops.allgather(row_keys(indices), name="keys")
                 all_values, all_indices = merge_rows(all_values, all_indices, all_keys)
+            ctx.collectives += ops.created()
             if vp.average:
                 all_values = average_of(all_values, n)
         reroute_consumers(values, all_values, keep=created)
@@ -72,13 +63,14 @@ def allgather_sparse_gradients(ctx):
 def broadcast_initial_values(ctx):
     """One op that overwrites every replicated global variable with rank 0's value, one variable after another in
     name order. (Variables on parameter servers have one copy already.)"""
-    hvd, g = _hvd(), ctx.graph
+    ops, g = ctx.collective_ops, ctx.graph
     with g.as_default(), tf.name_scope("parallax_broadcast"):
         variables = sorted((v for v in tf1.global_variables() if v.op.name not in ctx.server_variables),
                            key=lambda v: v.op.name)
         previous = []
         for v in variables:
             with tf.control_dependencies(previous):
-                value = hvd.broadcast(v.read_value(), root_rank=0, name=f"{v.op.name}/broadcast")
+                value = ops.broadcast(v.read_value(), name=f"{v.op.name}/broadcast")
                 previous = [tf1.assign(v, value)]
+        ops.created()  # run once, by the initialization, not in the steps
         ctx.broadcast_op = tf.group(*previous, name="all")
