@@ -15,6 +15,9 @@ F64_TOLERANCE = 1e-9  # max abs diff
 F32_TOLERANCE = 1e-5  # relative to the variable's largest magnitude
 STEPS, BATCH = 6, 4
 TIMEOUT = 300
+# Config.collective_backend of every distributed run that does not name one: PARALLAX_TEST_BACKEND=tf runs the whole
+# suite on TF's collectives (auto: Horovod where it loads).
+BACKEND = os.environ.get("PARALLAX_TEST_BACKEND", "auto")
 
 _references = {}
 
@@ -40,7 +43,7 @@ def two_hosts(workers):
 
 
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
-             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend="auto"):
+             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND):
     name = case.replace(":", "_").replace(",", "+").replace("=", "")
     tag = (f"{name}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
            f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}-{backend}")
@@ -89,11 +92,11 @@ def assert_equivalent(expected, got, float32=False):
     return diffs
 
 
-def check_random(out_dir, seed, workers, run_option, spec=None, backend="auto"):
+def check_random(out_dir, seed, workers, run_option, spec=None, backend=BACKEND):
     return check_case(out_dir, f"random:{seed}", workers, run_option, spec, backend)
 
 
-def check_case(out_dir, case, workers, run_option, spec=None, backend="auto"):
+def check_case(out_dir, case, workers, run_option, spec=None, backend=BACKEND):
     """A case (a name, or random:<seed>) distributed vs one process: every variable within the float64 tolerance.
     Returns the max abs diff over all variables."""
     from tests.equivalence.run_case import case_builder
@@ -103,7 +106,7 @@ def check_case(out_dir, case, workers, run_option, spec=None, backend="auto"):
     return max(diffs.values())
 
 
-def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW", backend="auto"):
+def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND):
     """Run `case` distributed and as one process, check every variable (and that the expected ones exist)."""
     from tests.equivalence.run_case import case_builder
     expected = reference(out_dir, case, workers)
