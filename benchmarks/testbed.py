@@ -68,6 +68,19 @@ def cpu_seconds(cluster):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _python_for(root):
+    """A Python that imports `root`'s parallax on every host: the hosts' processes are started over ssh, which
+    carries no PYTHONPATH, so another checkout gets a wrapper (named python-*, so the launcher treats it as
+    Python) that sets it."""
+    if os.path.realpath(root) == os.path.realpath(ROOT):
+        return sys.executable
+    wrapper = os.path.join(root, "python-tree")
+    with open(wrapper, "w") as f:
+        f.write(f'#!/bin/sh\nPYTHONPATH="{root}" exec "{sys.executable}" "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return wrapper
+
+
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, timeout=900,
             at_snapshot=None, root=ROOT):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
@@ -81,7 +94,7 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
     cmd = [sys.executable, "-m", "parallax.launcher.cli", "--resource-spec", spec,
            "--ssh-identity-file", cluster.client_key, "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}",
            "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, "--",
-           sys.executable, os.path.join(root, script), *script_args, "--resource-spec", spec,
+           _python_for(root), os.path.join(root, script), *script_args, "--resource-spec", spec,
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, OMPI_MCA_btl="tcp,self",
                OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_btl_tcp_if_include=str(cluster.network),

@@ -35,15 +35,15 @@ def test_update_ops_read_collectives_and_no_raw_gradient_reaches_an_update():
             fed = _grad_input(update).op
             assert (fed.type, fed.name) == ("RealDiv", f"parallax_allreduce/{record.name}/average")
             assert fed.inputs[0].op.type == "HorovodAllreduce"
-        else:  # the optimizer first sums duplicate indices, from the gathered values and indices
+        else:  # the optimizer first sums duplicate indices, from the gathered values and indices (one collective)
             feeding = graph_utils.ancestors([update])
             average = new.get_operation_by_name(f"parallax_allgather/{record.name}/average")
-            indices = new.get_operation_by_name(f"parallax_allgather/{record.name}/indices")
-            assert average in feeding and indices in feeding and average.inputs[0].op.type == "HorovodAllgather"
+            (gather,) = [op for op in feeding if op.type == "HorovodAllgather"]
+            assert average in feeding and gather in graph_utils.ancestors([average])
         raw = [new.get_tensor_by_name(gradient.values)] + ([new.get_tensor_by_name(gradient.indices)]
                                                             if gradient.is_sparse else [])
-        for t in raw:
-            assert {c.type for c in t.consumers()} <= {"HorovodAllreduce", "HorovodAllgather"}, t.name
+        for t in raw:  # read only by the aggregation (a collective, or the packing in front of one)
+            assert all(c.name.startswith(("parallax_allreduce/", "parallax_allgather/")) for c in t.consumers())
 
 
 def test_summing_leaves_out_the_division():
@@ -62,7 +62,7 @@ def test_clipping_consumes_the_aggregated_gradients():
     assert len(norm_inputs) == len(analysis.variables)
     for op in norm_inputs:
         source = op.inputs[0].op
-        while source.type in ("Identity", "RealDiv"):
+        while source.type in ("Identity", "RealDiv", "Reshape", "StridedSlice"):  # averaging, unpacking rows
             source = source.inputs[0].op
         assert source.type in ("HorovodAllreduce", "HorovodAllgather"), (op.name, source.name)
 

@@ -47,12 +47,12 @@ def allgather_sparse_gradients(ctx):
         values = g.get_tensor_by_name(gradient.values)
         indices = g.get_tensor_by_name(gradient.indices)
         with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allgather/{gradient.scope}"):
-            all_values = ops.allgather(values, name="values")
-            all_indices = ops.allgather(indices, name="indices")
-            if gradient.merge_rows:
-                all_keys = ops.allgather(row_keys(indices), name="keys")
-                all_values, all_indices = merge_rows(all_values, all_indices, all_keys)
+            row_ids = [indices] + ([row_keys(indices)] if gradient.merge_rows else [])
+            gathered = _allgather_rows(ops, values, row_ids)
             ctx.collectives += ops.created()
+            all_values, all_indices = gathered[:2]
+            if gradient.merge_rows:
+                all_values, all_indices = merge_rows(all_values, all_indices, gathered[2])
             if vp.average:
                 all_values = average_of(all_values, n)
         reroute_consumers(values, all_values, keep=created)
@@ -74,3 +74,26 @@ def broadcast_initial_values(ctx):
                 previous = [tf1.assign(v, value)]
         ops.created()  # run once, by the initialization, not in the steps
         ctx.broadcast_op = tf.group(*previous, name="all")
+
+
+def _allgather_rows(ops, values, row_ids):
+    """Allgather `values` and the integer tensors `row_ids` (one element per row each) in one collective: the ids
+    ride along as extra columns of the values' dtype, bit for bit (tf.bitcast; a gather only copies them). One
+    collective instead of one per tensor: each costs a negotiation cycle. Values whose row shape is unknown, or of
+    a dtype that cannot carry the bits, are gathered separately. Returns the gathered tensors."""
+    width = values.shape[1:].num_elements() if values.shape.rank is not None and values.shape.rank >= 1 else None
+    size = values.dtype.size
+    if width is None or not values.dtype.is_floating or 8 % size:
+        return [ops.allgather(t, name=f"rows_{i}") for i, t in enumerate([values] + row_ids)]
+    per_id = 8 // size  # columns of the values' dtype that hold one int64
+    columns = [tf.reshape(values, [-1, width])]
+    for ids in row_ids:
+        columns.append(tf.reshape(tf.bitcast(tf.cast(ids, tf.int64), values.dtype), [-1, per_id]))
+    packed = ops.allgather(tf.concat(columns, axis=1), name="rows")
+    all_values = tf.reshape(packed[:, :width], tf.concat([[-1], tf.shape(values)[1:]], 0))
+    gathered = [all_values]
+    for k, ids in enumerate(row_ids):
+        bits = packed[:, width + k * per_id:width + (k + 1) * per_id]
+        back = tf.bitcast(bits if per_id > 1 else tf.reshape(bits, [-1]), tf.int64)
+        gathered.append(tf.cast(back, ids.dtype))
+    return gathered
