@@ -83,7 +83,7 @@ def _allgather_rows(ops, values, row_ids):
     a dtype that cannot carry the bits, are gathered separately. Returns the gathered tensors."""
     width = values.shape[1:].num_elements() if values.shape.rank is not None and values.shape.rank >= 1 else None
     size = values.dtype.size
-    if width is None or not values.dtype.is_floating or 8 % size:
+    if not width or not values.dtype.is_floating or 8 % size:  # unknown, or no columns to reshape into
         return [ops.allgather(t, name=f"rows_{i}") for i, t in enumerate([values] + row_ids)]
     per_id = 8 // size  # columns of the values' dtype that hold one int64
     columns = [tf.reshape(values, [-1, width])]
