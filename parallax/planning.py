@@ -12,4 +12,7 @@ def plan_job(graph, analysis, spec, config):
     plan = make_plan(analysis, spec, config)
     backend = collectives.resolve(config.collective_backend) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)
+    if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
+        plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
+                                                         for v in plan.variables))
     return dataclasses.replace(plan, placements=decide_placements(graph, plan))

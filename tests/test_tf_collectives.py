@@ -1,6 +1,7 @@
 """The collective backends (parallax/collectives): choosing one, and real jobs on TensorFlow's own collectives,
 also where Horovod cannot be imported at all."""
 import os
+import re
 import signal
 import time
 
@@ -65,8 +66,18 @@ def test_a_dead_peer_ends_a_tf_collectives_job_naming_it(tmp_path):
     code, out = _finish(proc, timeout=120)
     assert code != 0
     assert "worker/1 was killed by signal 9" in out, out
+    # where the survivor waited for it: the step and its fetch set (the launcher has the workers' step reports)
+    assert re.search(r"localhost/worker/0 was in synchronized step \d+ \(\S+\), whose collectives", out), out
     assert time.time() - killed_at < 60
     deadline = time.time() + 10
     while any(processes.alive(p) for p in pids) and time.time() < deadline:
         time.sleep(0.2)
     assert not any(processes.alive(p) for p in pids)
+
+
+def test_a_tf_error_naming_a_collective_is_told_as_that_collective():
+    message = ("Socket closed\n\t [[{{node GroupCrossDeviceControlEdges_1/Const_1_S82}}]]\n"
+               "\t [[{{node parallax_allreduce/w/allreduce}}]]")
+    assert collectives.collective_named(message, {"parallax_allreduce/w/allreduce"}) == "parallax_allreduce/w/allreduce"
+    assert collectives.collective_named(message, {"parallax_allgather/e/rows"}) is None
+    assert collectives.collective_named(None, {"x"}) is None

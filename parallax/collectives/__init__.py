@@ -7,6 +7,8 @@ workers. The rewrite asks the plan's backend for ops (`ops_for(plan)`) and knows
 `resolve(choice)` turns Config.collective_backend into one of them; "auto" takes Horovod when it is importable and
 built for this TensorFlow with MPI, else `tf`.
 """
+import re
+
 from parallax.config import COLLECTIVE_BACKENDS as CHOICES
 from parallax.errors import ConfigError
 
@@ -57,3 +59,32 @@ def ops_for(plan):
 def uses_worker_servers(plan):
     """Whether every worker runs a TF server: for parameter servers, or for TF's collectives."""
     return plan.uses_servers or (plan.uses_collectives and plan.backend == TF)
+
+
+def step_fence_for(plan):
+    """The step fence of `plan`'s backend (step_fence.py), or None when its steps need none. TF's collectives run
+    every worker's step under one step id (the group leader hands out a sequence, so that the workers' collectives
+    meet), and when one worker's step ends TF cleans that step id up on every task it touched: also on a server or
+    another worker where a slower worker's part of the same step still runs, which then fails with
+    `Aborted: Cleanup <step id>`. Horovod's steps keep their own ids."""
+    if plan.backend != TF or plan.num_workers < 2:
+        return None
+    from parallax.collectives.tf_ops import step_fence
+    return lambda digest, name: step_fence(plan.num_workers, digest, name)
+
+
+def allows_local_aggregation(backend):
+    """Whether a worker's step may run ops on another worker's task (local aggregation puts a host's rows in
+    queues on its first worker). Not with TF's collectives: when the other worker's step ends, TF cleans the shared
+    step id up on that task too, and aborts the first worker's own step there (step_fence_for says why), which
+    no fence can prevent, as a step hands its fetched values to its client after its last op."""
+    return backend != TF
+
+
+def collective_named(message, names):
+    """The first op of `names` (collective op names) that a TF error message names in its `{{node ...}}` tags, or
+    None."""
+    for node in re.findall(r"\{\{node ([^}]+)\}\}", message or ""):
+        if node in names:
+            return node
+    return None

@@ -17,8 +17,9 @@ tf1 = tf.compat.v1
 GROUP_KEY = 1
 GROUP_LEADER = "/job:worker/replica:0/task:0"
 DYNAMIC_BASE = 1 << 20  # static keys count up from 1, per-step keys from here
+FENCE_BASE = 1 << 30  # step fences' keys (step_fence.py), from here to 2^31 - 1
 MAX_DYNAMIC = 1 << 10  # collectives with per-step keys in one graph
-STEPS_BEFORE_REUSE = ((1 << 31) - 1 - DYNAMIC_BASE) // MAX_DYNAMIC  # then keys wrap (about 2 million steps)
+STEPS_BEFORE_REUSE = (FENCE_BASE - DYNAMIC_BASE) // MAX_DYNAMIC  # then keys wrap (about a million steps)
 
 
 class TFCollectives:
@@ -83,6 +84,14 @@ class TFCollectives:
                               name=f"{name}_runs", use_resource=True)
         runs = tf.math.floormod(counter.assign_add(1) - 1, STEPS_BEFORE_REUSE)
         return DYNAMIC_BASE + j + MAX_DYNAMIC * runs
+
+
+def step_fence(num_workers, digest, name):
+    """A collective of a scalar that every worker runs at the end of the step of the fetch set `digest` (its key
+    comes from the digest, so workers agree whatever order they first ran their fetch sets in)."""
+    key = FENCE_BASE + int(digest, 16) % ((1 << 31) - 1 - FENCE_BASE)
+    return collective_ops.all_reduce_v2(tf.constant(0, tf.int32), num_workers, GROUP_KEY, key, merge_op="Add",
+                                        final_op="Id", communication_hint="auto", name=name).op
 
 
 def server_config():
