@@ -1,7 +1,16 @@
 # parallax: `make demo` and `make test` install what is missing first (see scripts/install.sh).
-VENV   := .venv
+# TF=2.15 (default): .venv, TF 2.15.1 with Horovod, the whole suite. TF=2.21: .venv-tf2.21, the newest TF, no
+# Horovod (TF's own collectives), numpy 2, tf_keras; `make test TF=2.21` runs NEWEST_TF_TESTS.
+TF     ?= 2.15
+VENV   := $(if $(filter 2.15,$(TF)),.venv,.venv-tf$(TF))
 PY     := $(VENV)/bin/python
 PYTEST ?= -q
+export TF
+export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
+# (test_tf_backend.py names the tf backend, which "auto" already is there.)
+NEWEST_TF_TESTS := tests/equivalence tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py \
+                   --ignore=tests/equivalence/test_tf_backend.py
+TESTS  := $(if $(filter 2.15,$(TF)),tests,$(NEWEST_TF_TESTS))
 
 .PHONY: install test demo convergence bench fuzz clean
 
@@ -9,18 +18,20 @@ install:
 	@bash scripts/install.sh
 
 test: install
-	$(PY) -m pytest $(PYTEST) tests
+	$(PY) -m pytest $(PYTEST) $(TESTS)
 
 demo: install
 	$(PY) models/lm/demo.py
 
-# Randomized equivalence: make fuzz SEEDS=0-199 [CASES=all] [MODES=MPI,PS,HYBRID] [WORKERS=2]
+# Randomized equivalence: make fuzz SEEDS=0-199 [CASES=all] [MODES=MPI,PS,HYBRID] [WORKERS=2] [BACKEND=tf]
 SEEDS ?=
 CASES ?=
 MODES ?= MPI,PS,HYBRID
 WORKERS ?= 2
+BACKEND ?= auto
 fuzz: install
-	$(PY) scripts/fuzz.py --seeds "$(SEEDS)" --cases "$(CASES)" --modes $(MODES) --workers $(WORKERS)
+	$(PY) scripts/fuzz.py --seeds "$(SEEDS)" --cases "$(CASES)" --modes $(MODES) --workers $(WORKERS) \
+	  --backend $(BACKEND)
 
 convergence: install
 	$(PY) scripts/convergence.py

@@ -21,7 +21,7 @@ setup(
     python_requires=">=3.9,<3.12",
     # TF and Horovod are installed by `make install` (Horovod must be built after TF, without build isolation),
     # so they are not listed here: pip would otherwise try to build Horovod in an isolated env and fail.
-    install_requires=["numpy<2"],
+    install_requires=["numpy"],  # make install pins it: <2 with TF 2.15, 2.x with TF 2.21
     extras_require={
         "cpu": ["tensorflow-cpu==2.15.1", "mpi4py"],
         "gpu": ["tensorflow==2.15.1", "mpi4py"],

@@ -31,6 +31,8 @@ def add_common_arguments(p, steps, batch_size, learning_rate):
     p.add_argument("--optimizations", default="LA,OPAU,OPSW", type=_optimizations,
                    help="HYBRID/PS optimizations to apply, comma-separated, or `none` (docs/optimizations.md): "
                         "LA local aggregation, OPAU post-aggregation op placement, OPSW boundary-op placement")
+    p.add_argument("--collective-backend", default="auto", choices=("auto", "horovod", "tf"),
+                   help="train_distributed.py: AllReduce/AllGather library in MPI and HYBRID (docs/modes.md)")
 
 
 OPTIMIZATIONS = {"LA": "local_aggregation", "OPAU": "place_post_aggregation_ops", "OPSW": "place_boundary_ops"}
@@ -51,7 +53,8 @@ def parallax_config(args):
     switches = {field: name in args.optimizations for name, field in OPTIMIZATIONS.items()}
     return parallax.Config(run_option=args.run_option, checkpoint_dir=args.checkpoint_dir,
                            save_checkpoint_steps=args.save_checkpoint_steps, profile_steps=args.profile_steps,
-                           log_dir=args.log_dir if args.profile_steps else None, **switches)
+                           log_dir=args.log_dir if args.profile_steps else None,
+                           collective_backend=args.collective_backend, **switches)
 
 
 class SingleDeviceSession:

@@ -9,6 +9,8 @@ gradient capture to be installed the moment TensorFlow is imported (or at once, 
 (variable, raw gradient) pair built afterwards is recorded in the graph.
 """
 import importlib
+import importlib.util
+import os
 
 from parallax import _tf_hook
 from parallax.config import Config
@@ -19,6 +21,11 @@ from parallax.launcher.resource_spec import Host, ResourceSpec
 __version__ = "0.1.0"
 
 _tf_hook.install_capture_when_tensorflow_loads()
+
+# From TF 2.16 on, tf.compat.v1.layers needs Keras 2, which TF takes from tf_keras when this is set (read when the
+# layers are first used, so setting it here is in time; a user's own value wins). Launched workers inherit it.
+if importlib.util.find_spec("tf_keras") is not None:
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 # TensorFlow-dependent API, imported on first use.
 _LAZY = {

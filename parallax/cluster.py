@@ -4,28 +4,34 @@ import os
 
 import tensorflow as tf
 
+from parallax.collectives import tf_ops
 from parallax.errors import LaunchError
 from parallax.launcher.protocol import ENV_CLUSTER
 
 tf1 = tf.compat.v1
 
 
-def start_worker_server(role, local_chiefs=()):
+def start_worker_server(role, local_chiefs=(), tf_collectives=False):
     """This worker's gRPC server (job `worker`, task = worker id); returns (server, session ConfigProto).
-    `local_chiefs`: the workers that hold local-aggregation accumulators."""
+    `local_chiefs`: the workers that hold local-aggregation accumulators; `tf_collectives`: the job uses TF's
+    collective ops, whose group forms only when the server and the session name its leader."""
     try:
         cluster = json.loads(os.environ[ENV_CLUSTER])
     except (KeyError, ValueError):
-        raise LaunchError(f"this job needs parameter servers but ${ENV_CLUSTER} is missing or not JSON; start the "
-                          f"job through get_runner or parallax's launcher") from None
+        raise LaunchError(f"this job needs a TF server in every worker (parameter servers, or TF's collectives) but "
+                          f"${ENV_CLUSTER} is missing or not JSON; start the job through get_runner or parallax's "
+                          f"launcher") from None
     if len(cluster.get("worker", [])) != role.num_workers:
         raise LaunchError(f"${ENV_CLUSTER} lists {len(cluster.get('worker', []))} workers, the job has "
                           f"{role.num_workers}")
+    server_config = tf_ops.server_config() if tf_collectives else None
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="worker", task_index=role.worker_id,
-                                  start=True)
+                                  config=server_config, start=True)
     # Talk only to the servers, ourselves and the local chiefs, rather than wait for every worker's server. A
     # distributed session places the whole graph (it ignores place_pruned_graph), so every device the graph names
     # must be visible: the local chiefs hold the local-aggregation accumulators of every host.
     tasks = sorted({role.worker_id, *local_chiefs})
     filters = tf1.ConfigProto(device_filters=["/job:ps", *(f"/job:worker/task:{t}" for t in tasks)])
+    if tf_collectives:
+        filters.MergeFrom(server_config)
     return server, filters

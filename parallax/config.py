@@ -6,6 +6,7 @@ from parallax.errors import ConfigError
 
 RUN_OPTIONS = ("HYBRID", "PS", "MPI")
 METHODS = ("AR", "AG", "PS")
+COLLECTIVE_BACKENDS = ("auto", "horovod", "tf")
 _BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_post_aggregation_ops",
                 "place_boundary_ops", "sync")
 
@@ -35,8 +36,14 @@ class Config:
     # Per-variable methods that override the run option's rule, {variable name: "AR" | "AG" | "PS"}: a mixed plan
     # (e.g. one sparse variable all-gathered while another lives on a server). Names are checked against the graph.
     methods: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # The library of the AllReduce/AllGather collectives: "horovod", "tf" (TensorFlow's own collective ops between
+    # the workers' TF servers), or "auto": Horovod when it loads here with MPI, else "tf" (parallax/collectives).
+    collective_backend: str = "auto"
 
     def __post_init__(self):
+        if self.collective_backend not in COLLECTIVE_BACKENDS:
+            raise ConfigError(f"Config.collective_backend={self.collective_backend!r} is not allowed; use one of "
+                              f"{', '.join(repr(c) for c in COLLECTIVE_BACKENDS)}")
         if self.run_option not in RUN_OPTIONS:
             raise ConfigError(f"Config.run_option={self.run_option!r} is not allowed; "
                               f"use one of {', '.join(repr(o) for o in RUN_OPTIONS)}")

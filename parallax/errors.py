@@ -42,3 +42,7 @@ class GraphMismatchError(ParallaxError):
 
 class PipelineError(ParallaxError):
     """The rewrite passes' contracts do not hold: a pass runs before what it requires, or breaks what it promised."""
+
+
+class CollectiveError(ParallaxError):
+    """A collective did not complete: another worker failed, stopped or left the job before it."""

@@ -174,6 +174,8 @@ class Plan:
             rows.append((v.name, v.kind, str(v.bytes), str(v.method), str(v.average),
                          ",".join(map(str, v.ps_tasks)) or "-", str(v.local_aggregation)))
         head = f"plan: run_option={self.run_option} workers={self.num_workers} hosts={self.num_hosts} sync={self.sync}"
+        if self.uses_collectives:
+            head += f" collectives={self.backend}"
         out = head + "\n" + format_table(rows)
         return out + "\n" + self.state_summary() if self.state else out
 

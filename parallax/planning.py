@@ -1,11 +1,18 @@
 """The whole plan of a job, made once: the TF-free decisions of plan.py, plus the op placements, which are read
-from the user's graph (placement.py). Nothing is rewritten here."""
+from the user's graph (placement.py), and the collective backend (which needs to look at what is installed).
+Nothing is rewritten here."""
 import dataclasses
 
+from parallax import collectives
 from parallax.placement import decide_placements
 from parallax.plan import make_plan
 
 
 def plan_job(graph, analysis, spec, config):
     plan = make_plan(analysis, spec, config)
+    backend = collectives.resolve(config.collective_backend) if plan.uses_collectives else "none"
+    plan = dataclasses.replace(plan, backend=backend)
+    if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
+        plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
+                                                         for v in plan.variables))
     return dataclasses.replace(plan, placements=decide_placements(graph, plan))

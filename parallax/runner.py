@@ -6,8 +6,8 @@ import time
 
 import tensorflow as tf
 
-from parallax import graph_utils
-from parallax.errors import ConfigError, FetchNotFoundError, LaunchError, ParallaxError
+from parallax import collectives, graph_utils, step_fence
+from parallax.errors import CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError
 from parallax.launcher.role import report_done, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
@@ -34,7 +34,8 @@ class Runner:
         self._update_ops = {self._graph.get_operation_by_name(n) for p in plan.parts for n in p.update_ops}
         self._collectives = {self._graph.get_operation_by_name(n) for n in rewritten.collectives}
         self._server = server  # keeps this worker's gRPC server alive as long as the runner
-        self._sync = SyncSteps(self._graph, rewritten.sync, role.worker_id, role.num_workers) \
+        self._fence_op = collectives.step_fence_for(plan)
+        self._sync = SyncSteps(self._graph, rewritten.sync, role.worker_id, role.num_workers, self._fence_op) \
             if rewritten.sync is not None else None
         self._variants = {}  # fetch key -> Variant (without servers: the fetches as they are)
         self._synchronized_steps = 0
@@ -86,9 +87,20 @@ class Runner:
             options = options or tf1.RunOptions()
             options.trace_level = tf1.RunOptions.FULL_TRACE
             run_metadata = run_metadata if run_metadata is not None else tf1.RunMetadata()
-        ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None], "targets": variant.targets,
-                                 "released": variant.released or []},
-                                feed_dict=feeds or None, options=options, run_metadata=run_metadata)
+        try:
+            ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
+                                     "targets": variant.targets, "released": variant.released or []},
+                                    feed_dict=feeds or None, options=options, run_metadata=run_metadata)
+        except tf.errors.OpError as e:
+            stuck = collectives.collective_named(e.message, self._collective_names(variant))
+            if stuck is None:
+                raise
+            first = (e.message.strip().splitlines() or [""])[0]
+            raise CollectiveError(
+                f"worker {self.worker_id}: collective {stuck} did not complete in synchronized step "
+                f"{self._synchronized_steps} (fetches {variant.name}): another worker failed, stopped or left the "
+                f"job before it (every worker must run the same synchronized steps); {type(e).__name__}: "
+                f"{first}") from e
         values = iter(ran["leaves"])
         out = [None if x is None else next(values) for x in variant.leaves]
         for i, k in variant.from_chief.items():
@@ -102,6 +114,10 @@ class Runner:
             if every and self.is_chief and self._steps % every == 0:
                 self.save_checkpoint()
         return result
+
+    def _collective_names(self, variant):
+        fences = [op.name for op in variant.targets if op.name.startswith(step_fence.FENCE_SCOPE)]
+        return {op.name for op in self._collectives} | set(fences)
 
     def _traces(self, step):
         return step in self.config.profile_steps and self.worker_id in self.config.profile_workers
@@ -184,9 +200,16 @@ class Runner:
                                                if isinstance(op, tf.Operation)])
             # Without servers, a step is synchronized by its collectives (every worker must run the same ones).
             collective = bool(self._collectives & ancestors)
-            self._variants[key] = Variant(list(leaves), [], {}, synchronized=collective and self.num_workers > 1,
-                                          ancestors=frozenset(ancestors), digest=fetch_digest(key),
-                                          name=key[0] if key else "?")
+            variant = Variant(list(leaves), [], {}, synchronized=collective and self.num_workers > 1,
+                              ancestors=frozenset(ancestors), digest=fetch_digest(key), name=key[0] if key else "?")
+            if self._fence_op and step_fence.needs_fence(variant, self._collectives):
+                self._graph._unsafe_unfinalize()
+                try:
+                    with self._graph.as_default():
+                        variant = step_fence.fence(variant, self._fence_op)
+                finally:
+                    self._graph.finalize()
+            self._variants[key] = variant
         return self._variants[key]
 
     def _trains(self, variant):

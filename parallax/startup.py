@@ -14,7 +14,7 @@ import sys
 
 import tensorflow as tf
 
-from parallax import cluster, plan_json, worker_checks
+from parallax import cluster, collectives, plan_json, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
@@ -113,12 +113,13 @@ def _explain(graph, spec, config):
 
 
 def _join(graph, analysis, plan, config, role):
-    if plan.uses_collectives:
+    if plan.uses_collectives and plan.backend == collectives.HOROVOD:
         worker_checks.init_horovod(role)
     server, session_config = None, config.session_config
-    if plan.uses_servers:
+    if collectives.uses_worker_servers(plan):
         holders = set(plan.holders) if plan.uses_local_aggregation else ()
-        server, filters = cluster.start_worker_server(role, holders)
+        tf_collectives = plan.uses_collectives and plan.backend == collectives.TF
+        server, filters = cluster.start_worker_server(role, holders, tf_collectives)
         session_config = _merged(session_config, filters)
     rewritten = rewrite(graph, plan, config)
     if role.num_workers > 1:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from parallax import graph_utils
+from parallax import graph_utils, step_fence
 from parallax.errors import UnsupportedError
 from parallax.rewrite.sync_passes import SYNC_SCOPE
 
@@ -44,8 +44,9 @@ def fetch_digest(key):
 
 
 class SyncSteps:
-    def __init__(self, graph, sync_graph, worker_id, num_workers):
+    def __init__(self, graph, sync_graph, worker_id, num_workers, fence_op=None):
         self._g, self._sync = graph, sync_graph
+        self._fence_op = fence_op  # the backend's step fence (step_fence.py), or None
         self._w, self._n = worker_id, num_workers
         op = graph.get_operation_by_name
         self._broadcast_inputs = {op(b): graph.get_tensor_by_name(t) for t, b in sync_graph.broadcasts}
@@ -66,6 +67,9 @@ class SyncSteps:
         if key not in self._cache:
             variant = self._derive(leaves, fetch_digest(key))
             variant.digest, variant.name = fetch_digest(key), key[0] if key else "?"
+            if self._fence_op and step_fence.needs_fence(variant, self._collectives):
+                with self._building():
+                    variant = step_fence.fence(variant, self._fence_op)
             self._cache[key] = variant
         return self._cache[key]
 

@@ -35,6 +35,7 @@ def main():
     p.add_argument("--cases", default="", help="named user graphs: all, or name,name")
     p.add_argument("--modes", default="MPI,PS,HYBRID")
     p.add_argument("--workers", type=int, default=2, help="2 (two loopback hosts, one worker each) or 4 (two each)")
+    p.add_argument("--backend", default=harness.BACKEND, help="Config.collective_backend: auto, horovod or tf")
     args = p.parse_args()
     if not args.seeds and not args.cases:
         p.error("give --seeds, --cases or both")
@@ -52,7 +53,8 @@ def main():
         for case, features in runs:
             for mode in modes:
                 try:
-                    diff = harness.check_case(out, case, args.workers, mode, spec=harness.two_hosts(args.workers))
+                    diff = harness.check_case(out, case, args.workers, mode, spec=harness.two_hosts(args.workers),
+                                              backend=args.backend)
                     verdict, shown = "EXACT", f"{diff:.2g}"
                 except AssertionError as e:
                     first = str(e).splitlines()[0]

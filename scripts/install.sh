@@ -4,7 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-VENV="$ROOT/.venv"
+# TF=2.15 (default): tensorflow-cpu 2.15.1, numpy<2, Horovod built from source, in .venv.
+# TF=2.21: the newest TF on the package index, numpy 2, tf_keras for tf.compat.v1.layers, no Horovod (parallax
+# uses TF's own collectives there), in .venv-tf2.21.
+TF=${TF:-2.15}
+case "$TF" in
+  2.15) VENV="$ROOT/.venv"; TF_PIN="2.15.1"; NUMPY="numpy<2"; HOROVOD=1 ;;
+  2.21) VENV="$ROOT/.venv-tf2.21"; TF_PIN="2.21.0"; NUMPY="numpy>=2,<3"; HOROVOD=0 ;;
+  *) echo "[install] TF=$TF is not one of 2.15, 2.21" >&2; exit 2 ;;
+esac
 PY=${PYTHON:-python3}
 APT_PACKAGES="libopenmpi-dev openmpi-bin cmake gcc g++ openssh-server openssh-client iproute2"
 
@@ -31,18 +39,27 @@ if [ ! -x "$VPY" ]; then
   "$VPY" -m pip install -q --upgrade pip 'setuptools<70' wheel
 fi
 
-if ! "$VPY" -c 'import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__version__ == "2.15.1"; assert int(numpy.__version__.split(".")[0]) < 2' 2>/dev/null; then
-  say "installing tensorflow-cpu==2.15.1, numpy<2, mpi4py, pytest"
-  "$VPY" -m pip install -q 'tensorflow-cpu==2.15.1' 'numpy<2' mpi4py pytest
+if ! "$VPY" -c "import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__version__ == '$TF_PIN'" 2>/dev/null; then
+  say "installing tensorflow-cpu==$TF_PIN, $NUMPY, mpi4py, pytest"
+  "$VPY" -m pip install -q "tensorflow-cpu==$TF_PIN" "$NUMPY" mpi4py pytest
 fi
 
-# The models' data (scikit-learn's digits) and the convergence plots (matplotlib); numpy stays < 2.
+if [ "$HOROVOD" = 0 ] && ! "$VPY" -c 'import tf_keras' 2>/dev/null; then
+  say "installing tf_keras==$TF_PIN (Keras 2, for tf.compat.v1.layers with TF_USE_LEGACY_KERAS=1)"
+  "$VPY" -m pip install -q "tf_keras==$TF_PIN"
+fi
+
+# The models' data (scikit-learn's digits) and the convergence plots (matplotlib).
 if ! "$VPY" -c 'import sklearn, matplotlib' 2>/dev/null; then
   say "installing scikit-learn and matplotlib"
-  "$VPY" -m pip install -q 'scikit-learn<1.6' 'matplotlib<3.10' 'numpy<2'
+  if [ "$HOROVOD" = 1 ]; then
+    "$VPY" -m pip install -q 'scikit-learn<1.6' 'matplotlib<3.10' "$NUMPY"
+  else
+    "$VPY" -m pip install -q scikit-learn matplotlib "$NUMPY"
+  fi
 fi
 
-if ! "$VPY" -c 'import horovod.tensorflow' 2>/dev/null; then
+if [ "$HOROVOD" = 1 ] && ! "$VPY" -c 'import horovod.tensorflow' 2>/dev/null; then
   say "building horovod==0.28.1 from source against TF (takes ~3 minutes on 2 cores)"
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
   HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
@@ -56,6 +73,11 @@ if ! "$VPY" -c 'import parallax' 2>/dev/null || [ setup.py -nt "$VENV/.parallax-
   say "installing parallax (editable)"
   "$VPY" -m pip install -q --no-build-isolation --no-deps -e .
   touch "$VENV/.parallax-installed"
+fi
+
+if [ "$HOROVOD" = 0 ]; then
+  say "ok: $("$VPY" -c 'import tensorflow as tf, numpy; print("tensorflow", tf.__version__, "numpy", numpy.__version__, "(no Horovod: collectives are TF'"'"'s own)")')"
+  exit 0
 fi
 
 check=$("$VENV/bin/horovodrun" --check-build 2>&1 || true)

@@ -21,7 +21,8 @@ def _start(env_extra, tmp_path):
     # TMPDIR puts the launcher's job directory, where every process records its pid, under tmp_path.
     (tmp_path / "jobs").mkdir(exist_ok=True)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, JOB_OUT=str(tmp_path),
-               TMPDIR=str(tmp_path / "jobs"), **env_extra)
+               TMPDIR=str(tmp_path / "jobs"))
+    env.update(env_extra)  # may replace PYTHONPATH
     return subprocess.Popen([sys.executable, JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 

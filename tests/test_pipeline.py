@@ -105,17 +105,24 @@ def test_pin_ref_reads_reads_a_written_server_ref_variable_after_the_write():
     assert all(op.device == ctx.server_variables[op.inputs[0].op.name] for op in pinned)
 
 
-def test_allreduce_dense_gradients_feeds_every_update_the_collective():
-    plan, ctx = _run_until("allreduce_dense_gradients", parallax.Config(run_option="MPI"))
+COLLECTIVE_TYPES = {"horovod": ("HorovodAllreduce", "HorovodAllgather"),
+                    "tf": ("CollectiveReduceV2", "CollectiveGatherV2")}
+
+
+@pytest.mark.parametrize("backend", sorted(COLLECTIVE_TYPES))
+def test_allreduce_dense_gradients_feeds_every_update_the_collective(backend):
+    plan, ctx = _run_until("allreduce_dense_gradients", parallax.Config(run_option="MPI", collective_backend=backend))
+    assert plan.backend == backend
     dense = [g for v in plan.variables for g in v.gradients if g.indices is None]
     assert sorted(ctx.aggregated) == sorted(g.scope for g in dense)
-    assert {ctx.graph.get_operation_by_name(c).type for c in ctx.collectives} == {"HorovodAllreduce"}
+    assert {ctx.graph.get_operation_by_name(c).type for c in ctx.collectives} == {COLLECTIVE_TYPES[backend][0]}
 
 
-def test_allgather_sparse_gradients_gathers_values_and_indices():
-    plan, ctx = _run_until("allgather_sparse_gradients", parallax.Config(run_option="MPI"))
+@pytest.mark.parametrize("backend", sorted(COLLECTIVE_TYPES))
+def test_allgather_sparse_gradients_gathers_values_and_indices(backend):
+    plan, ctx = _run_until("allgather_sparse_gradients", parallax.Config(run_option="MPI", collective_backend=backend))
     gathered = {ctx.graph.get_operation_by_name(c).type for c in ctx.collectives}
-    assert "HorovodAllgather" in gathered
+    assert COLLECTIVE_TYPES[backend][1] in gathered
     assert all(isinstance(ctx.aggregated[g.scope], tuple) for v in plan.variables for g in v.gradients if g.indices)
 
 

@@ -31,3 +31,14 @@ def test_a_worker_that_stops_early_is_named_whichever_reports_first():
     other.started("w1", 1, "a", "train")
     assert other.finished("w1", 1) is None
     assert "w1 stopped after 1 synchronized steps while w0 waits in step 2" in other.started("w0", 2, "a", "train")
+
+
+def test_when_a_worker_dies_the_others_places_are_named():
+    ledger = StepLedger()
+    assert ledger.others_at("w1") is None  # nobody started a synchronized step yet
+    for w in ("w0", "w1", "w2"):
+        ledger.started(w, 1, "a", "train")
+    ledger.started("w0", 2, "b", "loss")
+    ledger.finished("w2", 1)
+    assert ledger.others_at("w1") == ("w0 was in synchronized step 2 (loss), whose collectives and barriers need "
+                                      "every worker")

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from typing import List, Optional, Tuple
 
-from parallax import plan_json
+from parallax import collectives, plan_json
 from parallax.errors import LaunchError
 from parallax.launcher import bind_shim, mpirun, preflight, protocol
 from parallax.launcher.ssh import SshSettings, command as ssh_command
@@ -81,13 +81,17 @@ def launch_job(spec, config, plan, command=None, out=None, options=None):
                   run_option=config.run_option, out=out)
 
 
-def servers_of(plan_text):
-    """How many parameter servers the plan needs: tasks 0..k-1, task t on host t."""
-    tasks = plan_json.loads(plan_text).server_tasks
+def servers_of(plan, run_option, num_hosts):
+    """(parameter servers, whether every worker runs a TF server) for the plan: server tasks 0..k-1, task t on
+    host t; worker servers for parameter servers or TF's collectives. Without a plan: one server per host unless
+    MPI, and worker servers always (the workers plan for themselves, and may choose TF's collectives)."""
+    if plan is None:
+        return (0 if run_option == "MPI" else num_hosts), True
+    tasks = plan.server_tasks
     if tasks != tuple(range(len(tasks))):
         raise LaunchError(f"the plan uses parameter-server tasks {list(tasks)}; this launcher starts tasks "
                           f"0..k-1 only")
-    return len(tasks)
+    return len(tasks), collectives.uses_worker_servers(plan)
 
 
 def launch(spec, command, options, plan_text, run_option=None, out=None):
@@ -97,7 +101,8 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
     server per host unless `run_option` is MPI, and the workers plan for themselves."""
     if not command:
         raise LaunchError("no command to run: give it after `--`, e.g. parallax-launch -H h1:2 -- python train.py")
-    num_servers = servers_of(plan_text) if plan_text else (0 if run_option == "MPI" else spec.num_hosts)
+    plan = plan_json.loads(plan_text) if plan_text else None
+    num_servers, worker_servers = servers_of(plan, run_option, spec.num_hosts)
     if num_servers > spec.num_hosts:
         raise LaunchError(f"the plan needs {num_servers} parameter servers, one per host, but the spec has "
                           f"{spec.num_hosts} hosts")
@@ -106,12 +111,12 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
     job_dir = tempfile.mkdtemp(prefix="parallax-job-")
     remote_hosts = [h for h in spec.hosts if not h.is_local]
     try:
-        needed = {i: (i < num_servers) + (h.num_slots if num_servers else 0) for i, h in enumerate(spec.hosts)}
+        needed = {i: (i < num_servers) + (h.num_slots if worker_servers else 0) for i, h in enumerate(spec.hosts)}
         say = _progress_printer()
         reports = preflight.run_preflight(spec, needed, python, script, None if options.dry_run else job_dir,
                                           options.ssh, progress=say if remote_hosts else None,
                                           files={PLAN_FILE: plan_text} if plan_text else None)
-        layout = _layout(spec, reports, num_servers, job_dir, python)
+        layout = _layout(spec, reports, num_servers, worker_servers, job_dir, python)
         env_extra = _job_environment(spec, layout, options, run_option, with_plan=bool(plan_text))
         mpirun_cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
         services = [_server_process(p, python, env_extra, options) for p in layout.servers()]
@@ -119,7 +124,9 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
             print(describe(layout, python, command, mpirun_cmd), file=out or sys.stdout, flush=True)
             return 0
         servers = f" and {len(services)} parameter server(s)" if services else ""
-        say(f"launching {spec.num_workers} workers{servers} ({run_option or 'run option from the script'}) on "
+        how = (run_option or "run option from the script") + (
+            f", collectives: {plan.backend}" if plan and plan.uses_collectives else "")
+        say(f"launching {spec.num_workers} workers{servers} ({how}) on "
             f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
             + (f"; logs in {options.log_dir}" if options.log_dir else ""))
         supervisor = Supervisor(mpirun_cmd, dict(_local_environment(), **env_extra), layout, services, options,
@@ -147,21 +154,21 @@ def _script_of(command):
     return None
 
 
-def _layout(spec, reports, num_servers, job_dir, python):
+def _layout(spec, reports, num_servers, worker_servers, job_dir, python):
     processes, cluster = [], None
-    if num_servers:
-        cluster = {"ps": [], "worker": []}
+    if num_servers or worker_servers:
+        cluster = {"ps": [], "worker": []} if num_servers else {"worker": []}
         for i, host in enumerate(spec.hosts[:num_servers]):
             port = reports[i].ports[0]
             processes.append(Process(host, i, "ps", i, port))
             cluster["ps"].append(f"{_address(host)}:{port}")
     rank = 0
     for i, host in enumerate(spec.hosts):
-        free = reports[i].ports[(i < num_servers):] if num_servers else []
+        free = reports[i].ports[(i < num_servers):] if worker_servers else []
         for slot in range(host.num_slots):
-            port = free[slot] if num_servers else None
+            port = free[slot] if worker_servers else None
             processes.append(Process(host, i, "worker", rank, port))
-            if num_servers:
+            if worker_servers:
                 cluster["worker"].append(f"{_address(host)}:{port}")
             rank += 1
     return Layout(spec, processes, cluster, job_dir, python)

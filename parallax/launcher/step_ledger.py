@@ -40,6 +40,13 @@ class StepLedger:
                 return self._early(worker, ran, other, last)
         return None
 
+    def others_at(self, failed):
+        """Where the workers still running, other than `failed`, were: their synchronized step and its fetch set
+        (its collectives or barrier need every worker), or None when none had started one."""
+        places = [f"{w} was in synchronized step {last} ({self._steps[w][last][1]})"
+                  for w, last in sorted(self._last.items()) if w != failed and w not in self._done]
+        return "; ".join(places) + ", whose collectives and barriers need every worker" if places else None
+
     @staticmethod
     def _early(stopped, ran, waiting, step):
         return (f"{stopped} stopped after {ran} synchronized steps while {waiting} waits in step {step}: every worker "

@@ -280,6 +280,8 @@ class Supervisor:
         lines = list(self.tails.get(label, [])) if label else list(self.launcher_lines)[-TAIL_LINES:]
         tail = "\n".join("    " + t for t in lines) or "    (no output)"
         where = f" (full log: {self._log_path(label)})" if self.options.log_dir and label else ""
+        others = self.steps.others_at(label) if label else None
+        what = f"{what}; {others}" if others and not self.step_problem else what
         self._say(f"job failed: {what}; every process was stopped.\n  last lines of {label or 'mpirun'}"
                   f"{where}:\n{tail}")
 

@@ -1,7 +1,6 @@
-"""Replicated variables (AR, AG): every worker holds a replica; Horovod aggregates their gradients and broadcasts
-initial values.
+"""Replicated variables (AR, AG): every worker holds a replica; the plan's collective backend (parallax/collectives)
+aggregates their gradients and broadcasts initial values.
 
-Collectives are named from variable names, so every rank's collectives match whatever order they are submitted in.
 Each pass rewires *every* consumer of a raw gradient (the update, and any clipping or scaling the user put between)
 to the aggregated one, so clipping sees aggregated gradients, exactly as on one device.
 """
@@ -12,13 +11,6 @@ from parallax.row_keys import merge_rows, row_keys
 from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
-
-
-def _hvd():
-    # The raw collectives, not hvd.allreduce: that one asks hvd.size() while building the graph, so a rewrite could
-    # not be built (or tested) before hvd.init(). Averaging is a division by the plan's N, done here.
-    from horovod.tensorflow import mpi_ops  # imported only by jobs that use MPI collectives
-    return mpi_ops
 
 
 def gradients_of(ctx, aggregation):
@@ -32,13 +24,13 @@ def gradients_of(ctx, aggregation):
 
 
 def allreduce_dense_gradients(ctx):
-    """Dense gradients of replicated variables: Horovod allreduce (Sum), then / N when averaging."""
-    hvd, g = _hvd(), ctx.graph
+    """Dense gradients of replicated variables: allreduce (Sum), then / N when averaging."""
+    ops, g = ctx.collective_ops, ctx.graph
     for vp, part, gradient in gradients_of(ctx, Aggregation.ALLREDUCE):
         grad = g.get_tensor_by_name(gradient.values)
         with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allreduce/{gradient.scope}"):
-            agg = hvd._allreduce(grad, op=hvd.Sum, name="allreduce")
-            ctx.collectives.append(agg.op.name)
+            agg = ops.allreduce_sum(grad, name="allreduce")
+            ctx.collectives += ops.created()
             if vp.average:
                 agg = average_of(agg, ctx.plan.num_workers)
         reroute_consumers(grad, agg, keep=created)
@@ -49,15 +41,15 @@ def allgather_sparse_gradients(ctx):
     """IndexedSlices gradients of replicated variables: values and indices allgathered (rank order, so the rows
     are what one device's batch gives, up to their order; rows one device holds once are merged, row_keys.py);
     values / N when averaging."""
-    hvd, g = _hvd(), ctx.graph
+    ops, g = ctx.collective_ops, ctx.graph
     n = ctx.plan.num_workers
     for vp, part, gradient in gradients_of(ctx, Aggregation.ALLGATHER):
         values = g.get_tensor_by_name(gradient.values)
         indices = g.get_tensor_by_name(gradient.indices)
         with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allgather/{gradient.scope}"):
             row_ids = [indices] + ([row_keys(indices)] if gradient.merge_rows else [])
-            gathered, names = _allgather_rows(hvd, values, row_ids)
-            ctx.collectives += names
+            gathered = _allgather_rows(ops, values, row_ids)
+            ctx.collectives += ops.created()
             all_values, all_indices = gathered[:2]
             if gradient.merge_rows:
                 all_values, all_indices = merge_rows(all_values, all_indices, gathered[2])
@@ -71,37 +63,37 @@ def allgather_sparse_gradients(ctx):
 def broadcast_initial_values(ctx):
     """One op that overwrites every replicated global variable with rank 0's value, one variable after another in
     name order. (Variables on parameter servers have one copy already.)"""
-    hvd, g = _hvd(), ctx.graph
+    ops, g = ctx.collective_ops, ctx.graph
     with g.as_default(), tf.name_scope("parallax_broadcast"):
         variables = sorted((v for v in tf1.global_variables() if v.op.name not in ctx.server_variables),
                            key=lambda v: v.op.name)
         previous = []
         for v in variables:
             with tf.control_dependencies(previous):
-                value = hvd.broadcast(v.read_value(), root_rank=0, name=f"{v.op.name}/broadcast")
+                value = ops.broadcast(v.read_value(), name=f"{v.op.name}/broadcast")
                 previous = [tf1.assign(v, value)]
+        ops.created()  # run once, by the initialization, not in the steps
         ctx.broadcast_op = tf.group(*previous, name="all")
 
 
-def _allgather_rows(hvd, values, row_ids):
+def _allgather_rows(ops, values, row_ids):
     """Allgather `values` and the integer tensors `row_ids` (one element per row each) in one collective: the ids
     ride along as extra columns of the values' dtype, bit for bit (tf.bitcast; a gather only copies them). One
     collective instead of one per tensor: each costs a negotiation cycle. Values whose row shape is unknown, or of
-    a dtype that cannot carry the bits, are gathered separately. Returns (gathered tensors, collective op names)."""
+    a dtype that cannot carry the bits, are gathered separately. Returns the gathered tensors."""
     width = values.shape[1:].num_elements() if values.shape.rank is not None and values.shape.rank >= 1 else None
     size = values.dtype.size
     if not width or not values.dtype.is_floating or 8 % size:  # unknown, or no columns to reshape into
-        gathered = [hvd.allgather(t, name=f"rows_{i}") for i, t in enumerate([values] + row_ids)]
-        return gathered, [t.op.name for t in gathered]
+        return [ops.allgather(t, name=f"rows_{i}") for i, t in enumerate([values] + row_ids)]
     per_id = 8 // size  # columns of the values' dtype that hold one int64
     columns = [tf.reshape(values, [-1, width])]
     for ids in row_ids:
         columns.append(tf.reshape(tf.bitcast(tf.cast(ids, tf.int64), values.dtype), [-1, per_id]))
-    packed = hvd.allgather(tf.concat(columns, axis=1), name="rows")
+    packed = ops.allgather(tf.concat(columns, axis=1), name="rows")
     all_values = tf.reshape(packed[:, :width], tf.concat([[-1], tf.shape(values)[1:]], 0))
     gathered = [all_values]
     for k, ids in enumerate(row_ids):
         bits = packed[:, width + k * per_id:width + (k + 1) * per_id]
         back = tf.bitcast(bits if per_id > 1 else tf.reshape(bits, [-1]), tf.int64)
         gathered.append(tf.cast(back, ids.dtype))
-    return gathered, [packed.op.name]
+    return gathered

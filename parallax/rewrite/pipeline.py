@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
+from parallax import collectives
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
@@ -42,7 +43,12 @@ class RewriteContext:
     devices: Dict[str, str] = dataclasses.field(default_factory=dict)  # op -> device the plan gives it
     aggregations: List[Any] = dataclasses.field(default_factory=list)  # ps_passes.AggregationRecord records
     sync: Any = None  # sync_passes.SyncGraph, with servers in sync mode
+    collective_ops: Any = None  # the plan's backend (parallax/collectives), when it uses collectives
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.collective_ops is None and self.plan.uses_collectives:
+            self.collective_ops = collectives.ops_for(self.plan)
 
 
 @dataclasses.dataclass(frozen=True)

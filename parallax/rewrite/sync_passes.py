@@ -94,10 +94,9 @@ def _separate(ctx, roots, everyone, own_writes):
         for i, t in data:
             if t.name not in sent:
                 with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/"):
-                    from horovod.tensorflow import mpi_ops
-                    sent[t.name] = mpi_ops.broadcast(t, root_rank=0,
-                                                     name=t.op.name.replace(":", "_") + f"_{t.value_index}")
-                ctx.collectives.append(sent[t.name].op.name)
+                    sent[t.name] = ctx.collective_ops.broadcast(t, name=t.op.name.replace(":", "_")
+                                                                + f"_{t.value_index}")
+                ctx.collectives += ctx.collective_ops.created()
                 broadcasts.append((t.name, sent[t.name].op.name))
             op._update_input(i, sent[t.name])
     return deferred, broadcasts, unsupported

@@ -15,6 +15,9 @@ F64_TOLERANCE = 1e-9  # max abs diff
 F32_TOLERANCE = 1e-5  # relative to the variable's largest magnitude
 STEPS, BATCH = 6, 4
 TIMEOUT = 300
+# Config.collective_backend of every distributed run that does not name one: PARALLAX_TEST_BACKEND=tf runs the whole
+# suite on TF's collectives (auto: Horovod where it loads).
+BACKEND = os.environ.get("PARALLAX_TEST_BACKEND", "auto")
 
 _references = {}
 
@@ -40,10 +43,10 @@ def two_hosts(workers):
 
 
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
-             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW"):
+             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND):
     name = case.replace(":", "_").replace(",", "+").replace("=", "")
     tag = (f"{name}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
-           f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}")
+           f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}-{backend}")
     out = os.path.join(str(out_dir), tag + ".npz")
     cmd = [sys.executable, SCRIPT, "--case", case, "--mode", mode, "--workers", str(workers), "--batch", str(batch),
            "--steps", str(steps), "--out", out, "--run-option", run_option, "--lr-scale", str(lr_scale)]
@@ -53,7 +56,7 @@ def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option=
         cmd.append("--async")
     if spec:
         cmd += ["--spec", spec]
-    cmd += ["--switches", switches or "none"]
+    cmd += ["--switches", switches or "none", "--backend", backend]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -89,25 +92,26 @@ def assert_equivalent(expected, got, float32=False):
     return diffs
 
 
-def check_random(out_dir, seed, workers, run_option, spec=None):
-    return check_case(out_dir, f"random:{seed}", workers, run_option, spec)
+def check_random(out_dir, seed, workers, run_option, spec=None, backend=BACKEND):
+    return check_case(out_dir, f"random:{seed}", workers, run_option, spec, backend)
 
 
-def check_case(out_dir, case, workers, run_option, spec=None):
+def check_case(out_dir, case, workers, run_option, spec=None, backend=BACKEND):
     """A case (a name, or random:<seed>) distributed vs one process: every variable within the float64 tolerance.
     Returns the max abs diff over all variables."""
     from tests.equivalence.run_case import case_builder
     expected = reference(out_dir, case, workers)
-    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec)
+    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, backend=backend)
     diffs = assert_equivalent(expected, got, float32=case_builder(case)(1, 1, 1, 1).float32)
     return max(diffs.values())
 
 
-def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW"):
+def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND):
     """Run `case` distributed and as one process, check every variable (and that the expected ones exist)."""
     from tests.equivalence.run_case import case_builder
     expected = reference(out_dir, case, workers)
-    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, switches=switches)
+    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, switches=switches,
+                   backend=backend)
     for name in MUST_HAVE[case]:
         assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
     assert int(got["global_step"]) == STEPS

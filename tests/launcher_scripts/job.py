@@ -8,6 +8,7 @@
   JOB_RUN_OPTION=PS   the run option (default MPI); JOB_SPEC the resource spec (default localhost:2)
   JOB_CKPT=DIR        checkpoint into DIR every step; the chief saves w's final value as JOB_OUT/w.npy
   JOB_PROFILE=1       both workers trace their second training step into JOB_LOG_DIR
+  JOB_BACKEND=tf      Config.collective_backend (default auto)
 """
 import os
 import sys
@@ -39,7 +40,8 @@ log_dir = os.environ.get("JOB_LOG_DIR")
 ckpt = os.environ.get("JOB_CKPT")
 config = parallax.Config(run_option=os.environ.get("JOB_RUN_OPTION", "MPI"), log_dir=log_dir, checkpoint_dir=ckpt,
                          save_checkpoint_steps=1 if ckpt else None,
-                         profile_steps=(2,) if os.environ.get("JOB_PROFILE") else (), profile_workers=(0, 1))
+                         profile_steps=(2,) if os.environ.get("JOB_PROFILE") else (), profile_workers=(0, 1),
+                         collective_backend=os.environ.get("JOB_BACKEND", "auto"))
 runner = parallax.get_runner(g, spec, config)
 print(f"started worker {runner.worker_id}", flush=True)
 if os.environ.get("JOB_OUT"):

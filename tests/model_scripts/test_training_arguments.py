@@ -1,4 +1,5 @@
-"""The model scripts' shared flags reach parallax.Config: the optimizations (for the ablation) and profiling."""
+"""The model scripts' shared flags reach parallax.Config: the optimizations (for the ablation), profiling and the
+collective backend."""
 import argparse
 import os
 import sys
@@ -40,3 +41,9 @@ def test_an_unknown_optimization_is_refused_by_name(capsys):
 def test_profile_steps_trace_into_the_log_dir(tmp_path):
     c = _config("--profile-steps", "30,31", "--log-dir", str(tmp_path))
     assert c.profile_steps == (30, 31) and c.log_dir == str(tmp_path)
+
+
+@pytest.mark.parametrize("choice", ["auto", "horovod", "tf"])
+def test_collective_backend_reaches_config(choice):
+    assert _config().collective_backend == "auto"
+    assert _config("--collective-backend", choice).collective_backend == choice

@@ -1,0 +1,90 @@
+"""Collective backends: the ops that aggregate replicated variables' gradients and broadcast values between
+workers. The rewrite asks the plan's backend for ops (`ops_for(plan)`) and knows nothing of either library.
+
+- `horovod`: Horovod's MPI collectives (workers are MPI ranks; Horovod negotiates the order of collectives).
+- `tf`: TensorFlow's own collective ops between the workers' TF servers (no Horovod build; any TF version).
+
+`resolve(choice)` turns Config.collective_backend into one of them; "auto" takes Horovod when it is importable and
+built for this TensorFlow with MPI, else `tf`.
+"""
+import re
+
+from parallax.config import COLLECTIVE_BACKENDS as CHOICES
+from parallax.errors import ConfigError
+
+HOROVOD, TF = "horovod", "tf"
+NAMES = (HOROVOD, TF)
+HOROVOD_INSTALL = ("HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 pip install --no-build-isolation horovod==0.28.1 "
+                   "(after apt-get install libopenmpi-dev; Horovod builds for TensorFlow <= 2.17), or `make install`")
+
+
+def horovod_problem():
+    """None when Horovod's TensorFlow ops load here with MPI, else what is wrong."""
+    try:
+        from horovod.tensorflow import mpi_ops
+    except Exception as e:  # ImportError, or the library failing to load against this TF (NotFoundError)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"horovod.tensorflow cannot be imported ({type(e).__name__}: {first})"
+    if not mpi_ops.mpi_built():
+        return "Horovod was built without MPI"
+    return None
+
+
+def resolve(choice):
+    """The backend a job with collectives uses for Config.collective_backend = `choice`."""
+    if choice not in CHOICES:
+        raise ConfigError(f"Config.collective_backend={choice!r} is not allowed; use one of "
+                          f"{', '.join(repr(c) for c in CHOICES)}")
+    if choice == TF:
+        return TF
+    problem = horovod_problem()
+    if choice == HOROVOD and problem:
+        raise ConfigError(f"Config.collective_backend='horovod', but {problem}. Install it: {HOROVOD_INSTALL}; "
+                          f"or use collective_backend='tf' (TensorFlow's own collectives)")
+    return TF if problem else HOROVOD
+
+
+def ops_for(plan):
+    """The collective-op factory for a rewrite of `plan`: a fresh one per rewrite (the tf backend numbers its
+    collectives in the order the passes create them, the same in every worker)."""
+    if plan.backend == HOROVOD:
+        from parallax.collectives.horovod_ops import HorovodCollectives
+        return HorovodCollectives(plan.num_workers)
+    if plan.backend == TF:
+        from parallax.collectives.tf_ops import TFCollectives
+        return TFCollectives(plan.num_workers)
+    raise ConfigError(f"the plan's collective backend {plan.backend!r} is not one of {', '.join(NAMES)}")
+
+
+def uses_worker_servers(plan):
+    """Whether every worker runs a TF server: for parameter servers, or for TF's collectives."""
+    return plan.uses_servers or (plan.uses_collectives and plan.backend == TF)
+
+
+def step_fence_for(plan):
+    """The step fence of `plan`'s backend (step_fence.py), or None when its steps need none. TF's collectives run
+    every worker's step under one step id (the group leader hands out a sequence, so that the workers' collectives
+    meet), and when one worker's step ends TF cleans that step id up on every task it touched: also on a server or
+    another worker where a slower worker's part of the same step still runs, which then fails with
+    `Aborted: Cleanup <step id>`. Horovod's steps keep their own ids."""
+    if plan.backend != TF or plan.num_workers < 2:
+        return None
+    from parallax.collectives.tf_ops import step_fence
+    return lambda digest, name: step_fence(plan.num_workers, digest, name)
+
+
+def allows_local_aggregation(backend):
+    """Whether a worker's step may run ops on another worker's task (local aggregation puts a host's rows in
+    queues on its first worker). Not with TF's collectives: when the other worker's step ends, TF cleans the shared
+    step id up on that task too, and aborts the first worker's own step there (step_fence_for says why), which
+    no fence can prevent, as a step hands its fetched values to its client after its last op."""
+    return backend != TF
+
+
+def collective_named(message, names):
+    """The first op of `names` (collective op names) that a TF error message names in its `{{node ...}}` tags, or
+    None."""
+    for node in re.findall(r"\{\{node ([^}]+)\}\}", message or ""):
+        if node in names:
+            return node
+    return None

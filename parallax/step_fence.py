@@ -1,0 +1,49 @@
+"""Fenced steps: a step that runs collectives and also ops placed on a named task (a parameter server, the release
+queues, a host's local aggregation) ends, with a backend that needs it (collectives.step_fence_for), with one
+scalar collective that waits for all of this worker's work in the step. Every worker passes it only when
+every worker's part of the step has run, so no worker ends the step (and TF cleans its step id up on the tasks it
+touched) while another's part still runs there. After the fence, only copies on the worker's own task remain.
+"""
+import tensorflow as tf
+
+from parallax import graph_utils
+
+tf1 = tf.compat.v1
+
+FENCE_SCOPE = "parallax_fence"
+
+
+def needs_fence(variant, collectives):
+    """Whether the ops this variant runs include a collective and an op placed on a named task (the worker's own
+    ops carry no device, WORKER_DEVICE, so anything named may be shared)."""
+    ran = [op for op in (_op_of(x) for x in _run_elements(variant)) if op is not None]
+    ancestors = graph_utils.ancestors(ran)
+    return bool(ancestors & collectives) and any(_elsewhere(op.device) for op in ancestors)
+
+
+def fence(variant, fence_op):
+    """`variant` ending with `fence_op(digest, name)` after all it runs; its tensors come back as copies made on
+    the worker's own task after the fence. Call with the graph open for new ops."""
+    ran = [op for op in (_op_of(x) for x in _run_elements(variant)) if op is not None]
+    with tf.name_scope(f"{FENCE_SCOPE}/{variant.digest}/"), tf1.device(None):
+        with tf.control_dependencies(ran):
+            done = fence_op(variant.digest, "fence")
+        with tf.control_dependencies([done]):
+            variant.leaves = [tf.identity(x) if isinstance(x, tf.Tensor) else x for x in variant.leaves]
+            if variant.released is not None:
+                variant.released = [tf.identity(x) for x in variant.released]
+    variant.targets = list(variant.targets) + [done]
+    return variant
+
+
+def _run_elements(variant):
+    return [x for x in variant.leaves if x is not None] + list(variant.targets) + list(variant.released or [])
+
+
+def _elsewhere(device):
+    return "/job:" in device
+
+
+def _op_of(x):
+    op = getattr(x, "op", x)
+    return op if isinstance(op, tf.Operation) else None

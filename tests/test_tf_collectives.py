@@ -1,0 +1,83 @@
+"""The collective backends (parallax/collectives): choosing one, and real jobs on TensorFlow's own collectives,
+also where Horovod cannot be imported at all."""
+import os
+import re
+import signal
+import time
+
+import pytest
+
+import parallax
+from parallax import collectives
+from parallax.errors import ConfigError
+from parallax.launcher import processes
+from parallax.launcher.job import servers_of
+from parallax.planning import plan_job
+from tests.models_for_tests import embedding_mlp
+from tests.test_launcher import ROOT, _finish, _start
+
+NO_HOROVOD = os.path.join(ROOT, "tests", "no_horovod")
+TWO = parallax.ResourceSpec.load("localhost:2")
+
+
+def test_a_backend_not_known_is_a_config_error_listing_the_choices():
+    with pytest.raises(ConfigError, match="'auto', 'horovod', 'tf'"):
+        parallax.Config(collective_backend="nccl")
+
+
+def test_auto_takes_horovod_where_it_loads_and_tf_where_it_does_not(monkeypatch):
+    assert collectives.resolve("tf") == "tf"
+    assert collectives.resolve("auto") == ("horovod" if collectives.horovod_problem() is None else "tf")
+    monkeypatch.setattr(collectives, "horovod_problem", lambda: "horovod.tensorflow cannot be imported (x)")
+    assert collectives.resolve("auto") == "tf"
+    with pytest.raises(ConfigError, match="pip install --no-build-isolation horovod==0.28.1.*collective_backend='tf'"):
+        collectives.resolve("horovod")
+
+
+def test_the_plan_records_the_backend_and_the_launcher_gives_workers_servers_for_it():
+    g, _ = embedding_mlp.build("Adam")
+    for backend, worker_servers in (("tf", True), ("horovod", False)):
+        if backend == "horovod" and collectives.horovod_problem():
+            continue
+        plan = plan_job(g, parallax.analyze(g), TWO, parallax.Config(run_option="MPI", collective_backend=backend))
+        assert plan.backend == backend and f"collectives={backend}" in str(plan)
+        assert servers_of(plan, "MPI", 1) == (0, worker_servers)
+    ps = plan_job(g, parallax.analyze(g), TWO, parallax.Config(run_option="PS", collective_backend="tf"))
+    assert ps.backend == "none" and servers_of(ps, "PS", 1) == (1, True)
+
+
+def test_without_horovod_auto_runs_the_job_on_tf_collectives(tmp_path):
+    code, out = _finish(_start({"PYTHONPATH": os.pathsep.join([NO_HOROVOD, ROOT])}, tmp_path), timeout=180)
+    assert code == 0, out
+    assert "(MPI, collectives: tf)" in out, out
+    assert "started worker 1" in out
+
+
+def test_a_dead_peer_ends_a_tf_collectives_job_naming_it(tmp_path):
+    proc = _start({"JOB_BACKEND": "tf", "JOB_LOOP": "1"}, tmp_path)
+    deadline = time.time() + 120
+    while not (tmp_path / "identity.1").exists() or not (tmp_path / "identity.0").exists():
+        assert time.time() < deadline and proc.poll() is None, "the job did not start"
+        time.sleep(0.3)
+    time.sleep(3)  # in mid-training
+    pids = [int((tmp_path / f"identity.{w}").read_text().split()[3]) for w in (0, 1)]
+    killed_at = time.time()
+    os.kill(pids[1], signal.SIGKILL)
+    code, out = _finish(proc, timeout=120)
+    assert code != 0
+    assert "worker/1 was killed by signal 9" in out, out
+    # where the survivor waited for it: the step and its fetch set (the launcher has the workers' step reports)
+    assert re.search(r"localhost/worker/0 was in synchronized step \d+ \(\S+\), whose collectives", out), out
+    assert time.time() - killed_at < 60
+    deadline = time.time() + 10
+    while any(processes.alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(processes.alive(p) for p in pids)
+
+
+def test_a_tf_error_naming_a_collective_is_told_as_that_collective():
+    message = ("Socket closed\n\t [[{{node GroupCrossDeviceControlEdges_1/Const_1_S82}}]]\n"
+               "\t [[{{node parallax_allreduce/w/allreduce}}]]")
+    assert collectives.collective_named(message, {"parallax_allreduce/w/allreduce"}) == "parallax_allreduce/w/allreduce"
+    assert collectives.collective_named(message, {"parallax_allgather/e/rows"}) is None
+    assert collectives.collective_named(None, {"x"}) is None
