@@ -14,8 +14,9 @@ import os
 
 from parallax import _tf_hook
 from parallax.config import Config
-from parallax.errors import (ConfigError, FetchNotFoundError, GraphAnalysisError, GraphMismatchError, LaunchError,
-                             NoTrainOpError, ParallaxError, ResourceSpecError, UnsupportedError)
+from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, GraphAnalysisError,
+                             GraphMismatchError, LaunchError, NoTrainOpError, ParallaxError, ResourceSpecError,
+                             UnsupportedError)
 from parallax.launcher.resource_spec import Host, ResourceSpec
 
 __version__ = "0.1.0"
@@ -41,7 +42,7 @@ _LAZY = {
 
 __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",
            "GraphAnalysisError", "NoTrainOpError", "FetchNotFoundError", "UnsupportedError", "LaunchError",
-           "GraphMismatchError", *_LAZY]
+           "GraphMismatchError", "CollectiveError", *_LAZY]
 
 
 def __getattr__(name):

@@ -65,7 +65,7 @@ def test_a_dead_peer_ends_a_tf_collectives_job_naming_it(tmp_path):
     os.kill(pids[1], signal.SIGKILL)
     code, out = _finish(proc, timeout=120)
     assert code != 0
-    assert "worker/1 was killed by signal 9" in out, out
+    assert "job failed: localhost/worker/1 was killed by signal 9" in out, out  # the cause, not a survivor
     # where the survivor waited for it: the step and its fetch set (the launcher has the workers' step reports)
     assert re.search(r"localhost/worker/0 was in synchronized step \d+ \(\S+\), whose collectives", out), out
     assert time.time() - killed_at < 60

@@ -28,6 +28,7 @@ _EXIT_SIGNAL = re.compile(r"exited on signal (\d+)")
 _HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied")
 TAIL_LINES = 20
 GRACE_SECONDS = 5.0
+CONSEQUENCES = ("CollectiveError",)  # failures that report another process's death, not their own
 SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a server's death to arrive (it is the cause)
 REMOTE_STOP_TIMEOUT = 15.0
 MPIRUN = "launcher/mpirun"
@@ -52,6 +53,7 @@ class Supervisor:
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
         self.up, self.failures, self.exit_codes = {}, [], {}
+        self._dead_rank = None  # (rank, how it ended) when a worker's failure was a consequence of its death
         self.steps, self.step_problem = StepLedger(), None
         self._files = {}
         self._lock = threading.Lock()
@@ -70,6 +72,7 @@ class Supervisor:
             problem = self._wait()
             if problem is not None or self.failures or self.main.popen.poll() not in (None, 0):
                 problem = self._dead_service_after(SETTLE_SECONDS) or problem
+                self._dead_rank = self._dead_rank_after(SETTLE_SECONDS) if self._first_is_consequence() else None
                 self.teardown()  # do not wait for mpirun to notice: a failed worker's peers may be blocked
             self.main.reader.join(timeout=10)
             return self._outcome(problem)
@@ -92,6 +95,11 @@ class Supervisor:
             return 1
         if self.failures:
             when, label, what = min(self.failures)
+            if self._dead_rank is not None and self._rank_label(self._dead_rank[0]) != label:
+                rank, detail = self._dead_rank
+                self._report(f"{self._rank_label(rank)} {detail or 'ended'}; then {label}: {what}",
+                             self._rank_label(rank))
+                return 1
             self._report(f"{label} failed first: {what}", label)
             return 1  # mpirun's own status after teardown says nothing about the failure
         if isinstance(problem, str):
@@ -135,6 +143,20 @@ class Supervisor:
                         f"{self.options.start_timeout:g} s (--start-timeout): {', '.join(missing)}")
             time.sleep(0.1)
         return None
+
+    def _first_is_consequence(self):
+        """A worker's CollectiveError says that another worker failed first (it may die by a signal, with no line
+        of its own; mpirun then names it a moment later)."""
+        return bool(self.failures) and min(self.failures)[2].startswith(CONSEQUENCES)
+
+    def _dead_rank_after(self, seconds):
+        """(rank, how it ended) of the first rank mpirun reports dead within `seconds`, or None."""
+        deadline = time.time() + seconds
+        while True:
+            found = _failed_rank("\n".join(self.launcher_lines))
+            if found or time.time() > deadline or self.main.popen.poll() is not None:
+                return found or _failed_rank("\n".join(self.launcher_lines))
+            time.sleep(0.05)
 
     def _dead_service_after(self, seconds):
         """A server that died is the cause, even when the workers it left reported their errors first: servers
@@ -267,10 +289,8 @@ class Supervisor:
 
     def _report_rank_failure(self, code):
         text = "\n".join(self.launcher_lines)
-        rank = next((int(m.group(1)) for m in (p.search(text) for p in _FAILED_RANK) if m), None)
-        m_sig, m_code = _EXIT_SIGNAL.search(text), _EXIT_CODE.search(text)
-        detail = _describe_exit(-int(m_sig.group(1))) if m_sig else \
-            _describe_exit(int(m_code.group(1))) if m_code else f"failed (mpirun exit status {code})"
+        rank, detail = _failed_rank(text) or (None, None)
+        detail = detail or f"failed (mpirun exit status {code})"
         if rank is None:
             self._report(f"a worker {detail}", None)
         else:
@@ -348,3 +368,13 @@ def _terminate_when_launcher_dies(launcher_pid):
 def _lines(popen):
     for raw in iter(popen.stdout.readline, b""):
         yield raw.decode(errors="replace").rstrip("\n")
+
+
+def _failed_rank(text):
+    """(rank, how it ended) of the first failed rank in mpirun's output, or None; how it ended may be None."""
+    rank = next((int(m.group(1)) for m in (p.search(text) for p in _FAILED_RANK) if m), None)
+    if rank is None:
+        return None
+    m_sig, m_code = _EXIT_SIGNAL.search(text), _EXIT_CODE.search(text)
+    return rank, (_describe_exit(-int(m_sig.group(1))) if m_sig else
+                  _describe_exit(int(m_code.group(1))) if m_code else None)
