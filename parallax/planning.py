@@ -5,12 +5,13 @@ import dataclasses
 
 from parallax import collectives
 from parallax.placement import decide_placements
-from parallax.plan import make_plan
+from parallax.plan import Aggregation, make_plan
 
 
 def plan_job(graph, analysis, spec, config):
     plan = make_plan(analysis, spec, config)
-    backend = collectives.resolve(config.collective_backend) if plan.uses_collectives else "none"
+    dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
+    backend = collectives.resolve(config.collective_backend, dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)
     if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
         plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)

@@ -11,7 +11,7 @@ from tests.models_for_tests import embedding_mlp
 from tests.models_for_tests.variants import runs, variants
 
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
-HYBRID = parallax.Config()
+HYBRID = parallax.Config(collective_backend="horovod")  # the Horovod rewrite (test_step_fence.py: tf)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from parallax.rewrite.fingerprint import first_difference, node_digests
 from tests.models_for_tests import embedding_mlp
 
 TWO = parallax.ResourceSpec.load("localhost:2")
-MPI = parallax.Config(run_option="MPI")
+MPI = parallax.Config(run_option="MPI", collective_backend="horovod")  # the Horovod rewrite (test_pipeline: both)
 
 
 def _rewrite(graph, config=MPI):

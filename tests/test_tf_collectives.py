@@ -6,6 +6,7 @@ import signal
 import time
 
 import pytest
+import tensorflow as tf
 
 import parallax
 from parallax import collectives
@@ -16,6 +17,7 @@ from parallax.planning import plan_job
 from tests.models_for_tests import embedding_mlp
 from tests.test_launcher import ROOT, _finish, _start
 
+tf1 = tf.compat.v1
 NO_HOROVOD = os.path.join(ROOT, "tests", "no_horovod")
 TWO = parallax.ResourceSpec.load("localhost:2")
 
@@ -25,11 +27,13 @@ def test_a_backend_not_known_is_a_config_error_listing_the_choices():
         parallax.Config(collective_backend="nccl")
 
 
-def test_auto_takes_horovod_where_it_loads_and_tf_where_it_does_not(monkeypatch):
-    assert collectives.resolve("tf") == "tf"
-    assert collectives.resolve("auto") == ("horovod" if collectives.horovod_problem() is None else "tf")
+def test_auto_takes_horovod_for_dense_allreduces_where_it_loads_and_tf_otherwise(monkeypatch):
+    assert collectives.resolve("tf", dense_only=True) == "tf"
+    assert collectives.resolve("auto") == "tf"  # sparse rows allgathered, or servers: tf (backends.md)
+    assert collectives.resolve("auto", dense_only=True) == ("horovod" if collectives.horovod_problem() is None
+                                                            else "tf")
     monkeypatch.setattr(collectives, "horovod_problem", lambda: "horovod.tensorflow cannot be imported (x)")
-    assert collectives.resolve("auto") == "tf"
+    assert collectives.resolve("auto", dense_only=True) == "tf"
     with pytest.raises(ConfigError, match="pip install --no-build-isolation horovod==0.28.1.*collective_backend='tf'"):
         collectives.resolve("horovod")
 
@@ -44,6 +48,15 @@ def test_the_plan_records_the_backend_and_the_launcher_gives_workers_servers_for
         assert servers_of(plan, "MPI", 1) == (0, worker_servers)
     ps = plan_job(g, parallax.analyze(g), TWO, parallax.Config(run_option="PS", collective_backend="tf"))
     assert ps.backend == "none" and servers_of(ps, "PS", 1) == (1, True)
+    # "auto" from what the plan's collectives are: embedding_mlp's sparse rows are allgathered in MPI mode
+    assert plan_job(g, parallax.analyze(g), TWO, parallax.Config(run_option="MPI")).backend == "tf"
+    dense = tf.Graph()
+    with dense.as_default():
+        x = tf1.placeholder(tf.float32, [None, 2])
+        w = tf1.get_variable("w", [2, 1], use_resource=True)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)))
+    expected = "horovod" if collectives.horovod_problem() is None else "tf"
+    assert plan_job(dense, parallax.analyze(dense), TWO, parallax.Config(run_option="MPI")).backend == expected
 
 
 def test_without_horovod_auto_runs_the_job_on_tf_collectives(tmp_path):

@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 
+from parallax import collectives
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "run_case.py")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 F64_TOLERANCE = 1e-9  # max abs diff
@@ -16,8 +18,9 @@ F32_TOLERANCE = 1e-5  # relative to the variable's largest magnitude
 STEPS, BATCH = 6, 4
 TIMEOUT = 300
 # Config.collective_backend of every distributed run that does not name one: PARALLAX_TEST_BACKEND=tf runs the whole
-# suite on TF's collectives (auto: Horovod where it loads).
-BACKEND = os.environ.get("PARALLAX_TEST_BACKEND", "auto")
+# suite on TF's collectives. Unset: Horovod where it loads (test_tf_backend.py runs cases on tf there; "auto" would
+# pick tf for every case with sparse rows or servers), else auto, which is tf.
+BACKEND = os.environ.get("PARALLAX_TEST_BACKEND") or ("horovod" if collectives.horovod_problem() is None else "auto")
 
 _references = {}
 
