@@ -149,10 +149,15 @@ def test_prepare_sync_steps_gates_every_server_write():
     assert gate.device == plan.coordinator
 
 
-def test_broadcast_initial_values_skips_server_variables():
-    plan, ctx = _run_until("broadcast_initial_values", HYBRID)
+BROADCAST_TYPES = {"horovod": "HorovodBroadcast", "tf": "CollectiveGatherV2"}  # tf: a gather of worker 0's copy
+
+
+@pytest.mark.parametrize("backend", sorted(BROADCAST_TYPES))
+def test_broadcast_initial_values_skips_server_variables(backend):
+    config = parallax.Config(run_option="HYBRID", collective_backend=backend)
+    plan, ctx = _run_until("broadcast_initial_values", config)
     broadcast = {op.name.split("/broadcast")[0][len("parallax_broadcast/"):] for op in ctx.graph.get_operations()
-                 if op.type == "HorovodBroadcast" and op.name.startswith("parallax_broadcast/")}
+                 if op.type == BROADCAST_TYPES[backend] and op.name.startswith("parallax_broadcast/")}
     assert broadcast and not broadcast & set(ctx.server_variables)
 
 
