@@ -29,5 +29,6 @@ setup(
     },
     # Not a Python module: an LD_PRELOAD library that makes TF's gRPC servers listen on their cluster address only.
     ext_modules=[Extension("parallax.launcher._bind_shim", ["parallax/launcher/bind_shim.c"], libraries=["dl"])],
-    entry_points={"console_scripts": ["parallax-launch = parallax.launcher.cli:main"]},
+    entry_points={"console_scripts": ["parallax-launch = parallax.launcher.cli:main",
+                                        "parallax-calibrate = parallax.launcher.calibrate:main"]},
 )

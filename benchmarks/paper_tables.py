@@ -49,7 +49,7 @@ def configurations(second_rate):
     """(rate key, model, run option, optimizations) for every distinct run; Table 1's PS and HYBRID have all
     optimizations on (the defaults), so HYBRID is also Table 4's last row."""
     table1 = [(model, mode, ALL) for model in MODELS for mode in MODES]
-    table4 = [(model, mode, opts) for model in ("LM", "NMT") for _, mode, opts in ABLATION]
+    table4 = [(model, mode, opts) for model in ("LM", "NMT") if model in MODELS for _, mode, opts in ABLATION]
     first = list(dict.fromkeys(table1 + table4))
     return [("rate", *c) for c in first] + ([("second", *c) for c in table1] if second_rate else [])
 

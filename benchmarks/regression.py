@@ -1,9 +1,10 @@
-"""LM throughput of each mode, this tree against earlier commits, side by side on the shaped test bed (2 hosts x 2
-workers, one server per host; testbed.py). Each earlier commit is checked out into a temporary git worktree; each
+"""Throughput and CPU per step of each model and mode, this tree against earlier commits, side by side on the shaped
+test bed (2 hosts x 2 workers, one server per host; testbed.py). Each earlier commit is checked out into a temporary git worktree; each
 round runs every mode once in every tree, rotating which tree goes first, so that drift on this shared machine
 hits all alike. A configuration's rate is the median over its rounds.
 
     python benchmarks/regression.py --before 3d8365e[,5e4aaff] [--repeats 3] [--rate 1gbit] [--modes PS,MPI,HYBRID]
+        [--models LM,ResNet] [--backend tf] [--out regression.md]
 """
 import argparse
 import glob
@@ -19,7 +20,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
 import testbed  # noqa: E402
-from paper_tables import LM_ARGS, MODELS, make_data  # noqa: E402
+from paper_tables import ALL, MODELS, make_data, script_args  # noqa: E402
 
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
@@ -44,16 +45,23 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rate", default="1gbit")
     p.add_argument("--modes", default="PS,MPI,HYBRID")
+    p.add_argument("--models", default="LM", help=f"comma-separated, of {', '.join(MODELS)}")
+    p.add_argument("--backend", default="auto", help="Config.collective_backend of every job")
+    p.add_argument("--out", default="regression.md", help="file name under benchmarks/results/")
     bench = p.parse_args()
-    modes = bench.modes.split(",")
+    modes, models = bench.modes.split(","), bench.models.split(",")
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        p.error(f"unknown model(s) {', '.join(sorted(unknown))}: choose from {', '.join(MODELS)}")
     befores = [git("rev-parse", "--short", rev) for rev in bench.before.split(",")]
     after = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--", "parallax")
                                                    else "")
-    script, _, _, (steps, every) = MODELS["LM"]
-    lines = common.header("LM throughput before and after, side by side", {
+    lines = common.header("Before and after, side by side", {
         "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "as each version starts them",
         "rate": bench.rate, "rounds": bench.repeats, "before": ", ".join(befores), "after": after,
-        "LM": f"{' '.join(LM_ARGS)} (vocab 100,000), {steps} steps, the first {every} for warm-up",
+        "collective backend": bench.backend, "optimizations": ALL,
+        **{m: f"{' '.join(MODELS[m][2])}, {MODELS[m][3][0]} steps, the first {MODELS[m][3][1]} for warm-up"
+           for m in models},
         "MPI": "TCP (btl tcp,self), mpi_yield_when_idle 1"})
     versions = befores + ["after"]
     runs = {}
@@ -66,18 +74,21 @@ def main():
                 for built in glob.glob(os.path.join(common.ROOT, "parallax", "launcher", "_bind_shim*.so")):
                     shutil.copy(built, os.path.join(roots[rev], "parallax", "launcher"))  # a build output
                 checked_out(roots[rev])
-            data_dirs = make_data(["LM"], work)
-            args = ["--data-dir", data_dirs["LM"], *LM_ARGS, "--optimizations", "LA,OPAU,OPSW"]
+            data_dirs = make_data(models, work)
+            todo = [(model, mode) for model in models for mode in modes]
             with LocalCluster(2, 2, rate=bench.rate) as cluster:
-                testbed.progress(f"{cluster}: {len(modes)} modes x {len(versions)} trees x {bench.repeats} rounds")
+                testbed.progress(f"{cluster}: {len(todo)} configurations x {len(versions)} trees x {bench.repeats} "
+                                 f"rounds")
                 for round_ in range(bench.repeats):
                     order = versions[round_ % len(versions):] + versions[:round_ % len(versions)]
-                    for mode in modes:
+                    for model, mode in todo:
+                        script, args = script_args(model, data_dirs, ALL)
+                        steps, every = MODELS[model][3]
                         for version in order:
-                            m = testbed.run_job(cluster, work, script, args, mode, steps, every, every,
-                                                root=roots[version])
-                            runs.setdefault((mode, version), []).append(m)
-                            testbed.progress(f"round {round_ + 1}/{bench.repeats} LM {mode} {version}: "
+                            m = testbed.run_job(cluster, work, script, [*args, "--collective-backend", bench.backend],
+                                                mode, steps, every, every, root=roots[version])
+                            runs.setdefault((model, mode, version), []).append(m)
+                            testbed.progress(f"round {round_ + 1}/{bench.repeats} {model} {mode} {version}: "
                                              f"{m.rate:.0f} {m.unit}/s, {m.cpu_seconds:.2f} CPU s/step")
         finally:
             for rev in befores:
@@ -85,16 +96,16 @@ def main():
                     subprocess.run(["git", "worktree", "remove", "--force", roots[rev]], cwd=common.ROOT)
     rate = {k: common.median([m.rate for m in v]) for k, v in runs.items()}
     cpu = {k: common.median([m.cpu_seconds for m in v]) for k, v in runs.items()}
-    lines += ["| mode | " + " | ".join(f"{v} words/s" for v in versions) + " | " +
+    lines += ["| model | mode | " + " | ".join(f"{v} units/s" for v in versions) + " | " +
               " | ".join(f"after/{v}" for v in befores) + " | CPU s/step (" + ", ".join(versions) + ") | runs |",
-              "|---|" + "---|" * (len(versions) + len(befores) + 2)]
-    for mode in modes:
-        listed = "; ".join(f"{v}: " + ", ".join(f"{m.rate:,.0f}" for m in runs[(mode, v)]) for v in versions)
-        lines.append(f"| {mode} | " + " | ".join(f"{rate[(mode, v)]:,.0f}" for v in versions) + " | " +
-                     " | ".join(f"{rate[(mode, 'after')] / rate[(mode, v)]:.3f}" for v in befores) + " | " +
-                     ", ".join(f"{cpu[(mode, v)]:.2f}" for v in versions) + f" | {listed} |")
-    print("\n".join(lines[-len(modes) - 2:]))
-    common.write("regression.md", lines)
+              "|---|---|" + "---|" * (len(versions) + len(befores) + 2)]
+    for key in todo:
+        listed = "; ".join(f"{v}: " + ", ".join(f"{m.rate:,.0f}" for m in runs[(*key, v)]) for v in versions)
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(f"{rate[(*key, v)]:,.0f}" for v in versions) + " | " +
+                     " | ".join(f"{rate[(*key, 'after')] / rate[(*key, v)]:.3f}" for v in befores) + " | " +
+                     ", ".join(f"{cpu[(*key, v)]:.2f}" for v in versions) + f" | {listed} |")
+    print("\n".join(lines[-len(todo) - 2:]))
+    common.write(bench.out, lines)
 
 
 if __name__ == "__main__":

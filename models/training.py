@@ -16,7 +16,7 @@ tf1 = tf.compat.v1
 
 def add_common_arguments(p, steps, batch_size, learning_rate):
     p.add_argument("--resource-spec", default="localhost:2", help="used by train_distributed.py")
-    p.add_argument("--run-option", default="HYBRID", choices=("HYBRID", "PS", "MPI"))
+    p.add_argument("--run-option", default="HYBRID", choices=("HYBRID", "PS", "MPI", "AUTO"))
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--batch-size", type=int, default=batch_size, help="per worker")
     p.add_argument("--learning-rate", type=float, default=learning_rate)
@@ -33,6 +33,8 @@ def add_common_arguments(p, steps, batch_size, learning_rate):
                         "LA local aggregation, OPAU post-aggregation op placement, OPSW boundary-op placement")
     p.add_argument("--collective-backend", default="auto", choices=("auto", "horovod", "tf"),
                    help="train_distributed.py: AllReduce/AllGather library in MPI and HYBRID (docs/modes.md)")
+    p.add_argument("--calibration", help="train_distributed.py, --run-option AUTO: the calibration.json that "
+                                         "parallax-calibrate wrote")
 
 
 OPTIMIZATIONS = {"LA": "local_aggregation", "OPAU": "place_post_aggregation_ops", "OPSW": "place_boundary_ops"}
@@ -54,7 +56,7 @@ def parallax_config(args):
     return parallax.Config(run_option=args.run_option, checkpoint_dir=args.checkpoint_dir,
                            save_checkpoint_steps=args.save_checkpoint_steps, profile_steps=args.profile_steps,
                            log_dir=args.log_dir if args.profile_steps else None,
-                           collective_backend=args.collective_backend, **switches)
+                           collective_backend=args.collective_backend, calibration=args.calibration, **switches)
 
 
 class SingleDeviceSession:

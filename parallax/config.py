@@ -4,7 +4,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from parallax.errors import ConfigError
 
-RUN_OPTIONS = ("HYBRID", "PS", "MPI")
+RUN_OPTIONS = ("HYBRID", "PS", "MPI", "AUTO")
 METHODS = ("AR", "AG", "PS")
 COLLECTIVE_BACKENDS = ("auto", "horovod", "tf")
 _BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_post_aggregation_ops",
@@ -39,6 +39,8 @@ class Config:
     # The library of the AllReduce/AllGather collectives: "horovod", "tf" (TensorFlow's own collective ops between
     # the workers' TF servers), or "auto": Horovod when it loads here with MPI, else "tf" (parallax/collectives).
     collective_backend: str = "auto"
+    # run_option="AUTO": the calibration.json that parallax-calibrate wrote (default: <log_dir>/calibration.json).
+    calibration: Optional[str] = None
 
     def __post_init__(self):
         if self.collective_backend not in COLLECTIVE_BACKENDS:
@@ -51,7 +53,7 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ConfigError(f"Config.{name}={value!r} must be True or False")
-        for name in ("checkpoint_dir", "log_dir"):
+        for name in ("checkpoint_dir", "log_dir", "calibration"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"Config.{name}={value!r} must be a non-empty path string or None")

@@ -15,13 +15,12 @@ import argparse
 import dataclasses
 import json
 import os
-import runpy
 import sys
 from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax.analysis import analyze
+from parallax.analysis import analyze, static_sparsity
 from parallax.config import Config
 from parallax.errors import ConfigError
 from parallax.launcher.resource_spec import ResourceSpec
@@ -46,11 +45,17 @@ class Explanation:
     traffic: Tuple[VariableTraffic, ...]
     placements: Dict[str, Tuple[Tuple[str, str], ...]]  # placement pass -> ((op, device), ...)
     premise: str = ""  # when N workers of batch b compute exactly what one device computes with batch N*b
+    # With a calibration (run_option="AUTO", or Config.calibration): the cost model's predicted step seconds per
+    # mode, why each variable got its method, and what bounds the step (auto_plan.predictions).
+    predicted: Optional[Dict[str, float]] = None
+    reasons: Optional[Dict[str, str]] = None
+    bound: str = ""
 
     def to_data(self):
         from parallax import plan_json
         return {"plan": plan_json.to_data(self.plan), "traffic": [dataclasses.asdict(t) for t in self.traffic],
-                "bytes_per_step": self.bytes_per_step, "premise": self.premise,
+                "bytes_per_step": self.bytes_per_step, "premise": self.premise, "predicted_seconds": self.predicted,
+                "reasons": self.reasons,
                 "placements": {k: [list(p) for p in v] for k, v in self.placements.items()}}
 
     @property
@@ -82,6 +87,13 @@ class Explanation:
                 lines.append(f"  ... and {len(moved) - 20} more")
         if p.state:
             lines.append(p.state_summary())
+        if self.predicted:
+            lines.append("predicted step time (cost model, calibration of the hosts): " + ", ".join(
+                f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in self.predicted.items())
+                + f"; the step is {self.bound}-bound")
+            if p.run_option == "AUTO":
+                lines += [f"  {name}: {_METHOD_NAMES[str(p.variable(name).method)]}; {why}"
+                          for name, why in sorted(self.reasons.items())]
         if self.premise:
             lines.append(self.premise)
         return "\n".join(lines)
@@ -122,7 +134,10 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
     placements = {"place_variables_on_servers": tuple(sorted(on_servers.items()))} if on_servers else {}
     placements.update({name: tuple((op, device or "worker") for op, device in moved)
                        for name, moved in plan.placements})
-    result = Explanation(plan, traffic, placements, premise(plan, analysis))
+    from parallax.auto_plan import predictions
+    predicted = predictions(graph, analysis, spec, config)
+    result = Explanation(plan, traffic, placements, premise(plan, analysis),
+                         *(predicted if predicted else (None, None, "")))
     if print_table:
         print(result, flush=True)
     return result
@@ -130,7 +145,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
 
 def _traffic(graph, record, vp, n, measured=None):
     b = vp.bytes
-    a = (measured if measured is not None else _sparsity(graph, record)) if vp.kind == "sparse" else None
+    a = (measured if measured is not None else static_sparsity(graph, record)) if vp.kind == "sparse" else None
     # A replicated variable's IndexedSlices gradients are all-gathered, its dense ones all-reduced (plan.py).
     method = ("AG" if vp.kind == "sparse" else "AR") if vp.method.replicated else str(vp.method)
     if b is None or (vp.kind == "sparse" and method in ("PS", "AG") and a is None):
@@ -138,20 +153,6 @@ def _traffic(graph, record, vp, n, measured=None):
     formula = {"LOCAL": lambda: 0, "AR": lambda: 2 * (n - 1) * b / n, "AG": lambda: (n - 1) * a * b,
                "PS": lambda: 2 * a * b if vp.kind == "sparse" else 2 * b}[method]
     return VariableTraffic(vp.name, str(vp.method), b, a, int(round(formula())))
-
-
-def _sparsity(graph, record):
-    """Rows touched per step / rows, bounded by the number of lookups in the batch (static shapes only)."""
-    rows = record.shape[0] if record.shape else None
-    lookups = 0
-    for part in record.parts:
-        if part.gradient is None or part.gradient.indices is None:
-            return None
-        n = graph.get_tensor_by_name(part.gradient.indices).shape.num_elements()
-        if n is None or not rows:
-            return None
-        lookups += n
-    return min(1.0, lookups / rows)
 
 
 def _measured_sparsity(graph, records, batches):
@@ -195,24 +196,13 @@ def main(argv=None):
     if not os.path.isfile(args.script):
         parser.error(f"script {args.script!r} does not exist")
     from parallax.launcher import protocol
-    from parallax.startup import ScriptStopped
+    from parallax.startup import run_script_in_role
     role = {protocol.ENV_ROLE: "explain",
             protocol.ENV_EXPLAIN: json.dumps({"measure_sparsity": args.measure_sparsity, "json": args.json})}
     if args.resource_spec:
         role[protocol.ENV_RESOURCE_SPEC] = str(ResourceSpec.load(args.resource_spec))
-    saved = {k: os.environ.get(k) for k in role}
-    os.environ.update(role)
-    sys.argv = [args.script, *args.script_args]
-    try:
-        runpy.run_path(args.script, run_name="__main__")
-    except ScriptStopped:
+    if run_script_in_role(args.script, args.script_args, role):
         return 0
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     print("parallax.explain: the script ended without calling parallax.get_runner", file=sys.stderr)
     return 1
 

@@ -252,7 +252,7 @@ def _method(kind, run_option, num_workers):
         return Method.AG if kind == "sparse" else Method.AR
     if run_option == "PS":
         return Method.PS
-    return Method.PS if kind == "sparse" else Method.AR  # HYBRID
+    return Method.PS if kind == "sparse" else Method.AR  # HYBRID (and AUTO's default: auto_plan.py chooses)
 
 
 def _method_overrides(config, trained, num_workers):

@@ -1,5 +1,6 @@
 """The whole plan of a job, made once: the TF-free decisions of plan.py, plus the op placements, which are read
-from the user's graph (placement.py), and the collective backend (which needs to look at what is installed).
+from the user's graph (placement.py), the collective backend (which needs to look at what is installed), and with
+run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
@@ -9,6 +10,9 @@ from parallax.plan import Aggregation, make_plan
 
 
 def plan_job(graph, analysis, spec, config):
+    if config.run_option == "AUTO" and spec.num_workers > 1:
+        from parallax import auto_plan
+        config = auto_plan.choose(graph, analysis, spec, config)[0]
     plan = make_plan(analysis, spec, config)
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(config.collective_backend, dense_only) if plan.uses_collectives else "none"

@@ -30,8 +30,28 @@ tf1 = tf.compat.v1
 
 
 class ScriptStopped(BaseException):
-    """Ends a script run by `python -m parallax.explain` at its get_runner call (a BaseException, so that the
-    script's own `except Exception` blocks let it through)."""
+    """Ends a script run by `python -m parallax.explain` (or the workload probe) at its get_runner call (a
+    BaseException, so that the script's own `except Exception` blocks let it through)."""
+
+
+def run_script_in_role(script, script_args, role_env):
+    """Run a training script in this process with `role_env` set (a one-process role: explain, calibrate) until
+    its get_runner call stops it. True when it got there."""
+    import runpy
+    saved = {k: os.environ.get(k) for k in role_env}
+    os.environ.update(role_env)
+    sys.argv = [script, *script_args]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except ScriptStopped:
+        return True
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return False
 
 
 def get_runner(graph, resource_spec, config=None):
@@ -49,6 +69,10 @@ def get_runner(graph, resource_spec, config=None):
     spec, config = _settings(resource_spec, config)
     if role.role == "explain":
         _explain(graph, spec, config)
+        raise ScriptStopped()
+    if role.role == "calibrate":
+        from parallax import workload_probe
+        workload_probe.measure_for_role(graph)
         raise ScriptStopped()
     analysis = analyze(graph)
     if not analysis.trained_variables:

@@ -2,8 +2,9 @@
 is. Reading only: importing this module, or calling anything in it, changes nothing. Imports no TensorFlow.
 
 No PARALLAX_ROLE in the environment means the user started the script by hand: the process is the launcher, and
-when the spec has one slot it is also the only worker. `planner` and `explain` are roles of a script run in one
-process to make or show the plan (parallax-launch, `python -m parallax.explain`); they start nothing.
+when the spec has one slot it is also the only worker. `planner`, `explain` and `calibrate` are roles of a script
+run in one process to make or show the plan, or to time its step (parallax-launch, `python -m parallax.explain`,
+parallax-calibrate); they start nothing.
 """
 import dataclasses
 import os
@@ -22,6 +23,7 @@ ENV_RUN_OPTION = "PARALLAX_RUN_OPTION"  # parallax-launch --run-option: it wins 
 ENV_PLAN = "PARALLAX_PLAN"  # the job's plan (plan_json) in the job directory: workers load it, never make their own
 ENV_PLAN_OUT = "PARALLAX_PLAN_OUT"  # role planner: where to write the plan
 ENV_EXPLAIN = "PARALLAX_EXPLAIN"  # role explain: JSON of explain's options
+ENV_CALIBRATE = "PARALLAX_CALIBRATE"  # role calibrate: JSON {"out": path, "steps": K}
 # mpirun gives each rank its number; the launcher cannot know it in advance.
 MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
 # Lines a job's processes print for the launcher (which reads and hides them): they travel with the output, through
@@ -29,12 +31,12 @@ MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
 CONTROL_PREFIX = "parallax-control:"
 
 
-ONE_PROCESS_ROLES = ("planner", "explain")
+ONE_PROCESS_ROLES = ("planner", "explain", "calibrate")
 
 
 @dataclasses.dataclass(frozen=True)
 class Role:
-    role: str  # "launcher" | "worker" | "server" | "planner" | "explain"
+    role: str  # "launcher" | "worker" | "server" | "planner" | "explain" | "calibrate"
     worker_id: int = 0
     num_workers: int = 1
 

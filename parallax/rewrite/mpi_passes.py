@@ -4,10 +4,13 @@ aggregates their gradients and broadcasts initial values.
 Each pass rewires *every* consumer of a raw gradient (the update, and any clipping or scaling the user put between)
 to the aggregated one, so clipping sees aggregated gradients, exactly as on one device.
 """
+import contextlib
+
 import tensorflow as tf
 
 from parallax.plan import Aggregation
 from parallax.row_keys import merge_rows, row_keys
+from parallax.rewrite.fusion import fusion_groups
 from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
@@ -24,17 +27,38 @@ def gradients_of(ctx, aggregation):
 
 
 def allreduce_dense_gradients(ctx):
-    """Dense gradients of replicated variables: allreduce (Sum), then / N when averaging."""
-    ops, g = ctx.collective_ops, ctx.graph
-    for vp, part, gradient in gradients_of(ctx, Aggregation.ALLREDUCE):
-        grad = g.get_tensor_by_name(gradient.values)
-        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allreduce/{gradient.scope}"):
-            agg = ops.allreduce_sum(grad, name="allreduce")
-            ctx.collectives += ops.created()
-            if vp.average:
-                agg = average_of(agg, ctx.plan.num_workers)
-        reroute_consumers(grad, agg, keep=created)
-        ctx.aggregated[gradient.scope] = agg
+    """Dense gradients of replicated variables: allreduce (Sum), then / N when averaging. Gradients that may share
+    a collective (fusion.py: same dtype, static shape, same effects behind them) go in one buffer, one collective
+    per group: the LM's dense gradients in one, ResNet's 25 in one."""
+    g = ctx.graph
+    items = list(gradients_of(ctx, Aggregation.ALLREDUCE))
+    for k, group in enumerate(fusion_groups(items, lambda item: g.get_tensor_by_name(item[2].values))):
+        if len(group) == 1:
+            _, _, gradient = group[0]
+            scope = f"parallax_allreduce/{gradient.scope}"
+        else:
+            scope = f"parallax_allreduce/fused_{k}"
+        grads = [g.get_tensor_by_name(gradient.values) for _, _, gradient in group]
+        with g.as_default(), new_ops(g) as created, tf.name_scope(scope):
+            totals = _allreduce_together(ctx.collective_ops, grads)
+            ctx.collectives += ctx.collective_ops.created()
+            aggregated = []
+            for (vp, _, gradient), total in zip(group, totals):
+                with tf.name_scope(gradient.scope) if len(group) > 1 else contextlib.nullcontext():
+                    aggregated.append(average_of(total, ctx.plan.num_workers) if vp.average else total)
+        for (_, _, gradient), grad, agg in zip(group, grads, aggregated):
+            reroute_consumers(grad, agg, keep=created)
+            ctx.aggregated[gradient.scope] = agg
+
+
+def _allreduce_together(ops, grads):
+    """The sums over workers of `grads` (one dtype, static shapes): one collective of their concatenation."""
+    if len(grads) == 1:
+        return [ops.allreduce_sum(grads[0], name="allreduce")]
+    flat = tf.concat([tf.reshape(t, [-1]) for t in grads], axis=0, name="buffer")
+    total = ops.allreduce_sum(flat, name="allreduce")
+    sizes = [t.shape.num_elements() for t in grads]
+    return [tf.reshape(piece, t.shape) for piece, t in zip(tf.split(total, sizes, name="pieces"), grads)]
 
 
 def allgather_sparse_gradients(ctx):

@@ -46,10 +46,11 @@ def two_hosts(workers):
 
 
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
-             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND):
+             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND, calibration=None):
     name = case.replace(":", "_").replace(",", "+").replace("=", "")
     tag = (f"{name}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
-           f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}-{backend}")
+           f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}-{backend}"
+           f"{'-' + os.path.basename(os.path.dirname(calibration)) if calibration else ''}")
     out = os.path.join(str(out_dir), tag + ".npz")
     cmd = [sys.executable, SCRIPT, "--case", case, "--mode", mode, "--workers", str(workers), "--batch", str(batch),
            "--steps", str(steps), "--out", out, "--run-option", run_option, "--lr-scale", str(lr_scale)]
@@ -60,6 +61,8 @@ def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option=
     if spec:
         cmd += ["--spec", spec]
     cmd += ["--switches", switches or "none", "--backend", backend]
+    if calibration:
+        cmd += ["--calibration", calibration]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -99,12 +102,13 @@ def check_random(out_dir, seed, workers, run_option, spec=None, backend=BACKEND)
     return check_case(out_dir, f"random:{seed}", workers, run_option, spec, backend)
 
 
-def check_case(out_dir, case, workers, run_option, spec=None, backend=BACKEND):
+def check_case(out_dir, case, workers, run_option, spec=None, backend=BACKEND, calibration=None):
     """A case (a name, or random:<seed>) distributed vs one process: every variable within the float64 tolerance.
     Returns the max abs diff over all variables."""
     from tests.equivalence.run_case import case_builder
     expected = reference(out_dir, case, workers)
-    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, backend=backend)
+    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, backend=backend,
+                   calibration=calibration)
     diffs = assert_equivalent(expected, got, float32=case_builder(case)(1, 1, 1, 1).float32)
     return max(diffs.values())
 

@@ -46,6 +46,7 @@ def main():
     p.add_argument("--spec", help="resource spec text; default localhost:N")
     p.add_argument("--switches", default="LA,OPAU,OPSW", help="optimizations on: any of LA,OPAU,OPSW (or none)")
     p.add_argument("--backend", default="auto", help="Config.collective_backend")
+    p.add_argument("--calibration", help="Config.calibration (run option AUTO)")
     args = p.parse_args()
     build = case_builder(args.case)
     if args.case not in KEEPS_EAGER:
@@ -69,7 +70,8 @@ def main():
     config = parallax.Config(run_option=args.run_option, average_dense=average, average_sparse=average, sync=args.sync,
                              local_aggregation="LA" in on,
                              place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on,
-                             methods=case.methods or {}, collective_backend=args.backend)
+                             methods=case.methods or {}, collective_backend=args.backend,
+                             calibration=args.calibration)
     with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config) as runner:
         i = runner.worker_id
         for k in range(args.steps):

@@ -42,6 +42,32 @@ def two_train_ops_ref(n, b, steps, graph_batch, lr_scale=1.0):
     return _two_train_ops(n, b, steps, use_resource=False)
 
 
+# ---- two losses with their own inputs, trained alternately ----------------------------------------------------
+def two_losses_own_inputs(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each train op's step feeds only its own loss's input: dense gradients of the two losses must not share a
+    fused allreduce (a step of one would then need the other's placeholder; fusion.py)."""
+    rng = np.random.RandomState(23)
+    xa, xb = rng.randn(n * b * steps, 3), rng.randn(n * b * steps, 2)
+    ya, yb = np.sin(xa).sum(1, keepdims=True), np.cos(xb).sum(1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xap, yap = tf1.placeholder(F64, [None, 3], "xa"), tf1.placeholder(F64, [None, 1], "ya")
+        xbp, ybp = tf1.placeholder(F64, [None, 2], "xb"), tf1.placeholder(F64, [None, 1], "yb")
+        loss_a = tf.reduce_mean(tf.square(_dense(_dense(xap, 4, "a1", 24, tf.tanh), 1, "a2", 25) - yap))
+        loss_b = tf.reduce_mean(tf.square(_dense(_dense(xbp, 3, "b1", 26, tf.tanh), 1, "b2", 27) - ybp))
+        step = tf1.train.get_or_create_global_step()
+        vars_a = [v for v in tf1.trainable_variables() if v.op.name.startswith("a")]
+        vars_b = [v for v in tf1.trainable_variables() if v.op.name.startswith("b")]
+        train_a = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(loss_a, step, var_list=vars_a)
+        train_b = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss_b, var_list=vars_b)
+    own = [((xa, ya), (xap, yap)), ((xb, yb), (xbp, ybp))]
+
+    def feeds(k, first, rows):  # step k feeds only the placeholders of the loss it trains
+        arrays, placeholders = own[k % 2]
+        return {p: a[first:first + rows] for p, a in zip(placeholders, arrays)}
+    return Case(g, train_a, feeds, step_fetch=lambda k: train_a if k % 2 == 0 else train_b)
+
+
 # ---- user-written gradient accumulation over micro-steps, SparseTensor input -----------------------------------
 MICRO = 2
 
@@ -330,6 +356,7 @@ USER_GRAPHS = {
     "ema_of_server_and_replicated_variables": ema_of_server_and_replicated_variables,
     "while_loop_gradients_with_embedding_ref": while_loop_gradients_with_embedding_ref,
     "two_train_ops": two_train_ops,
+    "two_losses_own_inputs": two_losses_own_inputs,
     "two_train_ops_ref": two_train_ops_ref,
     "grad_accumulation": grad_accumulation,
     "partitioned_ema_rmsprop_ref": partitioned_ema_rmsprop_ref,

@@ -1,0 +1,71 @@
+"""run_option="AUTO": each variable's method (AR, AG or PS), local aggregation and servers chosen by minimizing the
+cost model's predicted step time (cost_model.search) on the calibration of the job's own hosts. The choice becomes
+Config.methods of an ordinary plan, so AUTO runs on exactly the passes every fixed mode runs."""
+import collections
+
+from parallax import calibration, cost_model
+from parallax.analysis import static_sparsity
+
+
+def workers_per_host(spec):
+    counts = collections.Counter(spec.host_of_worker(w) for w in range(spec.num_workers))
+    return tuple(counts.get(h, 0) for h in range(spec.num_hosts))
+
+
+def workload_of(graph, analysis, calibrated):
+    """The cost model's workload: the analysis' variables with the calibration's a (or the static estimate from
+    the gradient's shape, parallax.explain's, or 1 when neither is known) and step time."""
+    loads = []
+    for v in sorted(analysis.trained_variables, key=lambda r: r.name):
+        alpha = 1.0
+        if v.kind == "sparse":
+            alpha = calibrated.alpha.get(v.name)
+            alpha = static_sparsity(graph, v) if alpha is None else alpha
+            alpha = 1.0 if alpha is None else alpha
+        loads.append(cost_model.VariableLoad(v.name, v.kind, v.bytes or 0, alpha, len(v.parts)))
+    return cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads))
+
+
+def backend_for(config):
+    return "horovod" if config.collective_backend == "horovod" else "tf"
+
+
+def choose(graph, analysis, spec, config):
+    """(config with the chosen methods and local aggregation, choices, prediction, workload, calibration)."""
+    calibrated = calibration.load(calibration.path_for(config))
+    workload = workload_of(graph, analysis, calibrated)
+    fixed = dict(config.methods)  # the user's own choices stay
+
+    def allowed(v):
+        if v.name in fixed:
+            return (fixed[v.name],)
+        if not config.sync:  # collectives are synchronous: asynchronous training keeps every variable on servers
+            return (cost_model.PS,)
+        return (cost_model.AG, cost_model.PS) if v.kind == "sparse" else (cost_model.AR, cost_model.PS)
+    choices, prediction = cost_model.search(workload, workers_per_host(spec), calibrated.machine, backend_for(config),
+                                            allowed)
+    la = any(c.local_aggregation for c in choices.values())
+    chosen = config.replace(methods={name: c.method for name, c in choices.items()},
+                            local_aggregation=config.local_aggregation and la)
+    return chosen, choices, prediction, workload, calibrated
+
+
+def predictions(graph, analysis, spec, config):
+    """For parallax.explain: ({"PS"|"MPI"|"HYBRID"|"AUTO": predicted step seconds}, {variable: why its method},
+    bound of the AUTO plan), or None without a calibration."""
+    path = calibration.path_for(config)
+    if spec.num_workers < 2 or not path or (config.run_option != "AUTO" and not _exists(path)):
+        return None
+    chosen, choices, prediction, workload, calibrated = choose(graph, analysis, spec, config)
+    per_host, backend = workers_per_host(spec), backend_for(config)
+    seconds = {mode: cost_model.predict(workload, cost_model.fixed_choices(workload, mode, spec.num_hosts,
+                                                                           config.local_aggregation),
+                                        per_host, calibrated.machine, backend).seconds
+               for mode in ("PS", "MPI", "HYBRID")}
+    seconds["AUTO"] = prediction.seconds
+    return seconds, cost_model.reasons(workload, choices, per_host, calibrated.machine, backend), prediction.bound
+
+
+def _exists(path):
+    import os
+    return os.path.exists(path)

@@ -1,0 +1,239 @@
+"""The step time of a plan, predicted from measured inputs. Imports no TensorFlow.
+
+Bytes follow the Parallax paper's Table 3, counted per host link and per server (so a hot link or server shows):
+- AR (ring over the workers, ordered by host): each worker sends and receives 2(N-1)/N * b; the ring crosses each
+  host's link once each way, so a host's link carries 2(N-1)/N * b out and in, the rest stays on the host.
+- AG (ring allgather of every worker's a*b rows): each ring edge carries (N-1) a b.
+- PS: each worker pushes its gradient (b, or a*b rows) to the part's server and pulls as much back; with local
+  aggregation (LA) a host's workers hand their rows to its first worker, which sends them in one message.
+Time is the larger of two bounds:
+- the critical path: one worker's compute, its own communication CPU, the busiest link's bytes / bandwidth and the
+  message rounds * latency;
+- the CPU bound: every process's CPU seconds on a host (compute, and a per-byte and per-message cost of each
+  method, which `parallax calibrate` measures) / the host's cores. This is the bound the 2-core test bed hits.
+"""
+import dataclasses
+import math
+from typing import Dict, Tuple
+
+AR, AG, PS = "AR", "AG", "PS"
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """Measured properties of the hosts (calibration.py measures them; the paper-scale benchmark states them)."""
+    bandwidth: float  # bytes/s of a host's link, each direction
+    latency: float  # seconds per message between hosts
+    cores: float  # CPU cores per host
+    cpu_per_byte: Dict[str, float]  # "allreduce/<backend>", "allgather/<backend>", "ps": CPU s per byte a process moves
+    cpu_per_message: Dict[str, float]  # the same keys: CPU s per collective or per message, in each process
+    update_cpu_per_byte: float = 0.0  # CPU s per byte of rows a sparse update applies
+    machine_of_host: Tuple[int, ...] = ()  # hosts with the same number share `cores` (default: each its own)
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableLoad:
+    name: str
+    kind: str  # "dense" | "sparse"
+    bytes: int
+    alpha: float = 1.0  # rows one worker's step touches / rows (1 for dense)
+    parts: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    compute_seconds: float  # one worker's step on one device (forward, backward, dense updates), wall time
+    compute_cpu: float  # CPU seconds of that step
+    variables: Tuple[VariableLoad, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """One variable's decision: method, the host of each part's server (PS), local aggregation (sparse PS)."""
+    method: str
+    servers: Tuple[int, ...] = ()
+    local_aggregation: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    seconds: float
+    critical_path: float
+    cpu_bound: float
+    link_bytes: Tuple[float, ...]  # per host: the larger of bytes out and in per step
+    host_cpu: Tuple[float, ...]  # per host: CPU seconds per step, every process
+    server_bytes: Tuple[float, ...]  # per host's server: bytes in + out per step
+    bound: str  # "cpu" | "network" | "compute"
+
+
+class _Load:
+    def __init__(self, hosts):
+        self.out, self.into = [0.0] * hosts, [0.0] * hosts
+        self.cpu = [0.0] * hosts
+        self.server = [0.0] * hosts
+        self.worker_cpu = 0.0  # communication CPU of one worker (the busiest), on the critical path
+        self.rounds = 0.0  # message rounds on the critical path
+
+    def send(self, src, dst, nbytes):
+        if src != dst:
+            self.out[src] += nbytes
+            self.into[dst] += nbytes
+
+
+def predict(workload, choices, workers_per_host, machine, backend="tf"):
+    """Prediction for `choices` ({variable name: Choice}) with `workers_per_host` (one entry per host)."""
+    hosts, n = len(workers_per_host), sum(workers_per_host)
+    load = _Load(hosts)
+    by_method = {AR: [], AG: [], PS: []}
+    for v in workload.variables:
+        by_method[choices[v.name].method].append(v)
+    if n > 1:
+        _allreduce(load, by_method[AR], workers_per_host, machine, backend)
+        _allgather(load, by_method[AG], workers_per_host, machine, backend)
+        _servers(load, by_method[PS], choices, workers_per_host, machine)
+    link = [max(o, i) for o, i in zip(load.out, load.into)]
+    network = max(link) / machine.bandwidth + load.rounds * machine.latency
+    compute = workload.compute_seconds + load.worker_cpu
+    critical = compute + network
+    host_cpu = [w * workload.compute_cpu + c for w, c in zip(workers_per_host, load.cpu)]
+    shared = machine.machine_of_host if len(machine.machine_of_host) == hosts else tuple(range(hosts))
+    cpu_bound = max(sum(c for c, m in zip(host_cpu, shared) if m == k) for k in set(shared)) / machine.cores
+    bound = "cpu" if cpu_bound > critical else ("network" if network > compute else "compute")
+    return Prediction(max(critical, cpu_bound), critical, cpu_bound, tuple(link), tuple(host_cpu),
+                      tuple(load.server), bound)
+
+
+def _cost(machine, key, nbytes, messages=1.0):
+    return nbytes * machine.cpu_per_byte.get(key, 0.0) + messages * machine.cpu_per_message.get(key, 0.0)
+
+
+def _allreduce(load, variables, workers_per_host, machine, backend):
+    """One fused collective for all dense AR gradients (rewrite/fusion.py)."""
+    if not variables:
+        return
+    n, hosts = sum(workers_per_host), len(workers_per_host)
+    b = sum(v.bytes for v in variables)
+    moved = 2 * (n - 1) / n * b  # sent by each worker, and received
+    if hosts > 1:
+        for h in range(hosts):
+            load.send(h, (h + 1) % hosts, moved)
+    per_worker = _cost(machine, f"allreduce/{backend}", 2 * moved)
+    for h, w in enumerate(workers_per_host):
+        load.cpu[h] += w * per_worker
+    load.worker_cpu += per_worker
+    load.rounds += 2 * (n - 1)
+
+
+def _allgather(load, variables, workers_per_host, machine, backend):
+    """One collective per sparse variable (its rows and indices packed together)."""
+    n, hosts = sum(workers_per_host), len(workers_per_host)
+    for v in variables:
+        moved = (n - 1) * v.alpha * v.bytes
+        if hosts > 1:
+            for h in range(hosts):
+                load.send(h, (h + 1) % hosts, moved)
+        per_worker = _cost(machine, f"allgather/{backend}", 2 * moved) + \
+            n * v.alpha * v.bytes * machine.update_cpu_per_byte  # every worker applies every worker's rows
+        for h, w in enumerate(workers_per_host):
+            load.cpu[h] += w * per_worker
+        load.worker_cpu += per_worker
+        load.rounds += n - 1
+
+
+def _servers(load, variables, choices, workers_per_host, machine):
+    if not variables:
+        return
+    load.rounds += 3  # push, the servers' barrier, pull
+    worker_cost = 0.0
+    for v in variables:
+        choice = choices[v.name]
+        part = v.bytes / max(len(choice.servers), 1)
+        rows = v.alpha * part if v.kind == "sparse" else part
+        la = choice.local_aggregation and v.kind == "sparse"
+        for s in choice.servers:
+            for h, w in enumerate(workers_per_host):
+                pushers = 1 if la and w > 1 else w  # LA: the host's first worker sends every row of the host
+                load.send(h, s, w * rows)  # the same bytes either way; LA saves messages, not bytes
+                load.send(s, h, w * rows)  # each worker pulls its own rows
+                load.server[s] += 2 * w * rows
+                load.cpu[s] += _cost(machine, "ps", 2 * w * rows, pushers + w)  # the server's side
+                load.cpu[h] += _cost(machine, "ps", 2 * w * rows, pushers + w)  # the workers' side
+                if la and w > 1:
+                    load.cpu[h] += _cost(machine, "ps", 2 * (w - 1) * rows, 2 * (w - 1))  # the local hop
+            applied = min(1.0, sum(workers_per_host) * v.alpha) * part if v.kind == "sparse" else part
+            load.cpu[s] += applied * machine.update_cpu_per_byte
+            worker_cost += _cost(machine, "ps", 2 * rows, 2)
+    load.worker_cpu += worker_cost
+
+
+# ---- fixed modes, as plan.py decides them ---------------------------------------------------------------------
+def fixed_choices(workload, run_option, hosts, local_aggregation=True):
+    """The choices of run option PS, MPI or HYBRID, with parts spread over the hosts' servers the way plan.py's
+    greedy balance does (largest first, least loaded)."""
+    methods = {v.name: (AG if v.kind == "sparse" else AR) if run_option == "MPI" else
+               PS if run_option == "PS" or v.kind == "sparse" else AR for v in workload.variables}
+    return assign_servers(workload, methods, hosts, local_aggregation)
+
+
+def assign_servers(workload, methods, hosts, local_aggregation=True):
+    server_load = [0.0] * hosts
+    choices = {}
+    for v in sorted(workload.variables, key=lambda v: (-v.bytes, v.name)):
+        if methods[v.name] != PS:
+            choices[v.name] = Choice(methods[v.name])
+            continue
+        tasks = []
+        for _ in range(v.parts):
+            task = min(range(hosts), key=lambda t: (t in tasks, server_load[t], t))
+            server_load[task] += v.bytes / v.parts
+            tasks.append(task)
+        choices[v.name] = Choice(PS, tuple(tasks), local_aggregation and v.kind == "sparse")
+    return choices
+
+
+def search(workload, workers_per_host, machine, backend="tf", allowed=None):
+    """The choices that minimize the predicted step time: from the best fixed mode, move one variable at a time to
+    its other method (largest variables first) while that helps, and try local aggregation on and off.
+    `allowed(variable) -> methods` restricts a variable's methods (default: AR or PS for dense, AG or PS for
+    sparse). Returns (choices, prediction)."""
+    hosts = len(workers_per_host)
+    allowed = allowed or (lambda v: (AG, PS) if v.kind == "sparse" else (AR, PS))
+    starts = [fixed_choices(workload, o, hosts, la) for o in ("PS", "MPI", "HYBRID") for la in (True, False)]
+    best, best_time = None, math.inf
+    for start in starts:
+        methods = {v.name: start[v.name].method if start[v.name].method in allowed(v) else allowed(v)[0]
+                   for v in workload.variables}
+        la = any(c.local_aggregation for c in start.values())
+        current = assign_servers(workload, methods, hosts, la)
+        current_time = predict(workload, current, workers_per_host, machine, backend).seconds
+        improved = True
+        while improved:
+            improved = False
+            for v in sorted(workload.variables, key=lambda v: (-v.bytes, v.name)):
+                for m in allowed(v):
+                    if m == methods[v.name]:
+                        continue
+                    trial = dict(methods, **{v.name: m})
+                    choices = assign_servers(workload, trial, hosts, la)
+                    t = predict(workload, choices, workers_per_host, machine, backend).seconds
+                    if t < current_time * (1 - 1e-9):
+                        methods, current, current_time, improved = trial, choices, t, True
+        if current_time < best_time:
+            best, best_time = current, current_time
+    return best, predict(workload, best, workers_per_host, machine, backend)
+
+
+def reasons(workload, choices, workers_per_host, machine, backend="tf"):
+    """{variable: why it got its method}: the predicted step time if it alone took its other method."""
+    hosts = len(workers_per_host)
+    la = any(c.local_aggregation for c in choices.values())
+    methods = {name: c.method for name, c in choices.items()}
+    base = predict(workload, choices, workers_per_host, machine, backend).seconds
+    out = {}
+    for v in workload.variables:
+        other = {AR: PS, AG: PS, PS: AG if v.kind == "sparse" else AR}[methods[v.name]]
+        t = predict(workload, assign_servers(workload, dict(methods, **{v.name: other}), hosts, la),
+                    workers_per_host, machine, backend).seconds
+        out[v.name] = (f"{other} would take {1000 * (t - base):+.1f} ms per step" if abs(t - base) >= 5e-5 else
+                       f"{other} would take the same time (tie: the run option's rule)")
+    return out

@@ -1,0 +1,153 @@
+"""`parallax-calibrate`: measure what the cost model needs (parallax/cost_model.py) on the job's own hosts, and write
+DIR/calibration.json for run_option="AUTO". Imports no TensorFlow.
+
+    parallax-calibrate --out DIR [host options as parallax-launch] [--compute-seconds S] -- python train.py [args]
+
+1. the workload: the training script's own step, timed on this machine in one process (parallax.workload_probe),
+   and the fraction a of each sparse variable's rows a step touches;
+2. the machine: the calibration job (parallax.calibration_job), launched by parallax-launch on the spec's hosts
+   once per mode and backend (PS; MPI with TF's collectives; MPI with Horovod where it loads): CPU per byte and
+   per message of each method, the link's bandwidth and latency, the cores, which hosts share a machine.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from parallax import calibration
+from parallax.errors import ParallaxError
+from parallax.launcher import cli, local_cluster
+
+MARKER = "parallax-calibration: "  # calibration_job.MARKER (that module imports TensorFlow)
+
+
+def parser():
+    p = cli.parser()
+    p.prog = "parallax-calibrate"
+    p.description = ("Measure the job's hosts and the training script's step for run_option='AUTO' (the cost "
+                     "model's inputs), and write them to DIR/calibration.json.")
+    p.epilog = "example: parallax-calibrate -H node1:2,node2:2 --out calib -- python train.py --batch-size 64"
+    p.add_argument("--out", required=True, metavar="DIR", help="where to write calibration.json")
+    p.add_argument("--compute-seconds", type=float, metavar="S",
+                   help="one worker step's time, when the script's step cannot be run here (feed_dict input)")
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        if not command or not os.path.basename(command[0]).startswith("python") or len(command) < 2:
+            raise ParallaxError("give the training command after `--`, e.g. -- python train.py --steps 10")
+        python = os.path.abspath(args.python or sys.executable)
+        workload = _workload(python, command, args.compute_seconds)
+        if args.local_cluster:
+            hosts, slots, rate = local_cluster.parse_shape(args.local_cluster)
+            with local_cluster.LocalCluster(hosts, slots, rate=rate) as cluster:
+                with tempfile.TemporaryDirectory(prefix="parallax-calibrate-") as work:
+                    spec = os.path.join(work, "hosts.txt")
+                    with open(spec, "w") as f:
+                        f.write(cluster.spec_text())
+                    where = ["--resource-spec", spec, "--ssh-identity-file", cluster.client_key,
+                             "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}"]
+                    env = dict(os.environ, OMPI_MCA_btl="tcp,self",
+                               OMPI_MCA_btl_tcp_if_include=str(cluster.network),
+                               OMPI_MCA_oob_tcp_if_include=str(cluster.network))
+                    runs = _machine(python, where + _launch_options(args), env)
+        else:
+            runs = _machine(python, _where(args) + _launch_options(args), dict(os.environ))
+        machine = calibration.fit_machine(runs)
+        result = calibration.Calibration(machine, workload["compute_seconds"], workload["compute_cpu"],
+                                         workload.get("alpha", {}), len({r["host"] for run in runs for r in run}),
+                                         {f"{run[0]['mode']}/{run[0]['backend']}": run for run in runs})
+        path = result.save(args.out)
+    except ParallaxError as e:
+        print(f"parallax-calibrate: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    _summary(result, path)
+    return 0
+
+
+def _where(args):
+    if args.resource_spec:
+        return ["--resource-spec", os.path.abspath(args.resource_spec)]
+    if args.hostfile:
+        return ["--hostfile", os.path.abspath(args.hostfile)]
+    return ["-H", args.hosts]
+
+
+def _launch_options(args):
+    out = []
+    if args.num_workers:
+        out += ["-np", str(args.num_workers)]
+    if args.ssh_port:
+        out += ["--ssh-port", str(args.ssh_port)]
+    if args.ssh_identity_file:
+        out += ["--ssh-identity-file", os.path.abspath(args.ssh_identity_file)]
+    for opt in args.ssh_option:
+        out += ["--ssh-option", opt]
+    for item in args.env:
+        out += ["-x", item]
+    return out + ["--start-timeout", str(args.start_timeout)]
+
+
+def _workload(python, command, compute_seconds):
+    if compute_seconds is not None:
+        if compute_seconds <= 0:
+            raise ParallaxError(f"--compute-seconds {compute_seconds}: give the step time in seconds, > 0")
+        return {"compute_seconds": compute_seconds, "compute_cpu": compute_seconds, "alpha": {}}
+    _progress("timing one step of the training script on this machine")
+    with tempfile.TemporaryDirectory(prefix="parallax-calibrate-") as work:
+        out = os.path.join(work, "workload.json")
+        done = subprocess.run([python, "-m", "parallax.workload_probe", out, *command[1:]],
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        if done.returncode != 0 or not os.path.exists(out):
+            raise ParallaxError(f"timing the training script's step failed (exit status {done.returncode}; its "
+                                f"output is above)")
+        with open(out) as f:
+            return json.load(f)
+
+
+def _machine(python, where, env):
+    runs = [("PS", "tf"), ("MPI", "tf")]
+    probe = subprocess.run([python, "-c", "from parallax.collectives import horovod_problem as p; print(p() or '')"],
+                           capture_output=True, text=True, env=env)
+    if probe.returncode == 0 and not probe.stdout.strip():
+        runs.append(("MPI", "horovod"))
+    results = []
+    for i, (mode, backend) in enumerate(runs, start=1):
+        _progress(f"[{i}/{len(runs)}] the calibration job in {mode} with backend {backend}")
+        cmd = [python, "-m", "parallax.launcher.cli", *where, "--run-option", mode, "--",
+               python, "-m", "parallax.calibration_job", mode, backend]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
+        found = [json.loads(line.split(MARKER, 1)[1]) for line in done.stdout.splitlines() if MARKER in line]
+        if done.returncode != 0 or not found:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            raise ParallaxError(f"the calibration job in {mode}/{backend} failed (exit status {done.returncode}):"
+                                f"\n{tail}")
+        results.append(sorted(found, key=lambda r: r["worker"]))
+    return results
+
+
+def _summary(result, path):
+    m = result.machine
+    lines = [f"parallax-calibrate: wrote {path}",
+             f"  one worker step: {result.compute_seconds * 1000:.1f} ms ({result.compute_cpu * 1000:.1f} ms CPU)",
+             ("  one host: no link between hosts" if m.bandwidth == calibration.LOOPBACK_BANDWIDTH else
+              f"  link: {m.bandwidth * 8 / 1e9:.2f} Gbit/s, latency {m.latency * 1000:.2f} ms")
+             + f"; {m.cores:g} cores per machine"
+             + (f"; machine of each host: {list(m.machine_of_host)}" if m.machine_of_host else "")]
+    for key in sorted(m.cpu_per_byte):
+        lines.append(f"  {key}: {m.cpu_per_byte[key] * 1e9:.2f} CPU s per GB moved, "
+                     f"{m.cpu_per_message.get(key, 0) * 1000:.2f} ms CPU per message")
+    lines += [f"  a({name}) = {a:.4g}" for name, a in sorted(result.alpha.items())]
+    print("\n".join(lines), flush=True)
+
+
+def _progress(text):
+    print(f"parallax-calibrate: {text}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

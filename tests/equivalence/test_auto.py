@@ -1,0 +1,43 @@
+"""Plans that run_option="AUTO" makes are exact too: the cases run with calibrations of three kinds of machine, so
+AUTO's choices differ (every variable on servers; dense variables on servers and sparse ones allgathered, which no
+fixed mode does; the cheaper method per variable), on two loopback hosts."""
+import pytest
+
+from parallax import calibration, cost_model
+from tests.equivalence.harness import check_case, two_hosts
+
+MACHINES = {
+    # A server round trip costs more than a small embedding's allgather; applying every worker's rows in every
+    # worker costs much for a busy embedding: mixed plans.
+    "mixing": cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
+                                 update_cpu_per_byte=1e-8),
+    # Collectives cost CPU per byte and per message, servers almost nothing: every variable on servers.
+    "servers": cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={"allreduce/tf": 1e-6, "allgather/tf": 1e-6},
+                                  cpu_per_message={"allreduce/tf": 1e-2, "allgather/tf": 1e-2}),
+    # An allreduce costs more than a server round trip, an allgather less: dense on servers, sparse allgathered.
+    "inverted": cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"allreduce/tf": 1e-1,
+                                                                                            "ps": 1e-4}),
+}
+CASES = ("embedding_clip_adam_partitioned", "sampled_softmax_clip", "tied_embedding_two_optimizers_clip",
+         "two_losses_own_inputs", "random:42")
+
+
+@pytest.fixture(scope="module")
+def calibrations(tmp_path_factory):
+    return {name: calibration.Calibration(m, 0.01, 0.01, {}, 2).save(str(tmp_path_factory.mktemp(name)))
+            for name, m in MACHINES.items()}
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("case", CASES)
+def test_auto_plans_are_exact(tmp_path_factory, calibrations, case, machine):
+    diff = check_case(tmp_path_factory.mktemp("eq"), case, 2, "AUTO", spec=two_hosts(2), backend="tf",
+                      calibration=calibrations[machine])
+    print(f"AUTO ({machine}) {case} N=2: max abs diff {diff:.3g}")
+
+
+@pytest.mark.parametrize("case", ("embedding_clip_adam", "random:103"))
+def test_auto_plans_are_exact_with_four_workers(tmp_path_factory, calibrations, case):
+    diff = check_case(tmp_path_factory.mktemp("eq"), case, 4, "AUTO", spec=two_hosts(4), backend="tf",
+                      calibration=calibrations["inverted"])
+    print(f"AUTO (inverted) {case} N=4: max abs diff {diff:.3g}")

@@ -1,0 +1,90 @@
+"""run_option="AUTO" (auto_plan.py): the plan takes the cost model's choice per variable, from the calibration of
+the job's hosts; without one it fails with what to run. Exactness of AUTO's plans: equivalence/test_auto.py."""
+import json
+
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax import calibration, cost_model, plan_json
+from parallax.errors import ConfigError
+from parallax.plan import Method
+from parallax.planning import plan_job
+
+tf1 = tf.compat.v1
+TWO_BY_TWO = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
+# Every worker applying every worker's rows (AG) is expensive for a large, busy embedding; a server round trip
+# costs more than a small embedding's whole allgather (as in test_cost_model's mixed case).
+MIXING = cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
+                            update_cpu_per_byte=1e-8)
+
+
+def two_embeddings():
+    g = tf.Graph()
+    with g.as_default():
+        big_ids = tf1.placeholder(tf.int32, [2000], "big_ids")
+        small_ids = tf1.placeholder(tf.int32, [64], "small_ids")
+        big = tf1.get_variable("big", [20000, 64], use_resource=True)
+        small = tf1.get_variable("small", [8, 4], use_resource=True)
+        h = tf.concat([tf.nn.embedding_lookup(big, big_ids)[:64], tf.nn.embedding_lookup(small, small_ids)], 1)
+        loss = tf.reduce_mean(tf1.layers.dense(h, 1, name="dense"))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g
+
+
+def _calibration(tmp_path, machine=MIXING, alpha=None):
+    return calibration.Calibration(machine, 0.05, 0.05, alpha or {}, 2).save(str(tmp_path))
+
+
+def _plan(g, config, spec=TWO_BY_TWO):
+    return plan_job(g, parallax.analyze(g), spec, config)
+
+
+def test_auto_takes_the_cost_models_mixed_choice(tmp_path):
+    g = two_embeddings()
+    plan = _plan(g, parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path)))
+    methods = {v.name: v.method for v in plan.variables}
+    assert methods == {"big": Method.PS, "small": Method.AG, "dense/kernel": Method.AR, "dense/bias": Method.AR}
+    assert plan.run_option == "AUTO" and plan_json.loads(plan_json.dumps(plan)) == plan
+    for fixed in ("PS", "MPI", "HYBRID"):  # a plan none of them makes
+        assert {v.name: v.method for v in _plan(g, parallax.Config(run_option=fixed)).variables} != methods
+
+
+def test_auto_keeps_the_users_own_methods_and_asynchronous_training_on_servers(tmp_path):
+    g = two_embeddings()
+    path = _calibration(tmp_path)
+    plan = _plan(g, parallax.Config(run_option="AUTO", calibration=path, methods={"big": "AG"}))
+    assert plan.variable("big").method == Method.AG
+    plan = _plan(g, parallax.Config(run_option="AUTO", calibration=path, sync=False))
+    assert plan.methods == {Method.PS}
+
+
+def test_auto_reads_the_calibration_in_the_log_dir_and_is_local_with_one_worker(tmp_path):
+    g = two_embeddings()
+    _calibration(tmp_path)
+    plan = _plan(g, parallax.Config(run_option="AUTO", log_dir=str(tmp_path)))
+    assert plan.variable("small").method == Method.AG
+    one = _plan(g, parallax.Config(run_option="AUTO"), parallax.ResourceSpec.load("localhost:1"))
+    assert one.methods == {Method.LOCAL}
+
+
+def test_auto_without_a_calibration_says_what_to_run(tmp_path):
+    g = two_embeddings()
+    with pytest.raises(ConfigError, match="parallax-calibrate"):
+        _plan(g, parallax.Config(run_option="AUTO"))
+    with pytest.raises(ConfigError, match="no calibration at"):
+        _plan(g, parallax.Config(run_option="AUTO", calibration=str(tmp_path / "missing.json")))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"machine": {}}))
+    with pytest.raises(ConfigError, match="is not a calibration"):
+        _plan(g, parallax.Config(run_option="AUTO", calibration=str(bad)))
+
+
+def test_explain_prints_each_modes_predicted_step_time_and_why_each_variable_got_its_method(tmp_path, capsys):
+    g = two_embeddings()
+    result = parallax.explain(g, TWO_BY_TWO, parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path)))
+    assert set(result.predicted) == {"PS", "MPI", "HYBRID", "AUTO"}
+    assert result.predicted["AUTO"] < min(result.predicted[m] for m in ("PS", "MPI", "HYBRID"))
+    out = capsys.readouterr().out
+    assert "predicted step time" in out and "AUTO " in out
+    assert "  small: AllGather; PS would take +" in out and "  big: PS; AG would take +" in out

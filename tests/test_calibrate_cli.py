@@ -1,0 +1,42 @@
+"""parallax-calibrate on localhost: it times the training script's step, runs the calibration job in each mode
+and backend, and writes a calibration that run_option="AUTO" plans with."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import parallax
+from parallax import calibration
+from parallax.planning import plan_job
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+DEMO = os.path.join(ROOT, "models", "demo", "train.py")
+
+
+def _calibrate(out, *command):
+    return subprocess.run([sys.executable, "-m", "parallax.launcher.calibrate", "-H", "localhost:2", "--out", str(out),
+                           "--", sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def test_calibrate_writes_what_auto_plans_with(tmp_path):
+    done = _calibrate(tmp_path, DEMO, "--resource-spec", "localhost:2")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[1/" in done.stderr and "wrote" in done.stdout
+    cal = calibration.load(os.path.join(tmp_path, calibration.FILE))
+    assert {"ps", "allreduce/tf", "allgather/tf"} <= set(cal.machine.cpu_per_byte)
+    assert all(v >= 0 for v in [*cal.machine.cpu_per_byte.values(), *cal.machine.cpu_per_message.values()])
+    assert 0 < cal.compute_seconds < 10 and 0 < cal.alpha["embedding"] <= 1
+    spec = importlib.util.spec_from_file_location("demo_train", DEMO)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    g = demo.build_graph(32, 0.01)[0]
+    config = parallax.Config(run_option="AUTO", log_dir=str(tmp_path))
+    plan = plan_job(g, parallax.analyze(g), parallax.ResourceSpec.load("localhost:2"), config)
+    assert plan.run_option == "AUTO" and {v.name for v in plan.variables} >= {"embedding", "hidden/kernel"}
+
+
+def test_a_script_fed_by_placeholders_is_told_to_give_its_step_time(tmp_path):
+    done = _calibrate(tmp_path, os.path.join(ROOT, "tests", "launcher_scripts", "job.py"))
+    assert done.returncode == 2 and "--compute-seconds" in done.stdout + done.stderr
+    assert not os.path.exists(os.path.join(tmp_path, calibration.FILE))

@@ -1,0 +1,82 @@
+"""The cost model (parallax/cost_model.py): Table 3's bytes per host link and per server, the two time bounds, and
+the search for the plan of least predicted step time."""
+import pytest
+
+from parallax import cost_model as cm
+
+TWO_BY_TWO = (2, 2)
+NET = cm.Machine(bandwidth=1e8, latency=1e-4, cores=64, cpu_per_byte={}, cpu_per_message={})
+
+
+def _workload(*variables, compute=0.1):
+    return cm.Workload(compute, compute, tuple(variables))
+
+
+def test_allreduce_moves_two_n_minus_one_over_n_b_over_each_link():
+    w = _workload(cm.VariableLoad("w", "dense", 1_000_000))
+    p = cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, NET)
+    assert p.link_bytes == pytest.approx((1.5e6, 1.5e6))
+    assert p.seconds == pytest.approx(0.1 + 1.5e6 / 1e8 + 6 * 1e-4)
+
+
+def test_allgather_moves_n_minus_one_a_b():
+    w = _workload(cm.VariableLoad("e", "sparse", 1_000_000, alpha=0.01))
+    p = cm.predict(w, {"e": cm.Choice(cm.AG)}, TWO_BY_TWO, NET)
+    assert p.link_bytes == pytest.approx((3 * 0.01 * 1e6,) * 2)
+
+
+def test_a_server_on_one_host_is_hot_and_its_link_carries_the_other_hosts_pushes_and_pulls():
+    w = _workload(cm.VariableLoad("w", "dense", 1_000_000))
+    one = cm.predict(w, {"w": cm.Choice(cm.PS, (0,))}, TWO_BY_TWO, NET)
+    assert one.link_bytes == pytest.approx((2e6, 2e6))  # host 1's two workers push b each and pull b each
+    assert one.server_bytes == pytest.approx((8e6, 0))  # 4 workers, in and out
+    split = cm.predict(_workload(cm.VariableLoad("w", "dense", 1_000_000, parts=2)),
+                       {"w": cm.Choice(cm.PS, (0, 1))}, TWO_BY_TWO, NET)
+    assert split.server_bytes == pytest.approx((4e6, 4e6)) and split.link_bytes == pytest.approx((2e6, 2e6))
+
+
+def test_the_cpu_bound_wins_when_every_process_shares_few_cores():
+    machine = cm.Machine(1e9, 1e-5, cores=1, cpu_per_byte={"allreduce/tf": 1e-8}, cpu_per_message={})
+    w = _workload(cm.VariableLoad("w", "dense", 10_000_000), compute=0.2)
+    p = cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, machine)
+    per_worker = 1e-8 * 2 * 1.5e7
+    assert p.bound == "cpu" and p.cpu_bound == pytest.approx(2 * (0.2 + per_worker))
+    assert p.seconds == p.cpu_bound > p.critical_path
+
+
+def test_one_worker_moves_nothing():
+    w = _workload(cm.VariableLoad("w", "dense", 10_000_000))
+    assert cm.predict(w, {"w": cm.Choice(cm.AR)}, (1,), NET).seconds == pytest.approx(0.1)
+
+
+def test_fixed_modes_follow_the_run_options_rule_and_balance_servers():
+    w = _workload(cm.VariableLoad("big", "sparse", 4_000_000, 0.01, parts=2), cm.VariableLoad("d", "dense", 100),
+                  cm.VariableLoad("e", "sparse", 1_000_000, 0.1))
+    hybrid = cm.fixed_choices(w, "HYBRID", 2)
+    assert hybrid["d"] == cm.Choice(cm.AR) and hybrid["big"] == cm.Choice(cm.PS, (0, 1), True)
+    assert hybrid["e"].servers == (0,)  # ties go to the lowest task after the big variable's even split
+    assert {c.method for c in cm.fixed_choices(w, "MPI", 2).values()} == {cm.AR, cm.AG}
+    assert {c.method for c in cm.fixed_choices(w, "PS", 2, local_aggregation=False).values()} == {cm.PS}
+
+
+def test_search_finds_a_mixed_plan_that_no_fixed_mode_expresses():
+    # Applying every worker's rows in every worker (AG) is expensive for the large, busy embedding; a PS round trip
+    # costs more than the small embedding's whole allgather.
+    machine = cm.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
+                         update_cpu_per_byte=1e-8)
+    w = _workload(cm.VariableLoad("big", "sparse", 400_000_000, 0.05), cm.VariableLoad("small", "sparse", 40_000, 0.5),
+                  cm.VariableLoad("dense", "dense", 1_000_000))
+    choices, auto = cm.search(w, TWO_BY_TWO, machine)
+    assert {n: c.method for n, c in choices.items()} == {"big": cm.PS, "small": cm.AG, "dense": cm.AR}
+    fixed = {o: cm.predict(w, cm.fixed_choices(w, o, 2), TWO_BY_TWO, machine).seconds for o in ("PS", "MPI", "HYBRID")}
+    assert auto.seconds < min(fixed.values())
+    why = cm.reasons(w, choices, TWO_BY_TWO, machine)
+    assert why["big"].startswith("AG would take +") and why["small"].startswith("PS would take +")
+
+
+def test_hosts_on_one_machine_share_its_cores():
+    w = _workload(cm.VariableLoad("w", "dense", 1000), compute=0.2)
+    apart = cm.Machine(1e9, 0, cores=2, cpu_per_byte={}, cpu_per_message={})
+    together = cm.Machine(1e9, 0, cores=2, cpu_per_byte={}, cpu_per_message={}, machine_of_host=(0, 0))
+    assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, apart).cpu_bound == pytest.approx(0.2)
+    assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, together).cpu_bound == pytest.approx(0.4)

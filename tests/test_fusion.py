@@ -1,0 +1,77 @@
+"""Fusion of dense gradients into one collective (rewrite/fusion.py): which gradients may share a buffer, and the
+rewritten graph's collectives. Exactness of fused plans is the equivalence suite's (two_losses_own_inputs there
+fails if the rule below is wrong)."""
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax.planning import plan_job
+from parallax.rewrite import rewrite
+from parallax.rewrite.fusion import effect_signatures, fusion_groups
+
+tf1 = tf.compat.v1
+COLLECTIVE_TYPES = {"horovod": {"HorovodAllreduce"}, "tf": {"CollectiveReduceV2"}}
+
+
+def _grads(loss, variables):
+    return [g for g in tf1.gradients(loss, variables)]
+
+
+def _groups(grads):
+    return [[grads.index(t) for t in group] for group in fusion_groups(grads, lambda t: t)]
+
+
+def test_gradients_of_one_loss_share_a_buffer_per_dtype():
+    with tf.Graph().as_default():
+        x = tf1.placeholder(tf.float32, [None, 3])
+        w1, w2 = tf1.get_variable("w1", [3, 4]), tf1.get_variable("w2", [4, 1])
+        w3 = tf1.get_variable("w3", [3, 1], dtype=tf.float64)
+        loss = tf.reduce_sum(tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)) + \
+            tf.cast(tf.reduce_sum(tf.matmul(tf.cast(x, tf.float64), w3)), tf.float32)
+        assert _groups(_grads(loss, [w1, w2, w3])) == [[0, 1], [2]]
+
+
+def test_gradients_behind_different_inputs_or_random_ops_do_not_share():
+    with tf.Graph().as_default():
+        xa, xb = tf1.placeholder(tf.float32, [None, 3]), tf1.placeholder(tf.float32, [None, 3])
+        wa, wb, wc = (tf1.get_variable(n, [3, 1]) for n in ("wa", "wb", "wc"))
+        dropped = tf.nn.dropout(xb, rate=0.5, seed=1)  # a stateful random op only wc's gradient runs
+        loss = tf.reduce_sum(tf.matmul(xa, wa)) + tf.reduce_sum(tf.matmul(xb, wb)) + \
+            tf.reduce_sum(tf.matmul(dropped, wc))
+        grads = _grads(loss, [wa, wb, wc])
+        signatures = effect_signatures(grads)
+        assert {op.type for op in signatures[grads[2]]} >= {"Placeholder", "RandomUniform"}
+        assert _groups(grads) == [[0], [1], [2]]
+
+
+def test_a_gradient_of_unknown_shape_is_reduced_alone():
+    with tf.Graph().as_default():
+        x = tf1.placeholder(tf.float32, [None, 3])
+        w = tf1.get_variable("w", [3, 1])
+        loss = tf.reduce_sum(tf.matmul(x, w))
+        g = _grads(loss, [w])[0]
+        unknown = tf1.placeholder_with_default(g, None)
+        assert _groups([g, unknown, g * 2.0]) == [[0, 2], [1]]
+
+
+@pytest.mark.parametrize("backend", sorted(COLLECTIVE_TYPES))
+def test_a_model_with_many_dense_variables_runs_one_allreduce(backend):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [8, 5], name="x")
+        h = x
+        for i in range(6):
+            h = tf1.layers.dense(h, 5, tf.tanh, name=f"layer{i}")
+        loss = tf.reduce_mean(tf.square(h))
+        train = tf1.train.AdamOptimizer(0.01).minimize(loss, tf1.train.get_or_create_global_step())
+    config = parallax.Config(run_option="MPI", collective_backend=backend)
+    spec = parallax.ResourceSpec.load("localhost:2")
+    analysis = parallax.analyze(g)
+    out = rewrite(g, plan_job(g, analysis, spec, config), config)
+    reduces = [op for op in out.graph.get_operations() if op.type in COLLECTIVE_TYPES[backend]]
+    assert len(analysis.variables) == 12 and len(reduces) == 1
+    # every update reads its own piece of the buffer, averaged
+    for record in analysis.variables:
+        update = out.graph.get_operation_by_name(record.update_ops[0])
+        assert any(t.op.name == f"parallax_allreduce/fused_0/{record.name}/average" for t in update.inputs)
+    assert train is not None
