@@ -31,6 +31,7 @@ class Measurement:
     local_bytes: float  # bytes between processes on one host (loopback), per worker per step
     windows: int
     cpu_seconds: float = float("nan")  # CPU time of every process on the hosts, per step
+    step_seconds: float = float("nan")  # wall time per step between the same log lines as the bytes and the CPU
 
     @property
     def total_bytes(self):
@@ -112,7 +113,7 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
                 continue
             worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
             if worker == 0 and step in (warmup_steps, steps):
-                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster))
+                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster), time.monotonic())
                 if at_snapshot:
                     at_snapshot(step)
             if step > warmup_steps:
@@ -134,8 +135,9 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
     (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[s][0])] for s in (warmup_steps, steps))
     per = num_workers * (steps - warmup_steps)
     cpu = (snapshots[steps][1] - snapshots[warmup_steps][1]) / (steps - warmup_steps)
+    wall = (snapshots[steps][2] - snapshots[warmup_steps][2]) / (steps - warmup_steps)
     return Measurement(statistics.median(windows), unit, (sent1 - sent0) / per, (local1 - local0) / per,
-                       len(windows), cpu)
+                       len(windows), cpu, wall)
 
 
 def progress(text):
