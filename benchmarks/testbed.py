@@ -83,18 +83,20 @@ def _python_for(root):
 
 
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, timeout=900,
-            at_snapshot=None, root=ROOT):
+            at_snapshot=None, root=ROOT, launch_env=()):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
     --run-option, --steps and --log-every (models/training.py). `at_snapshot(step)` is called where the counters
     are read, for finer accounting. `root` is the source tree whose launcher, parallax and script run (another
-    checkout, to compare versions side by side)."""
+    checkout, to compare versions side by side). `launch_env`: NAME=VALUE settings every process gets
+    (parallax-launch -x)."""
     spec = os.path.join(workdir, "hosts.txt")
     with open(spec, "w") as f:
         f.write(cluster.spec_text())
     num_workers = cluster.num_hosts * cluster.slots
     cmd = [sys.executable, "-m", "parallax.launcher.cli", "--resource-spec", spec,
            "--ssh-identity-file", cluster.client_key, "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}",
-           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, "--",
+           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option,
+           *[w for setting in launch_env for w in ("-x", setting)], "--",
            _python_for(root), os.path.join(root, script), *script_args, "--resource-spec", spec,
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, OMPI_MCA_btl="tcp,self",
