@@ -31,6 +31,7 @@ class Measurement:
     local_bytes: float  # bytes between processes on one host (loopback), per worker per step
     windows: int
     cpu_seconds: float = float("nan")  # CPU time of every process on the hosts, per step
+    step_seconds: float = float("nan")  # wall time per step between the same log lines as the bytes and the CPU
 
     @property
     def total_bytes(self):
@@ -82,18 +83,20 @@ def _python_for(root):
 
 
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, timeout=900,
-            at_snapshot=None, root=ROOT):
+            at_snapshot=None, root=ROOT, launch_env=()):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
     --run-option, --steps and --log-every (models/training.py). `at_snapshot(step)` is called where the counters
     are read, for finer accounting. `root` is the source tree whose launcher, parallax and script run (another
-    checkout, to compare versions side by side)."""
+    checkout, to compare versions side by side). `launch_env`: NAME=VALUE settings every process gets
+    (parallax-launch -x)."""
     spec = os.path.join(workdir, "hosts.txt")
     with open(spec, "w") as f:
         f.write(cluster.spec_text())
     num_workers = cluster.num_hosts * cluster.slots
     cmd = [sys.executable, "-m", "parallax.launcher.cli", "--resource-spec", spec,
            "--ssh-identity-file", cluster.client_key, "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}",
-           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, "--",
+           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option,
+           *[w for setting in launch_env for w in ("-x", setting)], "--",
            _python_for(root), os.path.join(root, script), *script_args, "--resource-spec", spec,
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, OMPI_MCA_btl="tcp,self",
@@ -112,7 +115,7 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
                 continue
             worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
             if worker == 0 and step in (warmup_steps, steps):
-                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster))
+                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster), time.monotonic())
                 if at_snapshot:
                     at_snapshot(step)
             if step > warmup_steps:
@@ -134,8 +137,9 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
     (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[s][0])] for s in (warmup_steps, steps))
     per = num_workers * (steps - warmup_steps)
     cpu = (snapshots[steps][1] - snapshots[warmup_steps][1]) / (steps - warmup_steps)
+    wall = (snapshots[steps][2] - snapshots[warmup_steps][2]) / (steps - warmup_steps)
     return Measurement(statistics.median(windows), unit, (sent1 - sent0) / per, (local1 - local0) / per,
-                       len(windows), cpu)
+                       len(windows), cpu, wall)
 
 
 def progress(text):

@@ -2,6 +2,9 @@
 cost model's predicted step time (cost_model.search) on the calibration of the job's own hosts. The choice becomes
 Config.methods of an ordinary plan, so AUTO runs on exactly the passes every fixed mode runs."""
 import collections
+import dataclasses
+import json
+from typing import Optional, Tuple
 
 from parallax import calibration, cost_model
 from parallax.analysis import static_sparsity
@@ -30,8 +33,21 @@ def backend_for(config):
     return "horovod" if config.collective_backend == "horovod" else "tf"
 
 
+@dataclasses.dataclass(frozen=True)
+class AutoChoice:
+    config: object  # the user's Config with the chosen methods and local aggregation
+    choices: dict  # variable -> cost_model.Choice
+    prediction: cost_model.Prediction
+    workload: cost_model.Workload
+    calibration: calibration.Calibration
+    partitions: Optional[int] = None  # shards of the variables get_partitioner split; None: none did
+    repartitioned: Tuple[str, ...] = ()  # those variables
+
+
 def choose(graph, analysis, spec, config):
-    """(config with the chosen methods and local aggregation, choices, prediction, workload, calibration)."""
+    """AUTO's choice for `graph` on `spec`: each variable's method and local aggregation, and the number of shards
+    of the variables parallax.get_partitioner split (the paper's partition search: every count from 1 to twice the
+    servers, by predicted step time; a tie keeps the graph's own)."""
     calibrated = calibration.load(calibration.path_for(config))
     workload = workload_of(graph, analysis, calibrated)
     fixed = dict(config.methods)  # the user's own choices stay
@@ -42,12 +58,29 @@ def choose(graph, analysis, spec, config):
         if not config.sync:  # collectives are synchronous: asynchronous training keeps every variable on servers
             return (cost_model.PS,)
         return (cost_model.AG, cost_model.PS) if v.kind == "sparse" else (cost_model.AR, cost_model.PS)
-    choices, prediction = cost_model.search(workload, workers_per_host(spec), calibrated.machine, backend_for(config),
-                                            allowed)
+    split, built = partitioned_variables(graph, analysis)
+    counts = sorted(set(range(1, 2 * spec.num_hosts + 1)) | {built}) if split and spec.num_hosts > 1 else [None]
+    best = None
+    for parts in sorted(counts, key=lambda p: p != built):  # the graph's own count first: it wins ties
+        trial = workload if parts is None else dataclasses.replace(workload, variables=tuple(
+            dataclasses.replace(v, parts=parts) if v.name in split else v for v in workload.variables))
+        choices, prediction = cost_model.search(trial, workers_per_host(spec), calibrated.machine,
+                                                backend_for(config), allowed)
+        if best is None or prediction.seconds < best[2].seconds * (1 - 1e-9):
+            best = (parts, choices, prediction, trial)
+    parts, choices, prediction, trial = best
     la = any(c.local_aggregation for c in choices.values())
     chosen = config.replace(methods={name: c.method for name, c in choices.items()},
                             local_aggregation=config.local_aggregation and la)
-    return chosen, choices, prediction, workload, calibrated
+    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, tuple(sorted(split)))
+
+
+def partitioned_variables(graph, analysis):
+    """(names of the variables parallax.get_partitioner split, the shards it made), from its records in the graph."""
+    from parallax.partitioner import COLLECTION
+    made = {(tuple(e["shape"]), e["parts"]) for e in map(json.loads, graph.get_collection(COLLECTION))}
+    split = {v.name: len(v.parts) for v in analysis.trained_variables if (tuple(v.shape), len(v.parts)) in made}
+    return set(split), (max(split.values()) if split else None)
 
 
 def predictions(graph, analysis, spec, config):
@@ -56,7 +89,8 @@ def predictions(graph, analysis, spec, config):
     path = calibration.path_for(config)
     if spec.num_workers < 2 or not path or (config.run_option != "AUTO" and not _exists(path)):
         return None
-    chosen, choices, prediction, workload, calibrated = choose(graph, analysis, spec, config)
+    auto = choose(graph, analysis, spec, config)
+    choices, prediction, workload, calibrated = auto.choices, auto.prediction, auto.workload, auto.calibration
     per_host, backend = workers_per_host(spec), backend_for(config)
     seconds = {mode: cost_model.predict(workload, cost_model.fixed_choices(workload, mode, spec.num_hosts,
                                                                            config.local_aggregation),

@@ -87,6 +87,9 @@ class Explanation:
                 lines.append(f"  ... and {len(moved) - 20} more")
         if p.state:
             lines.append(p.state_summary())
+        if p.partitions is not None:
+            lines.append(f"partitions: AUTO splits the variables parallax.get_partitioner splits into {p.partitions} "
+                         f"shards (a job runs the script with that number)")
         if self.predicted:
             lines.append("predicted step time (cost model, calibration of the hosts): " + ", ".join(
                 f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in self.predicted.items())

@@ -1,10 +1,13 @@
 """`parallax.get_partitioner`: split a large variable (an embedding) over the parameter servers."""
+import json
 import os
 
 import tensorflow as tf
 
 from parallax.errors import ParallaxError
-from parallax.launcher.protocol import ENV_NUM_SERVERS
+from parallax.launcher.protocol import ENV_NUM_SERVERS, ENV_PARTITIONS
+
+COLLECTION = "parallax_partitioned"  # JSON {"shape", "parts"} of each variable get_partitioner split
 
 
 def get_partitioner(min_partitions=1):
@@ -13,9 +16,17 @@ def get_partitioner(min_partitions=1):
     The number of servers is one per host of the job's spec; the launcher tells each worker. In a process that
     was not launched by parallax (the launcher itself, or a single-process run), it counts as 1, so such a
     process uses `min_partitions`. Pick `min_partitions` >= the number of hosts to get the same variables
-    everywhere.
+    everywhere. With run_option="AUTO" the job's plan chooses the number instead (the paper's partition search, by
+    the cost model): the script is then run again with it, and so are the workers.
     """
     if isinstance(min_partitions, bool) or not isinstance(min_partitions, int) or min_partitions < 1:
         raise ParallaxError(f"get_partitioner(min_partitions={min_partitions!r}): min_partitions must be an int >= 1")
-    servers = int(os.environ.get(ENV_NUM_SERVERS, "1"))
-    return tf.compat.v1.fixed_size_partitioner(max(min_partitions, servers))
+    chosen = os.environ.get(ENV_PARTITIONS)  # run_option AUTO chose for this job (auto_plan.py)
+    parts = int(chosen) if chosen else max(min_partitions, int(os.environ.get(ENV_NUM_SERVERS, "1")))
+    split = tf.compat.v1.fixed_size_partitioner(parts)
+
+    def partitioner(shape, dtype=None, **kwargs):
+        tf.compat.v1.get_default_graph().add_to_collection(
+            COLLECTION, json.dumps({"shape": [int(d) for d in shape], "parts": parts}))
+        return split(shape, dtype=dtype, **kwargs)
+    return partitioner

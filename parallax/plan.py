@@ -123,6 +123,7 @@ class Plan:
     backend: str = "horovod"  # the collective library, when collectives are used
     # Decided op placements: (pass name, ((op, device), ...)), device WORKER_DEVICE for "whichever worker runs it".
     placements: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = ()
+    partitions: Optional[int] = None  # AUTO: the shards of the variables get_partitioner splits (None: as built)
 
     @property
     def methods(self):

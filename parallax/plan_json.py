@@ -41,7 +41,7 @@ def from_data(data):
                        for name, placed in data["placements"].items())
     return Plan(data["run_option"], data["num_workers"], data["num_hosts"], variables, data["sync"], state,
                 data["place_post_aggregation_ops"], tuple(data["worker_hosts"]), data["place_boundary_ops"],
-                tuple(data["holders"]), data["backend"], placements)
+                tuple(data["holders"]), data["backend"], placements, data.get("partitions"))
 
 
 def _plain(x):

@@ -10,10 +10,12 @@ from parallax.plan import Aggregation, make_plan
 
 
 def plan_job(graph, analysis, spec, config):
+    partitions = None
     if config.run_option == "AUTO" and spec.num_workers > 1:
         from parallax import auto_plan
-        config = auto_plan.choose(graph, analysis, spec, config)[0]
-    plan = make_plan(analysis, spec, config)
+        auto = auto_plan.choose(graph, analysis, spec, config)
+        config, partitions = auto.config, auto.partitions
+    plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions)
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(config.collective_backend, dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

@@ -18,8 +18,8 @@ from parallax import cluster, collectives, plan_json, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
-from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC, ENV_RUN_OPTION,
-                                        Role, current_role)
+from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PARTITIONS, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC,
+                                        ENV_RUN_OPTION, Role, current_role)
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.plan import check_matches
 from parallax.planning import plan_job
@@ -79,6 +79,8 @@ def get_runner(graph, resource_spec, config=None):
         raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
                              "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
     plan = _job_plan(graph, analysis, spec, config, role)
+    if role.role in ("launcher", "planner"):
+        _rebuild_if_repartitioned(graph, analysis, plan)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
     if role.role == "planner":
         with open(os.environ[ENV_PLAN_OUT], "w") as f:
@@ -108,6 +110,23 @@ def _settings(resource_spec, config):
     if run_option and run_option != config.run_option:
         config = dataclasses.replace(config, run_option=run_option)
     return spec, config
+
+
+def _rebuild_if_repartitioned(graph, analysis, plan):
+    """AUTO chose another number of shards for the variables get_partitioner split than the graph has: run this
+    program again with that number (the script builds its graph before get_runner can say), as the workers will."""
+    if plan.partitions is None or os.environ.get(ENV_PARTITIONS):
+        return
+    from parallax.auto_plan import partitioned_variables
+    split = [v for v in analysis.trained_variables if v.name in partitioned_variables(graph, analysis)[0]]
+    if all(len(v.parts) == plan.partitions for v in split):
+        return
+    from parallax.launcher.mpirun import rerun_command
+    print(f"parallax: run_option=AUTO splits {', '.join(v.name for v in split)} into {plan.partitions} shards (the "
+          f"graph has {len(split[0].parts)}); running the script again with them", file=sys.stderr, flush=True)
+    os.environ[ENV_PARTITIONS] = str(plan.partitions)
+    command = rerun_command()
+    os.execv(command[0], command)
 
 
 def _job_plan(graph, analysis, spec, config, role):

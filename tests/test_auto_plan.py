@@ -88,3 +88,33 @@ def test_explain_prints_each_modes_predicted_step_time_and_why_each_variable_got
     out = capsys.readouterr().out
     assert "predicted step time" in out and "AUTO " in out
     assert "  small: AllGather; PS would take +" in out and "  big: PS; AG would take +" in out
+
+
+def partitioned(parts_env=None):
+    g = tf.Graph()
+    with g.as_default():
+        ids = tf1.placeholder(tf.int32, [512], "ids")
+        with tf1.variable_scope("model", partitioner=parallax.get_partitioner(1)):
+            emb = tf1.get_variable("emb", [100000, 64], use_resource=True)
+        loss = tf.reduce_mean(tf.nn.embedding_lookup(emb, ids))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g
+
+
+@pytest.mark.parametrize("machine,parts", [
+    # serving rows costs CPU: with one shard, one host's server serves every worker (a hot server); two balance
+    (cost_model.Machine(1e12, 0, 1, {"ps": 1e-8}, {}), 2),
+    # messages cost much and bytes nothing: one shard, one message per worker
+    (cost_model.Machine(1e12, 0, 64, {}, {"ps": 1e-2}), 1)])
+def test_auto_chooses_how_many_shards_get_partitioner_makes(tmp_path, machine, parts):
+    g = partitioned()
+    config = parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path, machine), methods={"model/emb": "PS"})
+    plan = _plan(g, config)
+    assert plan.partitions == parts and plan_json.loads(plan_json.dumps(plan)).partitions == parts
+    assert _plan(g, config.replace(run_option="PS")).partitions is None  # only AUTO chooses
+
+
+def test_get_partitioner_makes_the_number_auto_chose(monkeypatch):
+    monkeypatch.setenv("PARALLAX_PARTITIONS", "3")
+    g = partitioned()
+    assert len(parallax.analyze(g).variable("model/emb").parts) == 3

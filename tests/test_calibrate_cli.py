@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import parallax
-from parallax import calibration
+from parallax import calibration, cost_model
 from parallax.planning import plan_job
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -40,3 +40,16 @@ def test_a_script_fed_by_placeholders_is_told_to_give_its_step_time(tmp_path):
     done = _calibrate(tmp_path, os.path.join(ROOT, "tests", "launcher_scripts", "job.py"))
     assert done.returncode == 2 and "--compute-seconds" in done.stdout + done.stderr
     assert not os.path.exists(os.path.join(tmp_path, calibration.FILE))
+
+
+def test_an_auto_job_runs_the_script_again_with_the_shards_it_chose(tmp_path):
+    # Serving rows costs CPU: one shard would make one host's server serve every worker (test_auto_plan.py).
+    machine = cost_model.Machine(1e12, 0, 1, {"ps": 1e-6}, {})
+    path = calibration.Calibration(machine, 0.01, 0.01, {}, 2).save(str(tmp_path))
+    out = tmp_path / "parts"
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "launcher_scripts", "auto_partitions.py")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=ROOT, CALIBRATION=path, OUT=str(out)))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "into 2 shards (the graph has 1); running the script again" in done.stderr
+    assert out.read_text() == "2"

@@ -41,7 +41,7 @@ def main(argv=None):
         if not command or not os.path.basename(command[0]).startswith("python") or len(command) < 2:
             raise ParallaxError("give the training command after `--`, e.g. -- python train.py --steps 10")
         python = os.path.abspath(args.python or sys.executable)
-        workload = _workload(python, command, args.compute_seconds)
+        workload = measure_workload(python, command, args.compute_seconds)
         if args.local_cluster:
             hosts, slots, rate = local_cluster.parse_shape(args.local_cluster)
             with local_cluster.LocalCluster(hosts, slots, rate=rate) as cluster:
@@ -54,9 +54,9 @@ def main(argv=None):
                     env = dict(os.environ, OMPI_MCA_btl="tcp,self",
                                OMPI_MCA_btl_tcp_if_include=str(cluster.network),
                                OMPI_MCA_oob_tcp_if_include=str(cluster.network))
-                    runs = _machine(python, where + _launch_options(args), env)
+                    runs = measure_machine(python, where + _launch_options(args), env)
         else:
-            runs = _machine(python, _where(args) + _launch_options(args), dict(os.environ))
+            runs = measure_machine(python, _where(args) + _launch_options(args), dict(os.environ))
         machine = calibration.fit_machine(runs)
         result = calibration.Calibration(machine, workload["compute_seconds"], workload["compute_cpu"],
                                          workload.get("alpha", {}), len({r["host"] for run in runs for r in run}),
@@ -92,7 +92,8 @@ def _launch_options(args):
     return out + ["--start-timeout", str(args.start_timeout)]
 
 
-def _workload(python, command, compute_seconds):
+def measure_workload(python, command, compute_seconds=None):
+    """The script's step time and sparsity (workload_probe.py), or the step time given by hand."""
     if compute_seconds is not None:
         if compute_seconds <= 0:
             raise ParallaxError(f"--compute-seconds {compute_seconds}: give the step time in seconds, > 0")
@@ -109,7 +110,9 @@ def _workload(python, command, compute_seconds):
             return json.load(f)
 
 
-def _machine(python, where, env):
+def measure_machine(python, where, env):
+    """The calibration job's results, one list per (mode, backend) run, on the hosts that `where` (parallax-launch
+    arguments) names."""
     runs = [("PS", "tf"), ("MPI", "tf")]
     probe = subprocess.run([python, "-c", "from parallax.collectives import horovod_problem as p; print(p() or '')"],
                            capture_output=True, text=True, env=env)

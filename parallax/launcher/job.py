@@ -117,7 +117,8 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
                                           options.ssh, progress=say if remote_hosts else None,
                                           files={PLAN_FILE: plan_text} if plan_text else None)
         layout = _layout(spec, reports, num_servers, worker_servers, job_dir, python)
-        env_extra = _job_environment(spec, layout, options, run_option, with_plan=bool(plan_text))
+        env_extra = _job_environment(spec, layout, options, run_option, with_plan=bool(plan_text),
+                                     partitions=plan.partitions if plan else None)
         mpirun_cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
         services = [_server_process(p, python, env_extra, options) for p in layout.servers()]
         if options.dry_run:
@@ -179,8 +180,10 @@ def _address(host):
     return "127.0.0.1" if host.hostname == "localhost" else host.hostname.strip("[]")
 
 
-def _job_environment(spec, layout, options, run_option, with_plan):
+def _job_environment(spec, layout, options, run_option, with_plan, partitions=None):
     env = dict(options.env)
+    if partitions is not None:  # AUTO's choice: every worker's get_partitioner makes that many shards
+        env[protocol.ENV_PARTITIONS] = str(partitions)
     env.update({protocol.ENV_ROLE: "worker", protocol.ENV_NUM_WORKERS: str(spec.num_workers),
                 protocol.ENV_JOB_DIR: layout.job_dir, protocol.ENV_NUM_SERVERS: str(spec.num_hosts),
                 protocol.ENV_RESOURCE_SPEC: str(spec)})

@@ -18,6 +18,7 @@ ENV_JOB_DIR = "PARALLAX_JOB_DIR"
 ENV_CLUSTER = "PARALLAX_CLUSTER"  # JSON {"ps": ["host:port", ...], "worker": [...]}, for jobs with servers
 ENV_PS_TASK = "PARALLAX_PS_TASK"
 ENV_NUM_SERVERS = "PARALLAX_NUM_SERVERS"
+ENV_PARTITIONS = "PARALLAX_PARTITIONS"  # run_option AUTO: the shards get_partitioner makes (the plan's choice)
 ENV_RESOURCE_SPEC = "PARALLAX_RESOURCE_SPEC"  # the launcher's spec, as text: it wins over the script's argument
 ENV_RUN_OPTION = "PARALLAX_RUN_OPTION"  # parallax-launch --run-option: it wins over the script's Config
 ENV_PLAN = "PARALLAX_PLAN"  # the job's plan (plan_json) in the job directory: workers load it, never make their own

@@ -1,0 +1,183 @@
+"""The cost model against measurement on the shaped test bed (2 hosts x 2 workers, one server per host;
+testbed.py): for the LM, NMT and ResNet at --rate and --second-rate, the step time parallax.explain predicts for
+PS, MPI, HYBRID and AUTO, from a calibration made the way `parallax-calibrate` makes it (the script's step timed in
+one process, then the calibration job on the test bed at that rate), next to the measured step time of each.
+
+Each round runs every mode of a model back to back; a configuration's figure is the median over its rounds.
+
+    python benchmarks/predictions.py [--repeats 2] [--rate 1gbit] [--second-rate 100mbit] [--only LM,NMT]
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..")]
+
+import common  # noqa: E402
+import testbed  # noqa: E402
+from paper_tables import ALL, MODELS, make_data, script_args  # noqa: E402
+
+from parallax import calibration  # noqa: E402
+from parallax.launcher import calibrate  # noqa: E402
+from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
+
+MODES = ("PS", "MPI", "HYBRID", "AUTO")
+
+
+def testbed_env(cluster):
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT, OMPI_MCA_btl="tcp,self",
+                OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_btl_tcp_if_include=str(cluster.network),
+                OMPI_MCA_oob_tcp_if_include=str(cluster.network))
+
+
+def where(cluster, spec):
+    return ["--resource-spec", spec, "--ssh-identity-file", cluster.client_key, "--ssh-option",
+            f"UserKnownHostsFile={cluster.known_hosts}", "--ssh-option", "StrictHostKeyChecking=yes"]
+
+
+def predicted(model, data_dirs, spec, path, backend):
+    """parallax.explain's predicted step seconds per mode for `model`, from the calibration at `path`."""
+    script, args = script_args(model, data_dirs, ALL)
+    out = subprocess.run([sys.executable, "-m", "parallax.explain", "--resource-spec", spec, "--json",
+                          os.path.join(common.ROOT, script), *args, "--run-option", "AUTO", "--calibration", path,
+                          "--collective-backend", backend],
+                         cwd=common.ROOT, capture_output=True, text=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT))
+    lines = out.stdout.splitlines()
+    start = lines.index("{") if "{" in lines else -1  # the JSON document (the script may print before it)
+    if out.returncode != 0 or start < 0:
+        raise RuntimeError(f"parallax.explain {model} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    data = json.loads("\n".join(lines[start:]))
+    return data["predicted_seconds"], {v["name"]: v["method"] for v in data["plan"]["variables"]}
+
+
+def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans):
+    with LocalCluster(2, 2, rate=rate) as cluster:
+        spec = os.path.join(work, "hosts.txt")
+        with open(spec, "w") as f:
+            f.write(cluster.spec_text())
+        testbed.progress(f"{cluster}: calibrating the machine")
+        machine = calibration.fit_machine(calibrate.measure_machine(sys.executable, where(cluster, spec),
+                                                                    testbed_env(cluster)))
+        paths = {}
+        for model in models:
+            w = workloads[model]
+            paths[model] = calibration.Calibration(machine, w["compute_seconds"], w["compute_cpu"], w["alpha"],
+                                                   cluster.num_hosts).save(os.path.join(work, rate, model))
+            predictions[(rate, model)], plans[(rate, model)] = predicted(model, data_dirs, spec, paths[model], backend)
+        testbed.progress(f"{rate}: {len(models)} models x {len(MODES)} modes x {repeats} rounds")
+        for round_ in range(repeats):
+            for model in models:
+                script, args = script_args(model, data_dirs, ALL)
+                steps, every = MODELS[model][3]
+                for mode in MODES:
+                    extra = ["--calibration", paths[model]] if mode == "AUTO" else []
+                    m = testbed.run_job(cluster, work, script, [*args, *extra, "--collective-backend", backend],
+                                        mode, steps, every, every)
+                    runs.setdefault((rate, model, mode), []).append(m)
+                    p = predictions[(rate, model)][mode]
+                    testbed.progress(f"{rate} round {round_ + 1}/{repeats} {model} {mode}: {m.step_seconds * 1000:.0f} "
+                                     f"ms/step measured, {p * 1000:.0f} predicted; {m.rate:.0f} {m.unit}/s, "
+                                     f"{m.cpu_seconds:.2f} CPU s/step")
+
+
+def tables(runs, predictions, plans, rates, models):
+    def med(key, attr):
+        return common.median([getattr(m, attr) for m in runs[key]])
+
+    lines = ["## Predicted against measured step time", "",
+             "Milliseconds per step, median over the rounds; ratio = predicted / measured. AUTO / best: AUTO's "
+             "measured throughput over the best fixed mode's.", "",
+             "| model | rate | mode | predicted ms | measured ms | predicted / measured | units/s | CPU s/step |",
+             "|---|---|---|---|---|---|---|---|"]
+    for model in models:
+        for rate in rates:
+            for mode in MODES:
+                key, p = (rate, model, mode), predictions[(rate, model)][mode]
+                lines.append(f"| {model} | {rate} | {mode} | {p * 1000:.0f} | {med(key, 'step_seconds') * 1000:.0f} | "
+                             f"{p / med(key, 'step_seconds'):.2f} | {med(key, 'rate'):,.0f} | "
+                             f"{med(key, 'cpu_seconds'):.2f} |")
+    lines += ["", "## AUTO against the best fixed mode", "",
+              "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method) |",
+              "|---|---|---|---|---|"]
+    for model in models:
+        for rate in rates:
+            fixed = {mode: med((rate, model, mode), "rate") for mode in MODES[:3]}
+            best = max(fixed, key=fixed.get)
+            methods = {}
+            for name, method in plans[(rate, model)].items():
+                methods[method] = methods.get(method, 0) + 1
+            lines.append(f"| {model} | {rate} | {best} | {med((rate, model, 'AUTO'), 'rate') / fixed[best]:.2f}x | "
+                         + ", ".join(f"{m} {k}" for m, k in sorted(methods.items())) + " |")
+    return lines
+
+
+def plot(runs, predictions, rates, models, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 6))
+    markers = dict(zip(MODES, "osD*"))
+    for (rate, model, mode), ms in runs.items():
+        measured = common.median([m.step_seconds for m in ms]) * 1000
+        ax.scatter(measured, predictions[(rate, model)][mode] * 1000, marker=markers[mode],
+                   color={"LM": "C0", "NMT": "C1", "ResNet": "C2"}.get(model, "C3"),
+                   facecolors="none" if rate != rates[0] else None, label=f"{model} {mode}" if rate == rates[0]
+                   else None)
+    low, high = ax.get_xlim()
+    for factor, style in ((1, "-"), (1.2, ":"), (1 / 1.2, ":")):
+        ax.plot([low, high], [low * factor, high * factor], "k" + style, linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured ms per step")
+    ax.set_ylabel("predicted ms per step")
+    ax.set_title(f"cost model on the test bed (filled: {rates[0]}; hollow: {', '.join(rates[1:]) or '-'})")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: each job and the test bed are taken down
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--rate", default="1gbit")
+    p.add_argument("--second-rate", default="100mbit", help="'' to skip")
+    p.add_argument("--only", help="comma-separated models (default: all)")
+    p.add_argument("--backend", default="tf", help="Config.collective_backend of every job")
+    bench = p.parse_args()
+    models = bench.only.split(",") if bench.only else list(MODELS)
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        p.error(f"unknown model(s) {', '.join(sorted(unknown))}: choose from {', '.join(MODELS)}")
+    rates = [r for r in (bench.rate, bench.second_rate) if r]
+    lines = common.header("The cost model against measurement", {
+        "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "1 per host", "rates": ", ".join(rates),
+        "rounds": bench.repeats, "collective backend": bench.backend, "optimizations": ALL,
+        "MPI": "TCP (btl tcp,self), mpi_yield_when_idle 1",
+        **{m: f"{' '.join(MODELS[m][2])}, {MODELS[m][3][0]} steps, the first {MODELS[m][3][1]} for warm-up"
+           for m in models}})
+    runs, predictions, plans = {}, {}, {}
+    with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
+        data_dirs = make_data(models, work)
+        workloads = {}
+        for model in models:
+            testbed.progress(f"timing one {model} step in one process")
+            script, args = script_args(model, data_dirs, ALL)
+            workloads[model] = calibrate.measure_workload(sys.executable, ["python", os.path.join(common.ROOT, script),
+                                                                          *args])
+        for rate in rates:
+            run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions, plans)
+    lines += tables(runs, predictions, plans, rates, models)
+    print("\n".join(lines), flush=True)
+    common.write("predictions.md", lines)
+    plot(runs, predictions, rates, models, os.path.join(common.RESULTS, "predictions.png"))
+
+
+if __name__ == "__main__":
+    main()
