@@ -21,7 +21,7 @@ from parallax.launcher.processes import signal_group
 from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.step_ledger import StepLedger
 
-_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+_TAG = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:")
 _FAILED_RANK = (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(r"process rank (\d+) with PID"))
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
 _EXIT_SIGNAL = re.compile(r"exited on signal (\d+)")
@@ -216,20 +216,14 @@ class Supervisor:
 
     # ---- output -----------------------------------------------------------------------------------------------
     def _forward_mpirun(self, proc):
-        partial = collections.defaultdict(str)  # mpirun tags every write, so one rank's line may come in pieces
+        lines = RankLines()
         for line in _lines(proc.popen):
-            pieces = _TAG.split(line)
-            if len(pieces) == 1:
-                self._launcher_line(line)
-                continue
-            if pieces[0].strip():
-                self._launcher_line(pieces[0])
-            segments = list(zip(map(int, pieces[1::2]), pieces[2::2]))
-            for rank, text in segments[:-1]:
-                partial[rank] += text
-            rank, text = segments[-1]
-            self._process_line(self._rank_label(rank), partial.pop(rank, "") + text)
-        for rank, text in partial.items():
+            for rank, text in lines.feed(line):
+                if rank is None:
+                    self._launcher_line(text)
+                else:
+                    self._process_line(self._rank_label(rank), text)
+        for rank, text in lines.rest():
             self._process_line(self._rank_label(rank), text)
 
     def _forward_plain(self, proc):
@@ -378,3 +372,33 @@ def _failed_rank(text):
     m_sig, m_code = _EXIT_SIGNAL.search(text), _EXIT_CODE.search(text)
     return rank, (_describe_exit(-int(m_sig.group(1))) if m_sig else
                   _describe_exit(int(m_code.group(1))) if m_code else None)
+
+
+class RankLines:
+    """Whole lines per rank from mpirun's --tag-output. mpirun tags every write of a rank's stdout or stderr, so
+    one line may come in pieces, and a piece of a rank's stderr (a control line) may sit in the middle of a piece
+    of its stdout: pieces are joined per rank *and stream*, or a user's line would be glued to a control line (and
+    hidden with it)."""
+
+    def __init__(self):
+        self._partial = collections.defaultdict(str)
+
+    def feed(self, line):
+        """The (rank, text) lines that `line` (one line of mpirun's output) completes; rank None: mpirun's own."""
+        pieces = _TAG.split(line)
+        if len(pieces) == 1:
+            return [(None, line)]
+        out = [(None, pieces[0])] if pieces[0].strip() else []
+        segments = [((int(r), stream), text) for r, stream, text in zip(pieces[1::3], pieces[2::3], pieces[3::3])]
+        for key, text in segments[:-1]:
+            self._partial[key] += text
+        key, text = segments[-1]
+        out.append((key[0], self._partial.pop(key, "") + text))
+        return out
+
+    def rest(self):
+        """Pieces that never got their end of line (a rank that died mid-line)."""
+        rest = [(rank, text) for (rank, _), text in self._partial.items()]
+        self._partial.clear()
+        return rest
+
