@@ -41,6 +41,9 @@ bench: install
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/transform_time.py
 	$(PY) benchmarks/paper_tables.py --trace-dir benchmarks/runs/traces
+	$(PY) benchmarks/backends.py
+	$(PY) benchmarks/regression.py --before 3a28c59 --models LM,ResNet --modes MPI,HYBRID --backend tf --out fusion.md
+	$(PY) benchmarks/predictions.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
