@@ -20,7 +20,8 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
 import testbed  # noqa: E402
-from paper_tables import ALL, MODELS, make_data, predicted_bytes, script_args  # noqa: E402
+from paper_tables import (ALL, MODELS, add_rate_arguments, chosen_models, make_data, predicted_bytes,  # noqa: E402
+                          script_args)
 
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
@@ -82,15 +83,9 @@ def tables(runs, predicted, rates, models):
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: each job and the test bed are taken down
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=2, help="rounds at --rate (one at --second-rate)")
-    p.add_argument("--rate", default="1gbit")
-    p.add_argument("--second-rate", default="100mbit", help="'' to skip")
-    p.add_argument("--only", help="comma-separated models (default: all)")
+    add_rate_arguments(p, repeats_help="rounds at --rate (one at --second-rate)")
     bench = p.parse_args()
-    models = bench.only.split(",") if bench.only else list(MODELS)
-    unknown = set(models) - set(MODELS)
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(sorted(unknown))}: choose from {', '.join(MODELS)}")
+    models = chosen_models(p, bench.only)
     from parallax import collectives
     if collectives.horovod_problem():
         p.error(f"this benchmark compares with Horovod, which cannot be used here: {collectives.horovod_problem()}")

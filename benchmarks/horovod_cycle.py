@@ -15,7 +15,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
 import testbed  # noqa: E402
-from paper_tables import ALL, MODELS, make_data, script_args  # noqa: E402
+from paper_tables import ALL, MODELS, chosen_models, make_data, script_args  # noqa: E402
 
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
@@ -28,7 +28,7 @@ def main():
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--rate", default="1gbit")
     bench = p.parse_args()
-    models, cycles = bench.only.split(","), bench.cycles.split(",")
+    models, cycles = chosen_models(p, bench.only), bench.cycles.split(",")
     from parallax import collectives
     if collectives.horovod_problem():
         p.error(f"Horovod cannot be used here: {collectives.horovod_problem()}")
@@ -61,7 +61,8 @@ def main():
             rate = common.median([m.rate for m in ms])
             lines.append(f"| {model} | {cycle} | {rate:,.0f} | {rate / base:.2f}x | " if base else
                          f"| {model} | {cycle} | {rate:,.0f} | - | ")
-            lines[-1] += f"{common.median([m.cpu_seconds for m in ms]):.2f} | {', '.join(f'{m.rate:.0f}' for m in ms)} |"
+            cpu = common.median([m.cpu_seconds for m in ms])
+            lines[-1] += f"{cpu:.2f} | {', '.join(f'{m.rate:.0f}' for m in ms)} |"
     print("\n".join(lines[-len(models) * len(cycles) - 2:]), flush=True)
     common.write("horovod_cycle.md", lines)
 

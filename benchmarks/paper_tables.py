@@ -66,6 +66,23 @@ def make_data(models, work):
     return data_dirs
 
 
+def add_rate_arguments(parser, repeats_help=None):
+    """The test-bed benchmarks' common options: rounds, the two link rates, and which models."""
+    parser.add_argument("--repeats", type=int, default=2, help=repeats_help)
+    parser.add_argument("--rate", default="1gbit")
+    parser.add_argument("--second-rate", default="100mbit", help="'' to skip")
+    parser.add_argument("--only", help="comma-separated models (default: all)")
+
+
+def chosen_models(parser, names):
+    """The models that `names` lists (comma-separated; None: all of MODELS); a parser error names unknown ones."""
+    models = names.split(",") if names else list(MODELS)
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(sorted(unknown))}: choose from {', '.join(MODELS)}")
+    return models
+
+
 def script_args(model, data_dirs, opts):
     script, _, extra, _ = MODELS[model]
     data = ["--data-dir", data_dirs[model]] if model in data_dirs else []
@@ -88,16 +105,12 @@ def predicted_bytes(model, mode, data_dirs, spec):
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: each job and the test bed are taken down
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--rate", default="1gbit")
-    p.add_argument("--second-rate", default="100mbit", help="'' to skip")
-    p.add_argument("--only", help="comma-separated models (default: all)")
+    add_rate_arguments(p)
     p.add_argument("--trace-dir", help="after the runs at --rate, trace step 30 of the LM in PS and HYBRID (worker 0 "
                                        "and the servers, docs/profiling.md) into this directory")
     bench = p.parse_args()
-    if bench.only:
-        for name in set(MODELS) - set(bench.only.split(",")):
-            del MODELS[name]
+    for name in set(MODELS) - set(chosen_models(p, bench.only)):
+        del MODELS[name]
     settings = {"hosts": "2 (network namespaces)", "workers per host": 2, "servers": "1 per host (PS, HYBRID)",
                 "rate": bench.rate, "second rate": bench.second_rate or "-", "repeats": bench.repeats,
                 "MPI": "TCP (btl tcp,self), mpi_yield_when_idle 1"}

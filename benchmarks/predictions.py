@@ -20,7 +20,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
 import testbed  # noqa: E402
-from paper_tables import ALL, MODELS, make_data, script_args  # noqa: E402
+from paper_tables import ALL, MODELS, add_rate_arguments, chosen_models, make_data, script_args  # noqa: E402
 
 from parallax import calibration  # noqa: E402
 from parallax.launcher import calibrate  # noqa: E402
@@ -145,16 +145,10 @@ def plot(runs, predictions, rates, models, path):
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: each job and the test bed are taken down
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--rate", default="1gbit")
-    p.add_argument("--second-rate", default="100mbit", help="'' to skip")
-    p.add_argument("--only", help="comma-separated models (default: all)")
+    add_rate_arguments(p)
     p.add_argument("--backend", default="tf", help="Config.collective_backend of every job")
     bench = p.parse_args()
-    models = bench.only.split(",") if bench.only else list(MODELS)
-    unknown = set(models) - set(MODELS)
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(sorted(unknown))}: choose from {', '.join(MODELS)}")
+    models = chosen_models(p, bench.only)
     rates = [r for r in (bench.rate, bench.second_rate) if r]
     lines = common.header("The cost model against measurement", {
         "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "1 per host", "rates": ", ".join(rates),

@@ -1,7 +1,7 @@
 """Throughput and CPU per step of each model and mode, this tree against earlier commits, side by side on the shaped
-test bed (2 hosts x 2 workers, one server per host; testbed.py). Each earlier commit is checked out into a temporary git worktree; each
-round runs every mode once in every tree, rotating which tree goes first, so that drift on this shared machine
-hits all alike. A configuration's rate is the median over its rounds.
+test bed (2 hosts x 2 workers, one server per host; testbed.py). Each earlier commit is checked out into a temporary
+git worktree; each round runs every mode once in every tree, rotating which tree goes first, so that drift on this
+shared machine hits all alike. A configuration's rate is the median over its rounds.
 
     python benchmarks/regression.py --before 3d8365e[,5e4aaff] [--repeats 3] [--rate 1gbit] [--modes PS,MPI,HYBRID]
         [--models LM,ResNet] [--backend tf] [--out regression.md]
@@ -20,7 +20,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
 import testbed  # noqa: E402
-from paper_tables import ALL, MODELS, make_data, script_args  # noqa: E402
+from paper_tables import ALL, MODELS, chosen_models, make_data, script_args  # noqa: E402
 
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
@@ -49,10 +49,7 @@ def main():
     p.add_argument("--backend", default="auto", help="Config.collective_backend of every job")
     p.add_argument("--out", default="regression.md", help="file name under benchmarks/results/")
     bench = p.parse_args()
-    modes, models = bench.modes.split(","), bench.models.split(",")
-    unknown = set(models) - set(MODELS)
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(sorted(unknown))}: choose from {', '.join(MODELS)}")
+    modes, models = bench.modes.split(","), chosen_models(p, bench.models)
     befores = [git("rev-parse", "--short", rev) for rev in bench.before.split(",")]
     after = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--", "parallax")
                                                    else "")

@@ -4,7 +4,8 @@ Config.methods of an ordinary plan, so AUTO runs on exactly the passes every fix
 import collections
 import dataclasses
 import json
-from typing import Optional, Tuple
+import os
+from typing import Optional
 
 from parallax import calibration, cost_model
 from parallax.analysis import static_sparsity
@@ -41,7 +42,6 @@ class AutoChoice:
     workload: cost_model.Workload
     calibration: calibration.Calibration
     partitions: Optional[int] = None  # shards of the variables get_partitioner split; None: none did
-    repartitioned: Tuple[str, ...] = ()  # those variables
 
 
 def choose(graph, analysis, spec, config):
@@ -60,19 +60,19 @@ def choose(graph, analysis, spec, config):
         return (cost_model.AG, cost_model.PS) if v.kind == "sparse" else (cost_model.AR, cost_model.PS)
     split, built = partitioned_variables(graph, analysis)
     counts = sorted(set(range(1, 2 * spec.num_hosts + 1)) | {built}) if split and spec.num_hosts > 1 else [None]
+    per_host, backend = workers_per_host(spec), backend_for(config)
     best = None
     for parts in sorted(counts, key=lambda p: p != built):  # the graph's own count first: it wins ties
         trial = workload if parts is None else dataclasses.replace(workload, variables=tuple(
             dataclasses.replace(v, parts=parts) if v.name in split else v for v in workload.variables))
-        choices, prediction = cost_model.search(trial, workers_per_host(spec), calibrated.machine,
-                                                backend_for(config), allowed)
+        choices, prediction = cost_model.search(trial, per_host, calibrated.machine, backend, allowed)
         if best is None or prediction.seconds < best[2].seconds * (1 - 1e-9):
             best = (parts, choices, prediction, trial)
     parts, choices, prediction, trial = best
     la = any(c.local_aggregation for c in choices.values())
     chosen = config.replace(methods={name: c.method for name, c in choices.items()},
                             local_aggregation=config.local_aggregation and la)
-    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, tuple(sorted(split)))
+    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts)
 
 
 def partitioned_variables(graph, analysis):
@@ -87,7 +87,7 @@ def predictions(graph, analysis, spec, config):
     """For parallax.explain: ({"PS"|"MPI"|"HYBRID"|"AUTO": predicted step seconds}, {variable: why its method},
     bound of the AUTO plan), or None without a calibration."""
     path = calibration.path_for(config)
-    if spec.num_workers < 2 or not path or (config.run_option != "AUTO" and not _exists(path)):
+    if spec.num_workers < 2 or not path or (config.run_option != "AUTO" and not os.path.exists(path)):
         return None
     auto = choose(graph, analysis, spec, config)
     choices, prediction, workload, calibrated = auto.choices, auto.prediction, auto.workload, auto.calibration
@@ -98,8 +98,3 @@ def predictions(graph, analysis, spec, config):
                for mode in ("PS", "MPI", "HYBRID")}
     seconds["AUTO"] = prediction.seconds
     return seconds, cost_model.reasons(workload, choices, per_host, calibrated.machine, backend), prediction.bound
-
-
-def _exists(path):
-    import os
-    return os.path.exists(path)

@@ -90,11 +90,11 @@ def fit_machine(results):
     per_byte, per_message = {}, {}
     for run in results:
         mode, backend = run[0]["mode"], run[0]["backend"]
-        pairs = [("ps", "dense_small", "dense_large"), ("ps_rows", "sparse_few", "sparse_many")] if mode == "PS" \
-            else [(f"allreduce/{backend}", "dense_small", "dense_large"),
-                  (f"allgather/{backend}", "sparse_few", "sparse_many")]
-        for key, small, large in pairs:
-            method = key.split("/")[0].replace("ps_rows", "ps")
+        # (cost key, method, the small and the large probe): PS's dense and sparse probes both fit the "ps" costs
+        pairs = [("ps", "ps", "dense_small", "dense_large"), ("ps", "ps", "sparse_few", "sparse_many")] \
+            if mode == "PS" else [(f"allreduce/{backend}", "allreduce", "dense_small", "dense_large"),
+                                  (f"allgather/{backend}", "allgather", "sparse_few", "sparse_many")]
+        for key, method, small, large in pairs:
             points = []
             for r in run:
                 base = r["probes"]["compute"]["cpu"]
@@ -104,7 +104,6 @@ def fit_machine(results):
                                for p in (small, large)])
             (x0, y0), (x1, y1) = [tuple(statistics.median(p[i][j] for p in points) for j in (0, 1)) for i in (0, 1)]
             slope = max((y1 - y0) / (x1 - x0), 0.0)
-            key = "ps" if key == "ps_rows" else key
             per_byte.setdefault(key, []).append(slope)
             per_message.setdefault(key, []).append(max(y0 - slope * x0, 0.0) / (2 if method == "ps" else 1))
     bandwidth, latency = _link(everything)

@@ -108,7 +108,8 @@ def partitioned(parts_env=None):
     (cost_model.Machine(1e12, 0, 64, {}, {"ps": 1e-2}), 1)])
 def test_auto_chooses_how_many_shards_get_partitioner_makes(tmp_path, machine, parts):
     g = partitioned()
-    config = parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path, machine), methods={"model/emb": "PS"})
+    config = parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path, machine),
+                             methods={"model/emb": "PS"})
     plan = _plan(g, config)
     assert plan.partitions == parts and plan_json.loads(plan_json.dumps(plan)).partitions == parts
     assert _plan(g, config.replace(run_option="PS")).partitions is None  # only AUTO chooses

@@ -22,6 +22,7 @@ def test_pieces_of_one_rank_join_and_ranks_stay_apart():
 
 def test_mpiruns_own_lines_and_an_unfinished_piece():
     lines = RankLines()
-    assert lines.feed("mpirun noticed that process rank 1 exited") == [(None, "mpirun noticed that process rank 1 exited")]
+    noticed = "mpirun noticed that process rank 1 exited"
+    assert lines.feed(noticed) == [(None, noticed)]
     assert lines.feed("[1,2]<stderr>:Traceback[1,2]<stdout>:x") == [(2, "x")]
     assert lines.rest() == [(2, "Traceback")] and lines.rest() == []
