@@ -53,3 +53,11 @@ def test_an_auto_job_runs_the_script_again_with_the_shards_it_chose(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "into 2 shards (the graph has 1); running the script again" in done.stderr
     assert out.read_text() == "2"
+
+
+def test_launch_options_calibration_cannot_honour_are_refused(capsys):
+    import pytest
+    from parallax.launcher import calibrate
+    with pytest.raises(SystemExit) as stopped:
+        calibrate.main(["-H", "localhost:2", "--out", "x", "--run-option", "PS", "--dry-run", "--", "python", "t.py"])
+    assert stopped.value.code == 2 and "--run-option, --dry-run: parallax-calibrate runs" in capsys.readouterr().err

@@ -35,7 +35,13 @@ def parser():
 
 
 def main(argv=None):
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    p = parser()
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    ignored = [flag for flag, value in (("--run-option", args.run_option), ("--log-dir", args.log_dir),
+                                        ("--dry-run", args.dry_run)) if value]
+    if ignored:  # options of parallax-launch's parser that calibration jobs cannot honour
+        p.error(f"{', '.join(ignored)}: parallax-calibrate runs its calibration jobs in every mode itself, and "
+                f"keeps no job logs; leave {'them' if len(ignored) > 1 else 'it'} out")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
         if not command or not os.path.basename(command[0]).startswith("python") or len(command) < 2:
