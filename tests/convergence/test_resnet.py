@@ -5,7 +5,10 @@ from tests.convergence.runs import metric, single_and_distributed
 
 BATCH, STEPS = 64, 300
 ACCURACY_TARGET = 95.0  # percent; the measured reference run reached 99.17 for both
-AGREEMENT_POINTS = 1.0
+# One device against itself: 5 repeated runs of train.py reached 98.61-100.00% (the test set has 360 images, 0.28
+# points each), and TF_DETERMINISTIC_OPS with oneDNN off did not make it repeat. A tolerance under that spread
+# failed CI by chance; this one is the spread plus a margin. Exactness itself is the equivalence suite's job.
+AGREEMENT_POINTS = 2.0
 
 
 def _accuracy(ckpt):
