@@ -44,6 +44,7 @@ bench: install
 	$(PY) benchmarks/backends.py
 	$(PY) benchmarks/regression.py --before 3a28c59 --models LM,ResNet --modes MPI,HYBRID --backend tf --out fusion.md
 	$(PY) benchmarks/predictions.py
+	$(PY) benchmarks/paper_scale.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

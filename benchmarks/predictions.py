@@ -56,7 +56,7 @@ def predicted(model, data_dirs, spec, path, backend):
     return data["predicted_seconds"], {v["name"]: v["method"] for v in data["plan"]["variables"]}
 
 
-def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans):
+def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines):
     with LocalCluster(2, 2, rate=rate) as cluster:
         spec = os.path.join(work, "hosts.txt")
         with open(spec, "w") as f:
@@ -64,6 +64,7 @@ def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, p
         testbed.progress(f"{cluster}: calibrating the machine")
         machine = calibration.fit_machine(calibrate.measure_machine(sys.executable, where(cluster, spec),
                                                                     testbed_env(cluster)))
+        machines[rate] = machine
         paths = {}
         for model in models:
             w = workloads[model]
@@ -117,6 +118,22 @@ def tables(runs, predictions, plans, rates, models):
     return lines
 
 
+def inputs(machines, workloads):
+    """The measured inputs of the predictions, so that a wrong one can be found."""
+    lines = ["", "## The model's inputs, as measured", "",
+             "| rate | link Gbit/s | latency ms | cores | method | CPU s per GB | ms CPU per message | ms CPU per step |",
+             "|---|---|---|---|---|---|---|---|"]
+    for rate, m in machines.items():
+        for key in sorted(m.cpu_per_byte):
+            lines.append(f"| {rate} | {m.bandwidth * 8 / 1e9:.2f} | {m.latency * 1000:.2f} | {m.cores:g} | {key} | "
+                         f"{m.cpu_per_byte[key] * 1e9:.2f} | {m.cpu_per_message.get(key, 0) * 1000:.2f} | "
+                         f"{m.cpu_per_step.get(key, 0) * 1000:.2f} |")
+    lines += ["", "| model | one worker step ms (one process) | its CPU ms |", "|---|---|---|"]
+    lines += [f"| {model} | {w['compute_seconds'] * 1000:.1f} | {w['compute_cpu'] * 1000:.1f} |"
+              for model, w in workloads.items()]
+    return lines
+
+
 def plot(runs, predictions, rates, models, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -156,7 +173,7 @@ def main():
         "MPI": "TCP (btl tcp,self), mpi_yield_when_idle 1",
         **{m: f"{' '.join(MODELS[m][2])}, {MODELS[m][3][0]} steps, the first {MODELS[m][3][1]} for warm-up"
            for m in models}})
-    runs, predictions, plans = {}, {}, {}
+    runs, predictions, plans, machines = {}, {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
         data_dirs = make_data(models, work)
         workloads = {}
@@ -166,8 +183,9 @@ def main():
             workloads[model] = calibrate.measure_workload(sys.executable, ["python", os.path.join(common.ROOT, script),
                                                                           *args])
         for rate in rates:
-            run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions, plans)
-    lines += tables(runs, predictions, plans, rates, models)
+            run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions, plans,
+                     machines)
+    lines += tables(runs, predictions, plans, rates, models) + inputs(machines, workloads)
     print("\n".join(lines), flush=True)
     common.write("predictions.md", lines)
     plot(runs, predictions, rates, models, os.path.join(common.RESULTS, "predictions.png"))
