@@ -82,12 +82,14 @@ def moved_per_worker(method, nbytes, n):
 def fit_machine(results):
     """A cost_model.Machine from the calibration job's per-worker results (calibration_job.py), one list per
     (mode, backend) run. Per method: CPU per step above the `compute` probe, against bytes moved, through the
-    small and the large point (per byte: the slope; per message: what is left at the small point)."""
+    small and the large point (per byte: the slope; the intercept: what a step with one message costs). For PS the
+    `dense_many` probe splits the intercept into a cost per message (push or pull of one variable) and a cost per
+    step; a collective runs once per step (fused) or per sparse variable, so its intercept is its cost per message."""
     everything = [r for run in results for r in run]
     if not everything:
         raise ConfigError("the calibration job reported no measurements")
     n = everything[0]["workers"]
-    per_byte, per_message = {}, {}
+    per_byte, intercepts, per_message, per_step = {}, {}, {}, {}
     for run in results:
         mode, backend = run[0]["mode"], run[0]["backend"]
         # (cost key, method, the small and the large probe): PS's dense and sparse probes both fit the "ps" costs
@@ -95,17 +97,21 @@ def fit_machine(results):
             if mode == "PS" else [(f"allreduce/{backend}", "allreduce", "dense_small", "dense_large"),
                                   (f"allgather/{backend}", "allgather", "sparse_few", "sparse_many")]
         for key, method, small, large in pairs:
-            points = []
-            for r in run:
-                base = r["probes"]["compute"]["cpu"]
-                size = (lambda p: r["bytes"][p]) if small.startswith("dense") else \
-                    (lambda p: r["rows"][p] * r["bytes"]["row"])
-                points.append([(moved_per_worker(method, size(p), n), r["probes"][p]["cpu"] - base)
-                               for p in (small, large)])
-            (x0, y0), (x1, y1) = [tuple(statistics.median(p[i][j] for p in points) for j in (0, 1)) for i in (0, 1)]
+            (x0, y0), (x1, y1) = _probe_points(run, method, n, (small, large))
             slope = max((y1 - y0) / (x1 - x0), 0.0)
             per_byte.setdefault(key, []).append(slope)
-            per_message.setdefault(key, []).append(max(y0 - slope * x0, 0.0) / (2 if method == "ps" else 1))
+            intercepts.setdefault(key, []).append(max(y0 - slope * x0, 0.0))
+        for key in {k for k, _, _, _ in pairs}:
+            intercept = statistics.mean(intercepts[key][-2:])
+            if mode != "PS":
+                per_message.setdefault(key, []).append(intercept)
+                continue
+            (x0, y0), (xm, ym) = _probe_points(run, "ps", n, ("dense_small", "dense_many"))
+            slope, k = statistics.mean(per_byte[key][-2:]), run[0]["variables"]["dense_many"]
+            # one push and one pull per variable: the many-variable step has 2(k-1) messages more
+            message = max(((ym - slope * xm) - (y0 - slope * x0)) / (2 * (k - 1)), 0.0)
+            per_message.setdefault(key, []).append(message)
+            per_step.setdefault(key, []).append(max(intercept - 2 * message, 0.0))
     bandwidth, latency = _link(everything)
     boots = {}  # hosts that share a kernel share its cores (the test bed's network namespaces)
     hosts = sorted({r["host"] for r in everything})
@@ -114,7 +120,21 @@ def fit_machine(results):
     return cost_model.Machine(bandwidth, latency, float(min(r["cores"] for r in everything)),
                               {k: statistics.mean(v) for k, v in per_byte.items()},
                               {k: statistics.mean(v) for k, v in per_message.items()},
-                              machine_of_host=machine_of_host if len(set(machine_of_host)) < len(hosts) else ())
+                              machine_of_host=machine_of_host if len(set(machine_of_host)) < len(hosts) else (),
+                              cpu_per_step={k: statistics.mean(v) for k, v in per_step.items()})
+
+
+def _probe_points(run, method, n, probes):
+    """(bytes moved, CPU above the compute probe) of each probe, the median over the run's workers."""
+    points = []
+    for r in run:
+        base = r["probes"]["compute"]["cpu"]
+        def size(p):
+            if p.startswith("sparse"):
+                return r["rows"][p] * r["bytes"]["row"]
+            return r["bytes"]["dense_small"] * r["variables"]["dense_many"] if p == "dense_many" else r["bytes"][p]
+        points.append([(moved_per_worker(method, size(p), n), r["probes"][p]["cpu"] - base) for p in probes])
+    return [tuple(statistics.median(p[i][j] for p in points) for j in (0, 1)) for i in range(len(probes))]
 
 
 def _link(results):

@@ -29,6 +29,8 @@ class Machine:
     cpu_per_message: Dict[str, float]  # the same keys: CPU s per collective or per message, in each process
     update_cpu_per_byte: float = 0.0  # CPU s per byte of rows a sparse update applies
     machine_of_host: Tuple[int, ...] = ()  # hosts with the same number share `cores` (default: each its own)
+    # "ps": CPU s that a step with any server variable costs each worker and each server once, whatever its messages
+    cpu_per_step: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +146,12 @@ def _servers(load, variables, choices, workers_per_host, machine):
     if not variables:
         return
     load.rounds += 3  # push, the servers' barrier, pull
-    worker_cost = 0.0
+    step = machine.cpu_per_step.get("ps", 0.0)
+    worker_cost = step
+    for h, w in enumerate(workers_per_host):
+        load.cpu[h] += w * step
+    for s in sorted({s for v in variables for s in choices[v.name].servers}):
+        load.cpu[s] += step
     for v in variables:
         choice = choices[v.name]
         part = v.bytes / max(len(choice.servers), 1)

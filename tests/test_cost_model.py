@@ -35,6 +35,18 @@ def test_a_server_on_one_host_is_hot_and_its_link_carries_the_other_hosts_pushes
     assert split.server_bytes == pytest.approx((4e6, 4e6)) and split.link_bytes == pytest.approx((2e6, 2e6))
 
 
+def test_a_server_step_costs_each_process_once_and_each_variable_its_messages():
+    machine = cm.Machine(1e12, 0, cores=1, cpu_per_byte={}, cpu_per_message={"ps": 1e-3}, cpu_per_step={"ps": 1e-2})
+    few = _workload(cm.VariableLoad("a", "dense", 8), compute=0.0)
+    many = _workload(*(cm.VariableLoad(f"v{i}", "dense", 8) for i in range(10)), compute=0.0)
+    on_host_0 = lambda w: {v.name: cm.Choice(cm.PS, (0,)) for v in w.variables}  # noqa: E731
+    one, ten = (cm.predict(w, on_host_0(w), TWO_BY_TWO, machine).host_cpu for w in (few, many))
+    # host 0: 2 workers and 1 server pay the step once each; every variable's push and pull is a message on both
+    # ends (4 workers' pushes and pulls at the server, 2 workers' own at host 0, 2 at host 1)
+    assert one == pytest.approx((3e-2 + 12e-3, 2e-2 + 4e-3))
+    assert ten == pytest.approx((3e-2 + 120e-3, 2e-2 + 40e-3))
+
+
 def test_the_cpu_bound_wins_when_every_process_shares_few_cores():
     machine = cm.Machine(1e9, 1e-5, cores=1, cpu_per_byte={"allreduce/tf": 1e-8}, cpu_per_message={})
     w = _workload(cm.VariableLoad("w", "dense", 10_000_000), compute=0.2)

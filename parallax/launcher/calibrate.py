@@ -149,7 +149,8 @@ def _summary(result, path):
              + (f"; machine of each host: {list(m.machine_of_host)}" if m.machine_of_host else "")]
     for key in sorted(m.cpu_per_byte):
         lines.append(f"  {key}: {m.cpu_per_byte[key] * 1e9:.2f} CPU s per GB moved, "
-                     f"{m.cpu_per_message.get(key, 0) * 1000:.2f} ms CPU per message")
+                     f"{m.cpu_per_message.get(key, 0) * 1000:.2f} ms CPU per message"
+                     + (f", {m.cpu_per_step[key] * 1000:.2f} ms CPU per step" if key in m.cpu_per_step else ""))
     lines += [f"  a({name}) = {a:.4g}" for name, a in sorted(result.alpha.items())]
     print("\n".join(lines), flush=True)
 
