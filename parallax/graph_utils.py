@@ -66,7 +66,9 @@ def _function_writes(graph, name, seen):
     fn = graph._get_function(name)
     if fn is None:
         return True  # not in this graph's library: assume it may write
-    for node in fn.definition.node_def:
+    with graph.as_default():  # outside any graph, reading a definition registers it in the eager context, where the
+        definition = fn.definition  # source graph's and the rewritten graph's versions of one name then collide
+    for node in definition.node_def:
         calls = [node.attr[k].func.name for k in node.attr if node.attr[k].HasField("func")]
         if calls:
             if any(_function_writes(graph, f, seen) for f in calls):
