@@ -9,8 +9,10 @@ index inside a function changes the function's name too. Functions are therefore
 normalized body, and every reference to a function (a node's op, a `func` attribute) by that digest.
 """
 import hashlib
+import re
 
-_VALUE_FREE_SCOPES = ("/Initializer/", "/parallax_shard/")
+# A scope opened twice gets a suffix (`parallax_shard_1`: two sharded datasets in one graph).
+_VALUE_FREE_SCOPE = re.compile(r"(^|/)(Initializer|parallax_shard)(_\d+)?/")
 
 
 class _Digester:
@@ -41,7 +43,7 @@ class _Digester:
         for i in node.input:
             h.update(b"\0i" + i.encode())
         h.update(b"\0d" + node.device.encode())
-        if not any(scope in "/" + node.name for scope in _VALUE_FREE_SCOPES):
+        if not _VALUE_FREE_SCOPE.search(node.name):
             for key in sorted(node.attr):
                 h.update(b"\0a" + key.encode() + self._attr(node.attr[key]))
         return h.hexdigest()
