@@ -137,8 +137,9 @@ class Runner:
         if not self.config.checkpoint_dir:
             raise ConfigError("save_checkpoint() needs Config.checkpoint_dir")
         os.makedirs(self.config.checkpoint_dir, exist_ok=True)
-        return self._rewritten.saver.save(self._session, os.path.join(self.config.checkpoint_dir, "model.ckpt"),
-                                          global_step=self._global_step())
+        with self._graph.as_default():  # also from an exit hook, where TF's default context is eager
+            return self._rewritten.saver.save(self._session, os.path.join(self.config.checkpoint_dir, "model.ckpt"),
+                                              global_step=self._global_step())
 
     def _report_done(self):
         if not getattr(self, "_done_reported", False):
