@@ -52,5 +52,8 @@ def plan_by_running(spec, command, options):
                 f"it exited {done.returncode}"
             raise LaunchError(f"planning: the script was run once here to make the job's plan, and {why}; its "
                               f"output ends:\n{tail}")
+        notes = [line for line in done.stderr.splitlines() if line.startswith("parallax: ")]
+        if notes:  # what parallax itself said while planning (warnings, notes) is said once, here
+            print("\n".join(notes), file=sys.stderr, flush=True)
         with open(out) as f:
             return f.read()
