@@ -1,4 +1,10 @@
-"""`parallax.Config`: every knob of a job, validated when it is built. Imports no TensorFlow."""
+"""`parallax.Config`: every knob of a job, validated when it is built and when a field is assigned. Imports no
+TensorFlow.
+
+Fields may be given as keywords or assigned after construction (the original Parallax's style); a field's own
+value is checked at once, and the rules that tie fields together (checkpoint steps need a directory, traces need a
+log dir) when the job starts, so that assignment order does not matter. The original Parallax's fields
+(`communication_config`, `ckpt_config`, ...) are kept aside for `parallax.parallel_run` (legacy_config.py)."""
 import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
@@ -11,7 +17,12 @@ _BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_p
                 "place_boundary_ops", "sync")
 
 
-@dataclasses.dataclass(frozen=True)
+# The original Parallax's fields that are not Config's own; legacy_config.translate reads them.
+LEGACY_FIELDS = ("sess_config", "redirect_path", "search_partitions", "export_graph_path", "communication_config",
+                 "ckpt_config", "profile_config")
+
+
+@dataclasses.dataclass
 class Config:
     """How parallax distributes a graph.
 
@@ -43,6 +54,34 @@ class Config:
     calibration: Optional[str] = None
 
     def __post_init__(self):
+        object.__setattr__(self, "legacy", {})
+        self._check_fields()
+        self.check_combinations()
+
+    def __setattr__(self, name, value):
+        if not hasattr(self, "legacy"):  # still in __init__
+            object.__setattr__(self, name, value)
+        elif name in LEGACY_FIELDS:
+            self.legacy[name] = value
+        elif name in _FIELD_NAMES:
+            old = getattr(self, name)
+            object.__setattr__(self, name, tuple(value) if name in _TUPLE_FIELDS and isinstance(value, list)
+                               else value)
+            try:
+                self._check_fields()
+            except ConfigError:
+                object.__setattr__(self, name, old)
+                raise
+        else:
+            raise ConfigError(f"Config has no field {name!r}; its fields are {', '.join(_FIELD_NAMES)} (and the "
+                              f"original Parallax's {', '.join(LEGACY_FIELDS)}, for parallax.parallel_run)")
+
+    def __getattr__(self, name):  # only for names not found: the original's fields, unset so far
+        if name in LEGACY_FIELDS:
+            return self.__dict__.get("legacy", {}).get(name)
+        raise AttributeError(f"'Config' object has no attribute {name!r}")
+
+    def _check_fields(self):
         if self.collective_backend not in COLLECTIVE_BACKENDS:
             raise ConfigError(f"Config.collective_backend={self.collective_backend!r} is not allowed; use one of "
                               f"{', '.join(repr(c) for c in COLLECTIVE_BACKENDS)}")
@@ -58,20 +97,14 @@ class Config:
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"Config.{name}={value!r} must be a non-empty path string or None")
         steps = self.save_checkpoint_steps
-        if steps is not None:
-            if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
-                raise ConfigError(f"Config.save_checkpoint_steps={steps!r} must be a positive int or None")
-            if self.checkpoint_dir is None:
-                raise ConfigError("Config.save_checkpoint_steps is set but Config.checkpoint_dir is None; "
-                                  "set checkpoint_dir to the directory to save into")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
+            raise ConfigError(f"Config.save_checkpoint_steps={steps!r} must be a positive int or None")
         for name in ("profile_steps", "profile_workers"):
             value = getattr(self, name)
             low = 1 if name == "profile_steps" else 0
             if not isinstance(value, tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= low
                                                        for v in value):
                 raise ConfigError(f"Config.{name}={value!r} must be a tuple of ints >= {low}, e.g. (10, 11)")
-        if self.profile_steps and self.log_dir is None:
-            raise ConfigError("Config.profile_steps is set but Config.log_dir is None; traces are written there")
         if self.session_config is not None and type(self.session_config).__name__ != "ConfigProto":
             raise ConfigError(f"Config.session_config must be a tf.compat.v1.ConfigProto or None, "
                               f"not {type(self.session_config).__name__}")
@@ -81,6 +114,18 @@ class Config:
             raise ConfigError(f"Config.methods={self.methods!r} must map variable names to one of "
                               f"{', '.join(repr(m) for m in METHODS)}")
 
+    def check_combinations(self):
+        """The rules between fields; get_runner checks them again, after any assignments."""
+        if self.save_checkpoint_steps is not None and self.checkpoint_dir is None:
+            raise ConfigError("Config.save_checkpoint_steps is set but Config.checkpoint_dir is None; "
+                              "set checkpoint_dir to the directory to save into")
+        if self.profile_steps and self.log_dir is None:
+            raise ConfigError("Config.profile_steps is set but Config.log_dir is None; traces are written there")
+
     def replace(self, **changes):
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
+_TUPLE_FIELDS = ("profile_steps", "profile_workers")
