@@ -10,6 +10,8 @@ export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
 # (test_tf_backend.py names the tf backend, which "auto" already is there; test_auto.py runs AUTO's plans on tf,
 # which the default environment covers, and would add 6 minutes.)
 NEWEST_TF_TESTS := tests/equivalence tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py \
+                   tests/legacy/test_legacy_config.py \
+                   tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores \
                    --ignore=tests/equivalence/test_tf_backend.py --ignore=tests/equivalence/test_auto.py
 TESTS  := $(if $(filter 2.15,$(TF)),tests,$(NEWEST_TF_TESTS))
 

@@ -10,6 +10,7 @@ gradient capture to be installed the moment TensorFlow is imported (or at once, 
 """
 import importlib
 import importlib.util
+import logging
 import os
 
 from parallax import _tf_hook
@@ -18,6 +19,7 @@ from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, G
                              GraphMismatchError, LaunchError, NoTrainOpError, ParallaxError, ResourceSpecError,
                              UnsupportedError)
 from parallax.launcher.resource_spec import Host, ResourceSpec
+from parallax.legacy_config import CheckPointConfig, CommunicationConfig, MPIConfig, ProfileConfig, PSConfig
 
 __version__ = "0.1.0"
 
@@ -34,18 +36,30 @@ _LAZY = {
     "GraphAnalysis": "parallax.analysis",
     "get_runner": "parallax.startup",
     "Runner": "parallax.runner",
-    "shard": "parallax.data",
+    "parallel_run": "parallax.legacy_run",
     "get_partitioner": "parallax.partitioner",
     "explain": "parallax.explain",
     "Explanation": "parallax.explain",
 }
 
+# The original Parallax's logger, which its scripts use (`parallax.log.info(...)`).
+log = logging.getLogger("PARALLAX")
+if not log.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(asctime)s PARALLAX %(levelname)s %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
 __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",
            "GraphAnalysisError", "NoTrainOpError", "FetchNotFoundError", "UnsupportedError", "LaunchError",
-           "GraphMismatchError", "CollectiveError", *_LAZY]
+           "GraphMismatchError", "CollectiveError", "CheckPointConfig", "CommunicationConfig", "MPIConfig",
+           "ProfileConfig", "PSConfig", "log", "shard", "partition", *_LAZY]
 
 
 def __getattr__(name):
+    if name in ("shard", "partition"):  # modules; shard is also callable: parallax.shard(ds), .shard.shard(ds)
+        return importlib.import_module(f"parallax.{name}")
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

@@ -30,3 +30,12 @@ def get_partitioner(min_partitions=1):
             COLLECTION, json.dumps({"shape": [int(d) for d in shape], "parts": parts}))
         return split(shape, dtype=dtype, **kwargs)
     return partitioner
+
+
+def get_partitions(num_partitions):
+    """The original Parallax's `parallax.partition.get_partitions(n)`: how many shards a script that splits its own
+    variables should make: `n`, or the number run_option="AUTO" chose for the job."""
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions < 1:
+        raise ParallaxError(f"get_partitions({num_partitions!r}): the number of partitions must be an int >= 1")
+    chosen = os.environ.get(ENV_PARTITIONS)
+    return int(chosen) if chosen else num_partitions

@@ -66,6 +66,8 @@ def get_runner(graph, resource_spec, config=None):
     if not isinstance(graph, tf.Graph):
         raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
     role = current_role()
+    config = legacy_fields_applied(config, role)
+    config.check_combinations()
     spec, config = _settings(resource_spec, config)
     if role.role == "explain":
         _explain(graph, spec, config)
@@ -98,6 +100,18 @@ def get_runner(graph, resource_spec, config=None):
     from parallax.launcher.role import register_process
     register_process()  # a launched worker: the launcher can now stop it by id, and hears of its failure
     return _join(graph, analysis, plan, config, role)
+
+
+def legacy_fields_applied(config, role, translated=None):
+    """`config` with the original Parallax's fields (config.legacy) turned into Config fields; the warnings for
+    fields it cannot honour are printed once, by the process that plans (launched workers stay quiet)."""
+    if not config.legacy:
+        return config
+    from parallax import legacy_config
+    translated = translated or legacy_config.translate(config)
+    if role.role != "worker" and translated.warnings:
+        print("\n".join(translated.warnings), file=sys.stderr, flush=True)
+    return translated.config
 
 
 def _settings(resource_spec, config):
