@@ -55,6 +55,15 @@ def test_the_original_fields_become_config_fields_or_one_warning_each():
     assert len(t.warnings) == 3 and not c.legacy
 
 
+def test_original_fields_that_contradict_each_other_are_warnings_not_errors():
+    config = parallax.Config()
+    config.ckpt_config = parallax.CheckPointConfig(save_ckpt_steps=10, save_ckpt_secs=5)
+    t = legacy_config.translate(config)
+    assert t.config.save_checkpoint_steps is None and t.save_checkpoint_secs is None
+    assert [w.split(" is not")[0] for w in t.warnings] == ["parallax: ckpt_config.save_ckpt_steps=10",
+                                                           "parallax: ckpt_config.save_ckpt_secs=5"]
+
+
 def test_a_config_without_original_fields_translates_to_itself_without_warnings():
     config = parallax.Config(run_option="MPI")
     t = legacy_config.translate(config)
