@@ -80,7 +80,8 @@ def translate(config):
         if ckpt.save_ckpt_steps and (ckpt.ckpt_dir or config.checkpoint_dir):
             changes["save_checkpoint_steps"] = int(ckpt.save_ckpt_steps)
         elif ckpt.save_ckpt_steps:
-            ignored("ckpt_config.save_ckpt_steps", ckpt.save_ckpt_steps, "there is no ckpt_config.ckpt_dir to save into")
+            ignored("ckpt_config.save_ckpt_steps", ckpt.save_ckpt_steps,
+                    "there is no ckpt_config.ckpt_dir to save into")
         secs = float(ckpt.save_ckpt_secs) if ckpt.save_ckpt_secs else None
         if secs is not None and not ckpt.ckpt_dir:
             ignored("ckpt_config.save_ckpt_secs", ckpt.save_ckpt_secs, "there is no ckpt_config.ckpt_dir to save into")
