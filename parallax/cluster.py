@@ -1,6 +1,8 @@
 """The worker's side of a job with parameter servers: its own TF server, and how its session reaches the cluster."""
+import errno
 import json
 import os
+import socket
 
 import tensorflow as tf
 
@@ -25,8 +27,7 @@ def start_worker_server(role, local_chiefs=(), tf_collectives=False):
         raise LaunchError(f"${ENV_CLUSTER} lists {len(cluster.get('worker', []))} workers, the job has "
                           f"{role.num_workers}")
     server_config = tf_ops.server_config() if tf_collectives else None
-    server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="worker", task_index=role.worker_id,
-                                  config=server_config, start=True)
+    server = start_tf_server(cluster, "worker", role.worker_id, server_config)
     # Talk only to the servers, ourselves and the local chiefs, rather than wait for every worker's server. A
     # distributed session places the whole graph (it ignores place_pruned_graph), so every device the graph names
     # must be visible: the local chiefs hold the local-aggregation accumulators of every host.
@@ -35,3 +36,28 @@ def start_worker_server(role, local_chiefs=(), tf_collectives=False):
     if tf_collectives:
         filters.MergeFrom(server_config)
     return server, filters
+
+
+def start_tf_server(cluster, job_name, task_index, config=None):
+    """This process's TF gRPC server; a port someone else took is a LaunchError naming the host and the port
+    (TF says only "Could not start gRPC server")."""
+    try:
+        return tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job_name, task_index=task_index,
+                                    config=config, start=True)
+    except tf.errors.OpError as e:
+        address = cluster[job_name][task_index]
+        host, _, port = address.rpartition(":")
+        if not _port_taken(host.strip("[]"), int(port)):
+            raise
+        raise LaunchError(f"{job_name} task {task_index} cannot start its TF server: port {port} on {host} is "
+                          f"taken by another process (it was free when the launcher reserved it; TF says: "
+                          f"{e.message}); start the job again, and it gets new ports") from None
+
+
+def _port_taken(host, port):
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, port))
+    except OSError as e:
+        return e.errno == errno.EADDRINUSE
+    return False

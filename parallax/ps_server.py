@@ -21,8 +21,12 @@ def main():
         sys.exit(f"parallax.ps_server: {e}: start servers through parallax's launcher")
     # No Python SIGTERM handler: it could not run while the main thread blocks in join(), and the default
     # action (terminate) is exactly what the launcher asks for.
-    import tensorflow as tf
-    server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="ps", task_index=task, start=True)
+    from parallax.cluster import start_tf_server
+    from parallax.errors import ParallaxError
+    try:
+        server = start_tf_server(cluster, "ps", task)
+    except ParallaxError as e:
+        sys.exit(f"parallax.ps_server: {type(e).__name__}: {e}")
     print(f"serving ps task {task} at {cluster['ps'][task]}", flush=True)
     server.join()
 

@@ -236,3 +236,23 @@ def test_chief_checkpoints_restore_into_the_unmodified_graph(tmp_path, run_optio
             restored = sess.run(w)
     np.testing.assert_array_equal(restored, trained)
     assert np.any(trained != 0)  # two training steps happened
+
+
+def test_a_taken_port_is_an_error_naming_the_host_and_port():
+    import socket
+    from parallax.cluster import start_tf_server
+    from parallax.errors import LaunchError
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(LaunchError, match=f"ps task 0 cannot start its TF server: port {port} on 127.0.0.1 is "
+                                              f"taken by another process"):
+            start_tf_server({"ps": [f"127.0.0.1:{port}"]}, "ps", 0)
+        env = dict(os.environ, PYTHONPATH=ROOT, PARALLAX_ROLE="server", PARALLAX_PS_TASK="0",
+                   PARALLAX_CLUSTER=f'{{"ps": ["127.0.0.1:{port}"]}}')
+        server = subprocess.run([sys.executable, "-m", "parallax.ps_server"], env=env, capture_output=True,
+                                text=True, timeout=120)
+    assert server.returncode == 1
+    assert f"parallax.ps_server: LaunchError: ps task 0 cannot start its TF server: port {port} on 127.0.0.1" \
+        in server.stderr, server.stderr

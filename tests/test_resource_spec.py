@@ -41,6 +41,10 @@ def test_load_accepts_paths_text_h_strings_and_specs(tmp_path):
     assert ResourceSpec.load(spec) is spec and spec.num_workers == 3
 
 
+def test_other_loopback_addresses_stay_separate_hosts():
+    assert ResourceSpec.parse("127.0.0.1: 0\n127.0.0.2: 0").num_hosts == 2
+
+
 def test_local_hosts():
     spec = ResourceSpec.parse("localhost\n127.0.0.2\nexample.invalid")
     assert [h.is_local for h in spec.hosts] == [True, True, False]
@@ -50,7 +54,12 @@ def test_local_hosts():
     ("", r"spec.txt: the resource spec is empty"),
     ("# only a comment\n\n", r"spec.txt: the resource spec is empty"),
     ("h1: 0\nh2 0 1\n", r"spec.txt:2: cannot parse 'h2 0 1'"),
-    ("h1: 0\n# x\nh1: 1\n", r"spec.txt:3: host 'h1' is listed twice \(first at line/item 1\)"),
+    ("h1: 0\n# x\nh1: 1\n", r"spec.txt:3: host 'h1' is listed twice \(line/item 1\)"),
+    ("localhost: 0\n127.0.0.1: 1\n", r"spec.txt:2: host '127.0.0.1' is the same machine as 'localhost'"),
+    ("[::1]: 0\n[0:0:0:0:0:0:0:1] slots=1\n", r"spec.txt:2: host '\[0:0:0:0:0:0:0:1\]' is the same machine as "
+                                            r"'\[::1\]'"),
+    ("localhost:2\n", r"spec.txt:1: 'localhost:2' is ambiguous in a spec file: for 2 slots write 'localhost "
+                       r"slots=2'"),
     ("h1: 0,1,0\n", r"spec.txt:1: device id 0 is listed twice"),
     ("h1: -1\n", r"spec.txt:1: device id -1 is negative"),
     ("h1 slots=0\n", r"spec.txt:1: slots=0; a host needs at least 1 slot"),

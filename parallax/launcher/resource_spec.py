@@ -9,6 +9,7 @@ other text as paper or hostfile lines (where `host:N` would mean ssh port N, so 
 Device ids on hosts without GPUs are simply worker slots that run on the CPU.
 """
 import dataclasses
+import ipaddress
 import os
 import re
 import socket
@@ -152,13 +153,29 @@ class ResourceSpec:
                                     f"e.g. 'localhost: 0' or 'localhost slots=2'")
         seen = {}
         for where, host in numbered_hosts:
-            key = host.hostname.lower()
+            key = _machine_key(host.hostname)
             if key in seen:
+                first_where, first = seen[key]
+                same = "listed twice" if first.hostname.lower() == host.hostname.lower() else \
+                    f"the same machine as {first.hostname!r}"
                 raise ResourceSpecError(
-                    f"{source}:{where}: host {host.hostname!r} is listed twice (first at line/item {seen[key]}); "
-                    f"list each host once with all its slots")
-            seen[key] = where
+                    f"{source}:{where}: host {host.hostname!r} is {same} (line/item {first_where}); list each "
+                    f"machine once, under one name, with all its slots")
+            seen[key] = (where, host)
         return cls(tuple(h for _, h in numbered_hosts), source)
+
+
+def _machine_key(hostname):
+    """Names of one address compare equal: `localhost`, this machine's own name and 127.0.0.1; `::1` and `[::1]`;
+    IP literals in any spelling. Other names are compared as written (no DNS lookups while parsing); other loopback
+    addresses (127.0.0.2) stay separate hosts, which the tests use as a second machine."""
+    name = hostname.strip("[]").lower()
+    if name in ("localhost", socket.gethostname().lower(), socket.getfqdn().lower()):
+        return "127.0.0.1"
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name
 
 
 def _looks_like_h_string(text):
@@ -192,6 +209,11 @@ def _parse_line(line, where):
         raise ResourceSpecError(f"{where}: cannot parse {line!r}; write 'host: 0,1' (device ids), a bare 'host', "
                                 f"or 'host slots=N', optionally as 'user@host:sshport'")
     if m["ids"] is None:
+        if m["port"]:  # `localhost:2`: the -H form's slot count, or an ssh port? Refuse to guess.
+            raise ResourceSpecError(f"{where}: {line!r} is ambiguous in a spec file: for {m['port']} slots write "
+                                    f"'{m['host']} slots={m['port']}' (or device ids: '{m['host']}: 0,1'); for "
+                                    f"ssh port {m['port']} write it with the slots: '{line}: 0' or "
+                                    f"'{line} slots=1'")
         return _host(m, (0,))
     ids = tuple(int(x) for x in m["ids"].replace(" ", "").rstrip(",").split(","))
     negative = [i for i in ids if i < 0]
