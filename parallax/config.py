@@ -52,6 +52,11 @@ class Config:
     collective_backend: str = "auto"
     # run_option="AUTO": the calibration.json that parallax-calibrate wrote (default: <log_dir>/calibration.json).
     calibration: Optional[str] = None
+    # The launcher's watchdog (docs/launching.md): after stall_warning_s of silence from a process, or of no
+    # synchronized step started by any worker, it says which processes the others wait for; after stall_timeout_s
+    # it ends the job naming them. 0 turns either off.
+    stall_warning_s: float = 60.0
+    stall_timeout_s: float = 600.0
 
     def __post_init__(self):
         object.__setattr__(self, "legacy", {})
@@ -109,6 +114,10 @@ class Config:
             raise ConfigError(f"Config.session_config must be a tf.compat.v1.ConfigProto or None, "
                               f"not {type(self.session_config).__name__}")
 
+        for name in ("stall_warning_s", "stall_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ConfigError(f"Config.{name}={value!r} must be a number of seconds >= 0 (0 turns it off)")
         if not isinstance(self.methods, dict) or not all(isinstance(k, str) and v in METHODS
                                                           for k, v in self.methods.items()):
             raise ConfigError(f"Config.methods={self.methods!r} must map variable names to one of "
@@ -119,6 +128,10 @@ class Config:
         if self.save_checkpoint_steps is not None and self.checkpoint_dir is None:
             raise ConfigError("Config.save_checkpoint_steps is set but Config.checkpoint_dir is None; "
                               "set checkpoint_dir to the directory to save into")
+        if 0 < self.stall_timeout_s <= self.stall_warning_s:
+            raise ConfigError(f"Config.stall_warning_s={self.stall_warning_s:g} must be below "
+                              f"Config.stall_timeout_s={self.stall_timeout_s:g} (or 0, no warnings), or the job "
+                              f"would end before its stall is ever reported")
         if self.profile_steps and self.log_dir is None:
             raise ConfigError("Config.profile_steps is set but Config.log_dir is None; traces are written there")
 

@@ -160,7 +160,11 @@ class Runner:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *_):
+        if exc_type is not None:
+            # Leaving by an exception is a failure, which the launcher hears from the exception hook; a "done"
+            # first would read as an early end of the steps and hide the exception.
+            self._done_reported = True
         self.close()
         return False
 

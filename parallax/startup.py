@@ -9,6 +9,7 @@
 - worker: loads the job's plan, checks that its own graph is the one planned, joins the cluster, rewrites, runs.
 """
 import dataclasses
+import json
 import os
 import sys
 
@@ -19,7 +20,7 @@ from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
 from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PARTITIONS, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC,
-                                        ENV_RUN_OPTION, Role, current_role)
+                                        ENV_RUN_OPTION, ENV_SETTINGS_OUT, Role, current_role)
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.plan import check_matches
 from parallax.planning import plan_job
@@ -87,6 +88,9 @@ def get_runner(graph, resource_spec, config=None):
     if role.role == "planner":
         with open(os.environ[ENV_PLAN_OUT], "w") as f:
             f.write(plan_json.dumps(plan))
+        if os.environ.get(ENV_SETTINGS_OUT):  # the script's Config fields that the launcher itself obeys
+            with open(os.environ[ENV_SETTINGS_OUT], "w") as f:
+                json.dump({"stall_warning_s": config.stall_warning_s, "stall_timeout_s": config.stall_timeout_s}, f)
         sys.exit(0)  # the script's work is done: its plan is written
     if role.role == "launcher":
         if spec.num_workers > 1 or not spec.hosts[0].is_local:

@@ -14,7 +14,7 @@ case "$TF" in
   *) echo "[install] TF=$TF is not one of 2.15, 2.21" >&2; exit 2 ;;
 esac
 PY=${PYTHON:-python3}
-APT_PACKAGES="libopenmpi-dev openmpi-bin cmake gcc g++ openssh-server openssh-client iproute2"
+APT_PACKAGES="libopenmpi-dev openmpi-bin cmake gcc g++ openssh-server openssh-client iproute2 slurm-client"
 
 say() { printf '[install] %s\n' "$*"; }
 

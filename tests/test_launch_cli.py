@@ -69,6 +69,9 @@ def test_np_uses_the_first_slots():
     (["-H", "localhost:2", "--ssh-identity-file", "/nonexistent/key", "--", "python", "x.py"], "no such file"),
     (["-H", "localhost:x", "--", "python", "x.py"], "item 1 'localhost:x' is not 'host:slots'"),
     (["--local-cluster", "2by2", "--", "python", "x.py"], "write HOSTSxSLOTS[@RATE]"),
+    (["-H", "localhost:2", "-np", "0", "--", "python", "x.py"], "-np 0 asks for 0 workers but the spec has 2 slots"),
+    (["-H", "localhost:2", "--stall-warning", "9", "--stall-timeout", "5", "--", sys.executable, JOB],
+     "the stall warning (9 s) must come before the stall timeout (5 s)"),
 ])
 def test_bad_input_is_a_clear_error(args, message):
     result = _cli(*args)

@@ -1,9 +1,10 @@
 """`parallax-launch`: run a parallax training script on the hosts of a resource spec. Imports no TensorFlow.
 
-    parallax-launch [--resource-spec F | --hostfile F | -H h1:2,h2:2 | --local-cluster 2x2@1gbit] [-np N]
+    parallax-launch [--resource-spec F | --hostfile F | -H h1:2,h2:2 | --local-cluster 2x2@1gbit | (none, inside
+                    a Slurm allocation)] [-np N]
                     [--run-option HYBRID|PS|MPI] [--ssh-port P] [--ssh-identity-file K] [--ssh-option OPT]
-                    [-x NAME[=VALUE]] [--python PATH]
-                    [--log-dir D] [--start-timeout S] [--dry-run] -- python train.py [args]
+                    [-x NAME[=VALUE]] [--python PATH] [--log-dir D] [--start-timeout S]
+                    [--stall-warning S] [--stall-timeout S] [--dry-run] -- python train.py [args]
 """
 import argparse
 import dataclasses
@@ -12,7 +13,7 @@ import sys
 
 from parallax.config import RUN_OPTIONS
 from parallax.errors import ParallaxError
-from parallax.launcher import local_cluster, ssh
+from parallax.launcher import local_cluster, slurm, ssh
 from parallax.launcher.job import LaunchOptions, launch, resolve_python
 from parallax.launcher.planner import plan_by_running
 from parallax.launcher.resource_spec import ResourceSpec
@@ -27,7 +28,8 @@ def parser():
                     "fails, every process on every host is stopped.",
         epilog="example: parallax-launch -H node1:2,node2:2 --ssh-identity-file ~/.ssh/id_ed25519 -- "
                "python train.py --steps 1000")
-    where = p.add_mutually_exclusive_group(required=True)
+    # None of them: inside a Slurm allocation, its hosts and slots (slurm.py).
+    where = p.add_mutually_exclusive_group()
     where.add_argument("--resource-spec", metavar="F", help="a resource spec file (paper style or hostfile lines)")
     where.add_argument("--hostfile", metavar="F", help="an MPI hostfile (`host slots=N` lines)")
     where.add_argument("-H", "--hosts", metavar="H", help="hosts and slots, e.g. h1:2,h2:2")
@@ -50,6 +52,12 @@ def parser():
     p.add_argument("--log-dir", metavar="D", help="write one log file per process here instead of prefixed lines")
     p.add_argument("--start-timeout", type=float, default=120.0, metavar="S",
                    help="fail if not every process is up after S seconds (default 120)")
+    p.add_argument("--stall-warning", type=float, metavar="S",
+                   help="say which processes the others wait for after S seconds of silence or of no step "
+                        "(default: the script's Config.stall_warning_s, 60; 0: never)")
+    p.add_argument("--stall-timeout", type=float, metavar="S",
+                   help="end the job, naming them, after S seconds (default: the script's Config.stall_timeout_s, "
+                        "600; 0: never)")
     p.add_argument("--dry-run", action="store_true",
                    help="make the plan, check the hosts, print every process, start nothing")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
@@ -72,8 +80,17 @@ def main(argv=None):
             dry_run=args.dry_run, python=args.python, run_option=args.run_option, env=_env_settings(args.env))
         if args.local_cluster:
             return _on_local_cluster(args, command, options)
-        spec = ResourceSpec.load(args.resource_spec or args.hostfile) if (args.resource_spec or args.hostfile) \
-            else ResourceSpec.from_hosts_string(args.hosts)
+        if args.resource_spec or args.hostfile:
+            spec = ResourceSpec.load(args.resource_spec or args.hostfile)
+        elif args.hosts:
+            spec = ResourceSpec.from_hosts_string(args.hosts)
+        elif slurm.in_allocation(os.environ):
+            text, found = slurm.hostfile_text(os.environ)
+            print(f"parallax-launch: {found}", file=sys.stderr, flush=True)
+            spec = ResourceSpec.parse(text, source="the Slurm allocation")
+        else:
+            raise ParallaxError("where should the job run? give --resource-spec F, --hostfile F, -H h1:2,h2:2 or "
+                                "--local-cluster 2x2, or run inside a Slurm allocation (salloc/sbatch)")
         return _launch(spec, args, command, options)
     except ParallaxError as e:
         print(f"parallax-launch: error: {type(e).__name__}: {e}", file=sys.stderr)
@@ -93,10 +110,28 @@ def _env_settings(items):
 
 
 def _launch(spec, args, command, options):
-    if args.num_workers:
+    if args.num_workers is not None:
         spec = spec.first_workers(args.num_workers)
     _, command = resolve_python(command, options.python)
-    return launch(spec, command, options, plan_by_running(spec, command, options), run_option=args.run_option)
+    given = {name: value for name, value in (("stall_warning_s", args.stall_warning),
+                                             ("stall_timeout_s", args.stall_timeout)) if value is not None}
+    # Wrong flags are refused before the script is run to plan; with the script's own values, after.
+    _check_stall_limits(dataclasses.replace(options, **dict({"stall_warning_s": 0, "stall_timeout_s": 0}, **given)))
+    plan, settings = plan_by_running(spec, command, options)
+    options = dataclasses.replace(options, **{
+        name: given if given is not None else settings.get(name, getattr(options, name))
+        for name, given in (("stall_warning_s", args.stall_warning), ("stall_timeout_s", args.stall_timeout))})
+    _check_stall_limits(options)
+    return launch(spec, command, options, plan, run_option=args.run_option)
+
+
+def _check_stall_limits(options):
+    for name, flag in (("stall_warning_s", "--stall-warning"), ("stall_timeout_s", "--stall-timeout")):
+        if not 0 <= getattr(options, name) < float("inf"):
+            raise ParallaxError(f"{flag} {getattr(options, name):g}: give a number of seconds >= 0 (0 turns it off)")
+    if 0 < options.stall_timeout_s <= options.stall_warning_s:
+        raise ParallaxError(f"the stall warning ({options.stall_warning_s:g} s) must come before the stall timeout "
+                            f"({options.stall_timeout_s:g} s): lower --stall-warning or raise --stall-timeout")
 
 
 def _on_local_cluster(args, command, options):

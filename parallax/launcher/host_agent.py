@@ -49,6 +49,8 @@ def check(request):
         report["errors"].append(str(e))
     job_dir = request.get("job_dir")
     if job_dir:
+        from parallax.launcher import stale
+        stale.sweep_job_dirs(os.path.dirname(job_dir))  # what jobs whose launcher was killed with -9 left here
         try:
             os.makedirs(job_dir, exist_ok=True)
             for name, text in (request.get("files") or {}).items():

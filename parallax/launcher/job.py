@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple
 
 from parallax import collectives, plan_json
 from parallax.errors import LaunchError
-from parallax.launcher import bind_shim, mpirun, preflight, protocol
+from parallax.launcher import bind_shim, mpirun, preflight, protocol, stale
 from parallax.launcher.ssh import SshSettings, command as ssh_command
 from parallax.launcher.resource_spec import Host, ResourceSpec
 from parallax.launcher.supervisor import Supervisor
@@ -35,6 +35,8 @@ class LaunchOptions:
     run_option: Optional[str] = None  # parallax-launch --run-option; None keeps the script's Config
     mpi_args: Tuple[str, ...] = ()  # extra mpirun arguments (the local cluster restricts MPI to its network)
     env: Tuple[Tuple[str, str], ...] = ()  # extra environment for every process (parallax-launch -x)
+    stall_warning_s: float = 60.0  # the watchdog's (watchdog.py); 0 turns it off
+    stall_timeout_s: float = 600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +78,8 @@ class Layout:
 def launch_job(spec, config, plan, command=None, out=None, options=None):
     """`get_runner`'s self-launch: this program again, one worker per slot, all loading `plan`. Returns the job's
     exit status."""
-    options = options or LaunchOptions(log_dir=config.log_dir)
+    options = options or LaunchOptions(log_dir=config.log_dir, stall_warning_s=config.stall_warning_s,
+                                       stall_timeout_s=config.stall_timeout_s)
     return launch(spec, command or mpirun.rerun_command(), options, plan_json.dumps(plan),
                   run_option=config.run_option, out=out)
 
@@ -108,14 +111,17 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
                           f"{spec.num_hosts} hosts")
     python, command = resolve_python(command, options.python)
     script = _script_of(command)
+    say = _progress_printer()
+    stale.sweep_job_dirs(say=say)  # what launchers killed with -9 left here
     job_dir = tempfile.mkdtemp(prefix="parallax-job-")
     remote_hosts = [h for h in spec.hosts if not h.is_local]
     try:
         needed = {i: (i < num_servers) + (h.num_slots if worker_servers else 0) for i, h in enumerate(spec.hosts)}
-        say = _progress_printer()
+        files = {stale.OWNER_FILE: json.dumps(stale.owner_record())}  # how a later launcher tells if we are gone
+        if plan_text:
+            files[PLAN_FILE] = plan_text
         reports = preflight.run_preflight(spec, needed, python, script, None if options.dry_run else job_dir,
-                                          options.ssh, progress=say if remote_hosts else None,
-                                          files={PLAN_FILE: plan_text} if plan_text else None)
+                                          options.ssh, progress=say if remote_hosts else None, files=files)
         layout = _layout(spec, reports, num_servers, worker_servers, job_dir, python)
         env_extra = _job_environment(spec, layout, options, run_option, with_plan=bool(plan_text),
                                      partitions=plan.partitions if plan else None)
@@ -184,6 +190,7 @@ def _job_environment(spec, layout, options, run_option, with_plan, partitions=No
     env = dict(options.env)
     if partitions is not None:  # AUTO's choice: every worker's get_partitioner makes that many shards
         env[protocol.ENV_PARTITIONS] = str(partitions)
+    env[protocol.ENV_HEARTBEAT] = f"{heartbeat_interval(options):g}"
     env.update({protocol.ENV_ROLE: "worker", protocol.ENV_NUM_WORKERS: str(spec.num_workers),
                 protocol.ENV_JOB_DIR: layout.job_dir, protocol.ENV_NUM_SERVERS: str(spec.num_hosts),
                 protocol.ENV_RESOURCE_SPEC: str(spec)})
@@ -195,6 +202,13 @@ def _job_environment(spec, layout, options, run_option, with_plan, partitions=No
         env[protocol.ENV_CLUSTER] = json.dumps(layout.cluster)
         env.update(bind_shim.environment(layout.cluster))
     return env
+
+
+def heartbeat_interval(options):
+    """Seconds between a process's heartbeats: a quarter of the shortest stall limit, within [0.2, 2]; 0 (none)
+    when the watchdog is off."""
+    limits = [s for s in (options.stall_warning_s, options.stall_timeout_s) if s > 0]
+    return min(2.0, max(0.2, min(limits) / 4)) if limits else 0
 
 
 def _local_environment():

@@ -11,13 +11,13 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
+import sys
 import tempfile
 import time
 
 from parallax.errors import LaunchError
-from parallax.launcher.processes import signal_process
+from parallax.launcher import stale
 
 _SHAPE = re.compile(r"^(?P<hosts>\d+)x(?P<slots>\d+)(?:@(?P<rate>\d+(?:\.\d+)?[kmg]?bit))?$", re.IGNORECASE)
 _TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux", "sshd": "openssh-server",
@@ -48,8 +48,10 @@ def check_available():
 class LocalCluster:
     """`with LocalCluster(2, 2, rate="1gbit") as c:` then use c.hosts, c.spec_text(), c.ssh_options()."""
 
-    def __init__(self, num_hosts, slots_per_host, rate=None, workdir=None):
+    def __init__(self, num_hosts, slots_per_host, rate=None, workdir=None, say=None):
         check_available()
+        # A test bed whose launcher was killed with -9 could not remove itself: it goes now.
+        stale.sweep_clusters(say=say or (lambda text: print(f"parallax: {text}", file=sys.stderr, flush=True)))
         self.num_hosts, self.slots, self.rate = num_hosts, slots_per_host, rate
         self.id = secrets.token_hex(3)
         self.dir = workdir or tempfile.mkdtemp(prefix=f"parallax-cluster-{self.id}-")
@@ -78,18 +80,27 @@ class LocalCluster:
     def __exit__(self, *exc):
         self.stop()
 
+    def _record(self, link=None, namespace=None):
+        """Note what is about to be made, before making it: a launcher killed at any moment leaves a full record."""
+        if link:
+            self._created_links.append(link)
+        if namespace:
+            self._created_namespaces.append(namespace)
+        stale.record_cluster(self.id, {"namespaces": self._created_namespaces, "links": self._created_links,
+                                       "dir": self.dir})
+
     def start(self):
+        self._record(link=self.bridge)
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
-        self._created_links.append(self.bridge)
         _run(["ip", "addr", "add", f"{self.gateway}/{self.network.prefixlen}", "dev", self.bridge])
         _run(["ip", "link", "set", self.bridge, "up"])
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"parallax-cluster-{self.id}",
               "-f", self.client_key])
         for i, (ns, veth, address) in enumerate(zip(self.namespaces, self.veths, self.hosts)):
+            self._record(namespace=ns)
             _run(["ip", "netns", "add", ns])
-            self._created_namespaces.append(ns)
+            self._record(link=veth)
             _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-            self._created_links.append(veth)
             _run(["ip", "link", "set", veth, "master", self.bridge, "up"])
             inside = ["ip", "netns", "exec", ns]
             _run(inside + ["ip", "addr", "add", f"{address}/{self.network.prefixlen}", "dev", "eth0"])
@@ -169,19 +180,10 @@ class LocalCluster:
     def stop(self):
         """Kill every process inside our namespaces (sshd and whatever it started), then remove the namespaces,
         links and files. Safe to call twice, and after a partial start."""
-        for _ in range(2):
-            pids = set(self.sshd_pids)
-            for i in range(len(self._created_namespaces)):
-                pids.update(self.namespace_pids(i))
-            for pid in pids:
-                signal_process(pid, signal.SIGKILL)
-            time.sleep(0.2)
-        for ns in reversed(self._created_namespaces):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        for link in reversed(self._created_links):
-            subprocess.run(["ip", "link", "del", link], capture_output=True)
+        stale.remove_cluster({"namespaces": self._created_namespaces, "links": self._created_links})
         self._created_namespaces, self._created_links, self.sshd_pids = [], [], []
         shutil.rmtree(self.dir, ignore_errors=True)
+        stale.forget_cluster(self.id)
 
 
 def _free_subnet():

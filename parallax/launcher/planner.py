@@ -6,6 +6,7 @@ Only a command that is a Python program (`python train.py ...`, `python -m packa
 command (a shell wrapper, `python -c ...`) cannot be run once without side effects: it gets no plan, its workers
 make their own (and check by graph fingerprint that they agree), and the launcher starts one server per host
 unless --run-option is MPI."""
+import json
 import os
 import subprocess
 import sys
@@ -24,15 +25,17 @@ def plannable(command):
 
 
 def plan_by_running(spec, command, options):
-    """The plan (JSON text) that `command`'s get_runner makes for `spec`; None when the command is not plannable."""
+    """(the plan (JSON text) that `command`'s get_runner makes for `spec`, the launch settings of the script's
+    Config (a dict: the watchdog's limits)); (None, {}) when the command is not plannable."""
     if not plannable(command):
-        return None
+        return None, {}
     if command[1] != "-m" and not os.path.isfile(command[1]):
         raise LaunchError(f"the script {command[1]} does not exist on this host")
     with tempfile.TemporaryDirectory(prefix="parallax-plan-") as work:
         out = os.path.join(work, "plan.json")
         env = dict(os.environ, **dict(options.env))
-        env.update({protocol.ENV_ROLE: "planner", protocol.ENV_PLAN_OUT: out,
+        settings = os.path.join(work, "settings.json")
+        env.update({protocol.ENV_ROLE: "planner", protocol.ENV_PLAN_OUT: out, protocol.ENV_SETTINGS_OUT: settings,
                     protocol.ENV_RESOURCE_SPEC: str(spec)})
         if options.run_option:
             env[protocol.ENV_RUN_OPTION] = options.run_option
@@ -56,4 +59,8 @@ def plan_by_running(spec, command, options):
         if notes:  # what parallax itself said while planning (warnings, notes) is said once, here
             print("\n".join(notes), file=sys.stderr, flush=True)
         with open(out) as f:
-            return f.read()
+            plan = f.read()
+        if not os.path.exists(settings):
+            return plan, {}
+        with open(settings) as f:
+            return plan, json.load(f)

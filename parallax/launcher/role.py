@@ -4,10 +4,11 @@ protocol itself is in protocol.py."""
 import os
 import socket
 import sys
+import threading
 import time
 
-from parallax.launcher.protocol import (CONTROL_PREFIX, ENV_CLUSTER, ENV_JOB_DIR, ENV_NUM_SERVERS,  # noqa: F401
-                                        ENV_NUM_WORKERS, ENV_PLAN, ENV_PLAN_OUT, ENV_PS_TASK, ENV_RESOURCE_SPEC,
+from parallax.launcher.protocol import (CONTROL_PREFIX, ENV_CLUSTER, ENV_HEARTBEAT, ENV_JOB_DIR,  # noqa: F401
+                                        ENV_NUM_SERVERS, ENV_NUM_WORKERS, ENV_PLAN, ENV_PLAN_OUT, ENV_PS_TASK, ENV_RESOURCE_SPEC,
                                         ENV_ROLE, ENV_RUN_OPTION, ENV_WORKER_ID, MPI_RANK_ENV, Role, current_role,
                                         process_name)
 
@@ -23,22 +24,47 @@ def register_process(environ=None):
     if os.path.isdir(job_dir):
         with open(os.path.join(job_dir, f"pid.{process_name(environ)}"), "w") as f:
             f.write(f"{socket.gethostname()} {os.getpid()}\n")
-    print(f"{CONTROL_PREFIX} up {socket.gethostname()} {os.getpid()}", file=sys.stderr, flush=True)
+    _control_line(f"up {socket.gethostname()} {os.getpid()}")
     if role.role == "worker":
         sys.excepthook = _report_failure_and_exit(sys.excepthook)
+    _start_heartbeat(environ)
+
+
+def _start_heartbeat(environ):
+    """A thread that says "alive" every few seconds, so the launcher's watchdog can tell a stopped, hung or
+    unreachable process (silent) from one that is only slow (a long graph build or restore still beats). It is a
+    thread of this process, not an op in the graph: it stops exactly when the process stops."""
+    try:
+        interval = float(environ.get(ENV_HEARTBEAT, "0"))
+    except ValueError:
+        interval = 0.0
+    if interval <= 0:
+        return
+
+    def beat():
+        while True:
+            time.sleep(interval)
+            _control_line("alive")
+    threading.Thread(target=beat, name="parallax-heartbeat", daemon=True).start()
+
+
+def _control_line(text):
+    # One write call: a line of another thread cannot land in the middle of it.
+    sys.stderr.write(f"{CONTROL_PREFIX} {text}\n")
+    sys.stderr.flush()
 
 
 def report_step(step, digest, name):
     """A launched worker starts synchronized step `step` (1-based) of the fetch set `digest` (its first fetch
     `name`): the launcher checks that every worker runs the same sequence (step_ledger.py)."""
     if os.environ.get(ENV_ROLE):
-        print(f"{CONTROL_PREFIX} step {step} {digest} {name}", file=sys.stderr, flush=True)
+        _control_line(f"step {step} {digest} {name}")
 
 
 def report_done(steps):
     """A launched worker ran its last synchronized step: `steps` of them."""
     if os.environ.get(ENV_ROLE):
-        print(f"{CONTROL_PREFIX} done {steps}", file=sys.stderr, flush=True)
+        _control_line(f"done {steps}")
 
 
 def _report_failure_and_exit(print_traceback):
@@ -46,11 +72,25 @@ def _report_failure_and_exit(print_traceback):
     often fail after it, in a collective it left), prints its traceback, and exits at once: TF's gRPC teardown can
     otherwise hang the process, and then nobody would notice the failure."""
     def hook(exc_type, exc, tb):
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"{CONTROL_PREFIX} failed {time.time():.6f} {exc_type.__name__}: {first_line}", file=sys.stderr,
-              flush=True)
+        _control_line(f"failed {time.time():.6f} {exc_type.__name__}: {cause_line(exc)}")
         print_traceback(exc_type, exc, tb)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
     return hook
+
+
+def cause_line(exc):
+    """One line that says what went wrong. A message whose first line is a header (it ends with ':', as TF's
+    "Graph execution error:") has its cause further down: the last unindented line of its first section (TF's
+    stack traces follow in later sections, and indented lines are traceback entries or node markers)."""
+    text = str(exc)
+    lines = text.splitlines()
+    first = lines[0].strip() if lines else ""
+    if not first.endswith(":"):
+        return first
+    section = text.split("\n\nOriginal stack trace", 1)[0].splitlines()
+    plain = [line.strip() for line in section[1:] if line.strip() and not line[:1].isspace()]
+    cause = next((line for line in reversed(plain) if not line.endswith(":")), None)
+    node = getattr(getattr(exc, "op", None), "name", None)
+    return first if cause is None else f"{cause}" + (f" (at node {node})" if node else "")

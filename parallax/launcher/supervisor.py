@@ -20,6 +20,7 @@ from parallax.launcher import host_agent, ssh
 from parallax.launcher.processes import signal_group
 from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.step_ledger import StepLedger
+from parallax.launcher.watchdog import Watchdog
 
 _TAG = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:")
 _FAILED_RANK = (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(r"process rank (\d+) with PID"))
@@ -27,8 +28,7 @@ _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
 _EXIT_SIGNAL = re.compile(r"exited on signal (\d+)")
 _HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied")
 TAIL_LINES = 20
-GRACE_SECONDS = 5.0
-CONSEQUENCES = ("CollectiveError",)  # failures that report another process's death, not their own
+GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL at teardown (the whole teardown must fit in 5 s)
 SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a server's death to arrive (it is the cause)
 REMOTE_STOP_TIMEOUT = 15.0
 MPIRUN = "launcher/mpirun"
@@ -53,8 +53,10 @@ class Supervisor:
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
         self.up, self.failures, self.exit_codes = {}, [], {}
-        self._dead_rank = None  # (rank, how it ended) when a worker's failure was a consequence of its death
+        self._dead_rank = None  # (rank, how it ended): the first rank mpirun reported dead after a failure
         self.steps, self.step_problem = StepLedger(), None
+        self.watchdog = Watchdog(list(self.rank_labels.values()), options.stall_warning_s, options.stall_timeout_s)
+        self._watch_lock = threading.Lock()  # fed by the reader threads, checked by the main one
         self._files = {}
         self._lock = threading.Lock()
         self._stopping = None
@@ -70,11 +72,13 @@ class Supervisor:
                 self._start(service, self._forward_plain)
             self._start(self.main, self._forward_mpirun)
             problem = self._wait()
-            if problem is not None or self.failures or self.main.popen.poll() not in (None, 0):
+            if self._stopping is not None:
+                self.teardown()  # at once: a signal asks for it within seconds
+            elif problem is not None or self.failures or self.main.popen.poll() not in (None, 0):
                 problem = self._dead_service_after(SETTLE_SECONDS) or problem
-                self._dead_rank = self._dead_rank_after(SETTLE_SECONDS) if self._first_is_consequence() else None
+                self._dead_rank = self._dead_rank_after(SETTLE_SECONDS) if self.failures else None
                 self.teardown()  # do not wait for mpirun to notice: a failed worker's peers may be blocked
-            self.main.reader.join(timeout=10)
+            self.main.reader.join(timeout=10 if self.main.popen.returncode == 0 else 2)
             return self._outcome(problem)
         finally:
             self.teardown()
@@ -93,18 +97,24 @@ class Supervisor:
         if self.step_problem:  # the workers' collective or barrier errors are its consequences
             self._report(self.step_problem, None)
             return 1
+        if isinstance(problem, str):  # decided before teardown: the failures teardown causes come after it
+            self._report(problem, None)
+            return 1
+        if isinstance(problem, tuple):  # the watchdog's: (what, the process it names)
+            self._report(*problem)
+            return 1
         if self.failures:
             when, label, what = min(self.failures)
-            if self._dead_rank is not None and self._rank_label(self._dead_rank[0]) != label:
+            # A worker that died without a word (a signal, an exit without an exception) is the cause: the
+            # failures the others reported in that moment (a collective or a server connection broken) follow it.
+            if self._dead_rank is not None and self._rank_label(self._dead_rank[0]) not in {f[1] for f in
+                                                                                            self.failures}:
                 rank, detail = self._dead_rank
                 self._report(f"{self._rank_label(rank)} {detail or 'ended'}; then {label}: {what}",
                              self._rank_label(rank))
                 return 1
             self._report(f"{label} failed first: {what}", label)
             return 1  # mpirun's own status after teardown says nothing about the failure
-        if isinstance(problem, str):
-            self._report(problem, None)
-            return 1
         code = self.main.popen.returncode
         if code != 0:
             self._report_rank_failure(code)
@@ -136,6 +146,12 @@ class Supervisor:
             if len(self.up) != reported:
                 reported = len(self.up)
                 self._progress()
+            with self._watch_lock:
+                notes, stalled = self.watchdog.check(time.time())
+            for note in notes:
+                self._say(note)
+            if stalled:
+                return stalled
             waited = time.time() - self._started_at
             if len(self.up) < len(self.expected) and waited > self.options.start_timeout:
                 missing = [label for label in self.expected if label not in self.up]
@@ -143,11 +159,6 @@ class Supervisor:
                         f"{self.options.start_timeout:g} s (--start-timeout): {', '.join(missing)}")
             time.sleep(0.1)
         return None
-
-    def _first_is_consequence(self):
-        """A worker's CollectiveError says that another worker failed first (it may die by a signal, with no line
-        of its own; mpirun then names it a moment later)."""
-        return bool(self.failures) and min(self.failures)[2].startswith(CONSEQUENCES)
 
     def _dead_rank_after(self, seconds):
         """(rank, how it ended) of the first rank mpirun reports dead within `seconds`, or None."""
@@ -183,19 +194,12 @@ class Supervisor:
 
     # ---- teardown ---------------------------------------------------------------------------------------------
     def teardown(self):
-        """Stop every process group we started here (SIGTERM, grace, SIGKILL), then, on every host, every process
-        the job recorded there."""
-        started = [p.popen for p in [self.main, *self.services] if p.popen is not None]
+        """Stop everything at once: the process groups we started here, and on every host the processes the job
+        recorded there (SIGTERM, a grace of GRACE_SECONDS, SIGKILL; hosts in parallel), so that the whole teardown
+        takes one grace period, not one per layer. Safe to call twice."""
+        started = [p.popen for p in [self.main, *self.services] if p.popen is not None and p.popen.poll() is None]
         for popen in started:
-            if popen.poll() is None:
-                signal_group(popen.pid, signal.SIGTERM)
-        deadline = time.time() + GRACE_SECONDS
-        for popen in started:
-            try:
-                popen.wait(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                signal_group(popen.pid, signal.SIGKILL)
-                popen.wait()
+            signal_group(popen.pid, signal.SIGTERM)
         names = collections.defaultdict(list)
         for p in self.layout.processes:
             names[p.host_index].append(p.name)
@@ -203,12 +207,22 @@ class Supervisor:
                 names[p.host_index].append(f"agent.{p.name}")
         job_dir = self.layout.job_dir
         local = [n for i, ns in names.items() if self.layout.hosts[i].is_local for n in ns]
-        host_agent.stop(job_dir, local, grace=GRACE_SECONDS)
-        survivors = on_remote_hosts(
-            self.layout.spec, self.options.ssh,
+        stopped_here = threading.Thread(target=host_agent.stop, args=(job_dir, local), kwargs={"grace": GRACE_SECONDS},
+                                        daemon=True)
+        stopped_here.start()
+        elsewhere = concurrent.futures.ThreadPoolExecutor(max_workers=1).submit(
+            on_remote_hosts, self.layout.spec, self.options.ssh,
             lambda host, index: [self.layout.python, "-m", "parallax.launcher.host_agent", "stop", job_dir,
                                  *names[index]])
-        for host, result in survivors.items():
+        deadline = time.time() + GRACE_SECONDS
+        for popen in started:
+            try:
+                popen.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                signal_group(popen.pid, signal.SIGKILL)
+                popen.wait()
+        stopped_here.join()
+        for host, result in elsewhere.result().items():
             if isinstance(result, Exception):
                 self._say(f"could not stop the job's processes on {host}: {result}")
             elif result.strip() not in ("", "{}"):
@@ -234,6 +248,8 @@ class Supervisor:
         return self.rank_labels.get(rank, f"?/worker/{rank}")
 
     def _process_line(self, label, text):
+        with self._watch_lock:
+            self.watchdog.heard(label, time.time())
         if text.startswith(CONTROL_PREFIX):
             self._control(label, text[len(CONTROL_PREFIX):].split(None, 2))
             return
@@ -244,17 +260,26 @@ class Supervisor:
             self._write(f"[{label}] {text}")
 
     def _control(self, label, words):
+        now = time.time()
         if words[:1] == ["up"]:
-            self.up.setdefault(label, time.time())
+            self.up.setdefault(label, now)
+            with self._watch_lock:
+                self.watchdog.up(label, now)
         elif words[:1] == ["failed"] and len(words) == 3:
             self.failures.append((float(words[1]), label, words[2]))
         elif words[:1] == ["exit"] and len(words) == 2:
             self.exit_codes[label] = int(words[1])
+            with self._watch_lock:
+                self.watchdog.ended(label, now)
         elif words[:1] == ["step"] and len(words) == 3:  # step <n> <digest> <fetch name>
             digest, _, name = words[2].partition(" ")
             self.step_problem = self.step_problem or self.steps.started(label, int(words[1]), digest, name)
+            with self._watch_lock:
+                self.watchdog.step(label, int(words[1]), now)
         elif words[:1] == ["done"] and len(words) == 2:
             self.step_problem = self.step_problem or self.steps.finished(label, int(words[1]))
+            with self._watch_lock:
+                self.watchdog.ended(label, now)
 
     def _launcher_line(self, line):
         self.launcher_lines.append(line)

@@ -1,0 +1,123 @@
+"""The watchdog's rules, on a clock the test drives (watchdog.py); and its settings in Config and parallax-launch."""
+import pytest
+
+from parallax import Config
+from parallax.errors import ConfigError, ParallaxError
+from parallax.launcher import cli
+from parallax.launcher.job import LaunchOptions, heartbeat_interval
+from parallax.launcher.watchdog import Watchdog
+
+W0, W1, PS = "h0/worker/0", "h1/worker/1", "h0/ps/0"
+
+
+def _dog(warning=10, timeout=60):
+    dog = Watchdog([W0, W1], warning, timeout)
+    for label in (W0, W1, PS):
+        dog.up(label, 0)
+    return dog
+
+
+def _beat(dog, now, *labels):
+    for label in labels:
+        dog.heard(label, now)
+
+
+def test_a_silent_process_is_warned_about_once_then_ends_the_job():
+    dog = _dog()
+    for t in range(1, 10):
+        _beat(dog, t, W0, PS)
+        assert dog.check(t) == ([], None)
+    _beat(dog, 10, W0, PS)
+    notes, failure = dog.check(10)
+    assert notes == [f"stall: {W1} has sent nothing for 10 s (before its first synchronized step): it is stopped, "
+                     f"hung, or cut off from the launcher; the job ends if this lasts 60 s (stall_timeout_s)"]
+    _beat(dog, 30, W0, PS)
+    assert dog.check(30) == ([], None)  # said once
+    _beat(dog, 60, W0, PS)
+    notes, failure = dog.check(60)
+    assert failure == (f"{W1} has sent nothing for 60 s (before its first synchronized step): it is stopped, hung, "
+                       f"or cut off from the launcher; ended after stall_timeout_s=60", W1)
+
+
+def test_a_silent_server_is_named_as_a_server_and_its_return_is_said():
+    dog = _dog()
+    _beat(dog, 12, W0, W1)
+    notes, _ = dog.check(12)
+    assert len(notes) == 1 and notes[0].startswith(f"stall: {PS} has sent nothing for 12 s (a parameter server")
+    _beat(dog, 15, PS)
+    assert dog.check(15) == ([f"{PS} is heard again after 15 s"], None)
+
+
+def test_a_long_first_step_does_not_trip_it_while_every_process_beats():
+    dog = _dog()
+    for label in (W0, W1):
+        dog.step(label, 1, 1)
+    for t in range(2, 500, 2):  # a first step of 8 minutes: a big restore, a compilation
+        _beat(dog, t, W0, W1, PS)
+        assert dog.check(t) == ([], None)
+
+
+def test_no_progress_names_the_workers_behind():
+    dog = _dog()
+    for step in (1, 2, 3):
+        dog.step(W0, step, step)
+        dog.step(W1, step, step)
+    dog.step(W0, 4, 4)
+    for t in range(5, 15):
+        _beat(dog, t, W0, W1, PS)  # W1 beats but does not start step 4: its script is stuck between steps
+    notes, failure = dog.check(14)
+    assert notes == [f"stall: no synchronized step started for 10 s: {W1} (in step 3) has not reached step 4, where "
+                     f"the others wait; the job ends if this lasts 60 s (stall_timeout_s)"]
+    dog.step(W1, 4, 20)
+    assert dog.check(20) == (["the workers' steps advance again after 16 s"], None)
+
+
+def test_no_progress_with_every_worker_in_the_same_step_says_the_step_is_stuck():
+    dog = _dog(warning=0, timeout=30)
+    for step in (1, 2):
+        dog.step(W0, step, step)
+        dog.step(W1, step, step)
+    for t in range(3, 33):
+        _beat(dog, t, W0, W1, PS)
+        notes, failure = dog.check(t)
+        assert notes == []  # warnings off
+    assert failure is not None and failure[1] is None
+    assert "every running worker is in step 2 and every process still beats" in failure[0]
+
+
+def test_finished_workers_owe_no_heartbeat_and_timeout_0_never_ends_the_job():
+    dog = Watchdog([W0, W1], 10, 0)
+    for label in (W0, W1):
+        dog.up(label, 0)
+        dog.step(label, 1, 0)
+    dog.ended(W1, 1)
+    _beat(dog, 1000, W0)
+    assert dog.check(1000) == ([], None)
+    dog.up(PS, 1000)
+    notes, failure = dog.check(5000)
+    assert failure is None and len(notes) == 2 and "the job ends" not in notes[0]
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"stall_warning_s": -1}, "stall_warning_s=-1 must be a number of seconds >= 0"),
+    ({"stall_timeout_s": "10"}, "stall_timeout_s='10' must be a number of seconds"),
+    ({"stall_warning_s": 60, "stall_timeout_s": 30}, "stall_warning_s=60 must be below Config.stall_timeout_s=30"),
+])
+def test_config_refuses_bad_stall_limits(fields, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        Config(**fields)
+
+
+def test_config_allows_turning_either_off():
+    assert Config(stall_warning_s=0, stall_timeout_s=0).stall_timeout_s == 0
+    assert Config(stall_warning_s=120, stall_timeout_s=0).stall_warning_s == 120
+
+
+def test_launch_options_checked_and_heartbeats_follow_the_limits():
+    with pytest.raises(ParallaxError, match="must come before the stall timeout"):
+        cli._check_stall_limits(LaunchOptions(stall_warning_s=30, stall_timeout_s=30))
+    with pytest.raises(ParallaxError, match="--stall-timeout -1"):
+        cli._check_stall_limits(LaunchOptions(stall_timeout_s=-1))
+    assert heartbeat_interval(LaunchOptions()) == 2.0
+    assert heartbeat_interval(LaunchOptions(stall_warning_s=3, stall_timeout_s=10)) == 0.75
+    assert heartbeat_interval(LaunchOptions(stall_warning_s=0, stall_timeout_s=0)) == 0
