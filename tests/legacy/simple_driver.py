@@ -18,6 +18,8 @@ flags.DEFINE_float("learning_rate", 0.01, "learning rate")
 flags.DEFINE_boolean("single_device", False, "train with a plain Session instead (the reference)")
 flags.DEFINE_string("restore_from", None, "restore this checkpoint dir into the unmodified graph and print w, b")
 flags.DEFINE_boolean("ref_variables", False, "TF1 reference variables instead of resource variables")
+flags.DEFINE_string("export_graph_path", None, "write the transformed graph there")
+flags.DEFINE_float("save_ckpt_secs", None, "seconds between checkpoints")
 flags.DEFINE_boolean("pin_gpu", False, "pin the model to /gpu:0, as scripts written on a GPU machine do")
 FLAGS = flags.FLAGS
 
@@ -74,7 +76,8 @@ def main(_):
         return
     config = parallax.Config()
     config.run_option = FLAGS.run_option
-    config.ckpt_config = parallax.CheckPointConfig(ckpt_dir=FLAGS.ckpt_dir)
+    config.ckpt_config = parallax.CheckPointConfig(ckpt_dir=FLAGS.ckpt_dir, save_ckpt_secs=FLAGS.save_ckpt_secs)
+    config.export_graph_path = FLAGS.export_graph_path
     sess, num_workers, worker_id, num_replicas_per_worker = parallax.parallel_run(
         graph, FLAGS.resource_info, sync=FLAGS.sync, parallax_config=config)
     parallax.log.info("worker %d of %d, %d replica(s)" % (worker_id, num_workers, num_replicas_per_worker))

@@ -85,6 +85,15 @@ def test_reference_variables_in_sync_ps_with_minimize_global_step_and_a_gpu_pin(
     assert all(np.array_equal(got[k], want[k]) for k in want)
 
 
+def test_export_graph_path_and_save_ckpt_secs_are_honoured(tmp_path):
+    ckpt, graph = tmp_path / "ckpt", tmp_path / "graph"
+    _run([SIMPLE, "--resource_info", _resource_info(tmp_path), "--ckpt_dir", str(ckpt), "--max_steps", "20",
+          "--export_graph_path", str(graph), "--save_ckpt_secs", "0.000001"])
+    assert "parallax_allreduce" in (graph / "graph.pbtxt").read_text()  # the rewritten graph, not the user's
+    saved = sorted(int(p.name.split("-")[1].split(".")[0]) for p in ckpt.glob("model.ckpt-*.index"))
+    assert len(saved) >= 5 and saved[-1] == 20  # a save after every step (TF's Saver keeps the last 5)
+
+
 def test_each_worker_gets_its_own_shard_tensors(tmp_path):
     out = _run([os.path.join(HERE, "shard_driver.py"), _resource_info(tmp_path)])
     assert "[localhost/worker/0] shard 0 of 2: [0, 2, 4, 6]" in out
