@@ -117,13 +117,38 @@ def restore_latest(sess, checkpoint_dir):
     return latest
 
 
+def resume_step(checkpoint_dir):
+    """The global step of the latest checkpoint in `checkpoint_dir` (0 when there is none): where a run that
+    restores it starts."""
+    latest = tf1.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+    if latest is None or "global_step" not in dict(tf.train.list_variables(latest)):
+        return 0
+    return int(tf.train.load_variable(latest, "global_step"))
+
+
+def positioned(batches, args):
+    """The batches from where the run resumes: every worker reads one batch per global step, so a run restored at
+    global step G skips G batches of its (deterministically shuffled) stream, and reads what an uninterrupted run
+    reads next. (With a sampled softmax, the sampler's random state still restarts.)"""
+    args.start_step = resume_step(args.checkpoint_dir)
+    return batches.skip(args.start_step) if args.start_step else batches
+
+
 def train_loop(sess, train_op, loss, count, args, unit, extra=None):
-    """Run args.steps training steps. Every --log-every steps every worker prints `worker W step S <unit>/s R
-    loss L [extra]`, and the chief writes TensorBoard scalars (loss, learning rate, <unit>/s of the whole job).
-    `count`: the number of examples (or words) in a batch. Returns the last logged loss."""
+    """Train until global step args.steps (a resumed run goes on from its checkpoint's step, so killing a run and
+    starting the same command again ends where an uninterrupted run would). Every --log-every steps every worker
+    prints `worker W step S <unit>/s R loss L [extra]`, and the chief writes TensorBoard scalars (loss, learning
+    rate, <unit>/s of the whole job). `count`: the number of examples (or words) in a batch. Returns the last
+    logged loss."""
     writer = tf1.summary.FileWriter(args.log_dir) if args.log_dir and sess.is_chief else None
     start, seen, last = time.time(), 0, float("nan")
-    for step in range(1, args.steps + 1):
+    first = sess.run(tf1.train.get_global_step(train_op.graph)) + 1
+    if first - 1 != getattr(args, "start_step", 0):
+        raise RuntimeError(f"the session restored global step {first - 1} but the input was positioned for step "
+                           f"{getattr(args, 'start_step', 0)}: every worker must read the same --checkpoint-dir")
+    if first > args.steps:
+        print(f"worker {sess.worker_id}: global step {first - 1} already reached --steps {args.steps}", flush=True)
+    for step in range(first, args.steps + 1):
         _, value, n = sess.run([train_op, loss, count])
         seen += n
         if step % args.log_every == 0 or step == args.steps:

@@ -62,8 +62,10 @@ def token_windows(data_dir, num_steps, files=TRAIN_FILES, seed=0, repeat=True):
 
 
 class Model:
-    def __init__(self, windows, args, vocab_size, training=True):
-        """`windows`: a batched dataset of string windows. Builds the loss (and the training op if `training`)."""
+    def __init__(self, windows, args, vocab_size, for_training=True):
+        """`windows`: a batched dataset of string windows. Builds the loss (and the training op if
+        `for_training`; its input then starts where a resumed run's global step says)."""
+        windows = training.positioned(windows, args) if for_training else windows
         words = tf1.data.make_one_shot_iterator(windows).get_next()
         table = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(os.path.join(args.data_dir, "vocab.txt"), tf.string,
@@ -88,7 +90,7 @@ class Model:
         self.full_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
                                                                                        logits=logits))
         self.words_per_batch = tf.size(labels)
-        if not training:
+        if not for_training:
             return
         if args.num_sampled:
             self.loss = tf.reduce_mean(tf.nn.sampled_softmax_loss(
@@ -121,7 +123,7 @@ def perplexity(data_dir, checkpoint_dir, args, max_batches=None):
     graph = tf.Graph()
     with graph.as_default():
         windows = token_windows(data_dir, args.num_steps, files=HELDOUT_FILES, repeat=False).batch(64)
-        model = Model(windows, args, vocab_size, training=False)
+        model = Model(windows, args, vocab_size, for_training=False)
         with tf1.Session() as sess:
             latest = training.restore_latest(sess, checkpoint_dir)
             total, count, batches = 0.0, 0, 0

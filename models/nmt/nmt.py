@@ -93,20 +93,27 @@ class Seq2Seq:
             cell = tf1.nn.rnn_cell.LSTMCell(self.args.hidden_size, initializer=self.init)
             outputs, state = tf1.nn.dynamic_rnn(cell, tf.nn.embedding_lookup(self.tgt_embedding, tgt_ids),
                                                 initial_state=state, scope="rnn")
-            keys = tf1.layers.dense(memory, self.args.hidden_size, use_bias=False, name="attention_keys")
+            # Keras' default initializers ignore the graph seed: the v1 one follows it, so that every run of the
+            # script starts from the same weights (a resumed run is compared with an uninterrupted one).
+            glorot = tf1.glorot_uniform_initializer()
+            keys = tf1.layers.dense(memory, self.args.hidden_size, use_bias=False, kernel_initializer=glorot,
+                                    name="attention_keys")
             scores = tf.matmul(outputs, keys, transpose_b=True)  # [B, T, S]
             mask = tf.sequence_mask(src_len, tf.shape(memory)[1])[:, None, :]
             scores = tf.where(tf.broadcast_to(mask, tf.shape(scores)), scores, tf.fill(tf.shape(scores), -1e9))
             context = tf.matmul(tf.nn.softmax(scores), memory)
             attentional = tf1.layers.dense(tf.concat([context, outputs], -1), self.args.hidden_size,
-                                           activation=tf.tanh, use_bias=False, name="attention_output")
-            logits = tf1.layers.dense(attentional, self.tgt_vocab, name="output_projection")
+                                           activation=tf.tanh, use_bias=False, kernel_initializer=glorot,
+                                           name="attention_output")
+            logits = tf1.layers.dense(attentional, self.tgt_vocab, kernel_initializer=glorot,
+                                      name="output_projection")
         return logits, state
 
 
 class Model:
     def __init__(self, pairs, args):
         """`pairs`: a padded, batched dataset of sentence_pairs. Builds the loss and the training op."""
+        pairs = training.positioned(pairs, args)  # a resumed run goes on where its global step says
         src, src_len, tgt_in, tgt_out, tgt_len = tf1.data.make_one_shot_iterator(pairs).get_next()
         net = Seq2Seq(args)
         memory, state = net.encode(src, src_len)

@@ -49,8 +49,15 @@ def train_examples(seed=0):
     return tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(len(images), seed=seed).repeat()
 
 
+# Keras' default initializers ignore the graph seed; the v1 one follows it (a distinct op seed per layer), so that
+# every run of a script starts from the same weights.
+def _glorot():
+    return tf1.glorot_uniform_initializer()
+
+
 def _conv_bn(x, channels, stride, training, name, relu=True):
-    x = tf1.layers.conv2d(x, channels, 3, strides=stride, padding="same", use_bias=False, name=f"{name}/conv")
+    x = tf1.layers.conv2d(x, channels, 3, strides=stride, padding="same", use_bias=False,
+                          kernel_initializer=_glorot(), name=f"{name}/conv")
     x = tf1.layers.batch_normalization(x, training=training, momentum=0.9, name=f"{name}/bn")
     return tf.nn.relu(x) if relu else x
 
@@ -63,17 +70,19 @@ def logits_of(images, args, training):
             name = f"stage{stage}/block{block}"
             shortcut = x
             if stride != 1 or x.shape[-1] != channels:
-                shortcut = tf1.layers.conv2d(x, channels, 1, strides=stride, use_bias=False, name=f"{name}/proj")
+                shortcut = tf1.layers.conv2d(x, channels, 1, strides=stride, use_bias=False,
+                                             kernel_initializer=_glorot(), name=f"{name}/proj")
             y = _conv_bn(x, channels, stride, training, f"{name}/a")
             y = _conv_bn(y, channels, 1, training, f"{name}/b", relu=False)
             x = tf.nn.relu(y + shortcut)
     x = tf.reduce_mean(x, axis=[1, 2])
-    return tf1.layers.dense(x, CLASSES, name="logits")
+    return tf1.layers.dense(x, CLASSES, kernel_initializer=_glorot(), name="logits")
 
 
 class Model:
     def __init__(self, examples, args):
         """`examples`: a batched dataset of (images, labels)."""
+        examples = training.positioned(examples, args)  # a resumed run goes on where its global step says
         images, labels = tf1.data.make_one_shot_iterator(examples).get_next()
         logits = logits_of(images, args, training=True)
         cross_entropy = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
