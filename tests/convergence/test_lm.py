@@ -50,11 +50,12 @@ def test_lm_two_hybrid_workers_reach_the_single_device_perplexity(data, tmp_path
 def test_a_new_distributed_job_continues_from_the_chiefs_checkpoint(data, tmp_path):
     """With the embedding and softmax in 2 shards on the servers; eval.py restores them into unsharded variables."""
     ckpt = str(tmp_path / "ckpt")
-    common = ["--data-dir", data, "--steps", "50", "--log-every", "50", "--batch-size", "16", "--resource-spec",
-              "localhost:2", "--checkpoint-dir", ckpt, "--partitions", "2"]
-    run([os.path.join(LM, "train_distributed.py"), *common])
+    common = ["--data-dir", data, "--log-every", "50", "--batch-size", "16", "--resource-spec", "localhost:2",
+              "--checkpoint-dir", ckpt, "--partitions", "2"]
+    run([os.path.join(LM, "train_distributed.py"), *common, "--steps", "50"])
     first = _perplexity(data, ckpt)
-    run([os.path.join(LM, "train_distributed.py"), *common])
+    out = run([os.path.join(LM, "train_distributed.py"), *common, "--steps", "100"])  # --steps: the global step
     import tensorflow as tf
     assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-100")  # the second job restored step 50
+    assert "worker 0 step 50 " not in out and "worker 0 step 100 " in out, out[-2000:]  # and trained 50 more
     assert _perplexity(data, ckpt) < first
