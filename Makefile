@@ -2,26 +2,37 @@
 # TF=2.15 (default): .venv, TF 2.15.1 with Horovod, the whole suite. TF=2.21: .venv-tf2.21, the newest TF, no
 # Horovod (TF's own collectives), numpy 2, tf_keras; `make test TF=2.21` runs NEWEST_TF_TESTS.
 TF     ?= 2.15
+, := ,
 VENV   := $(if $(filter 2.15,$(TF)),.venv,.venv-tf$(TF))
 PY     := $(VENV)/bin/python
 PYTEST ?= -q
 export TF
 export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
+# The user graphs run in every mode in the default environment; on TF 2.21 in HYBRID only (CI's time).
+export PARALLAX_USER_GRAPH_MODES := $(if $(filter 2.15,$(TF)),MPI$(,)PS$(,)HYBRID,HYBRID)
 # (test_tf_backend.py names the tf backend, which "auto" already is there; test_auto.py runs AUTO's plans on tf,
 # which the default environment covers, and would add 6 minutes.)
 NEWEST_TF_TESTS := tests/equivalence tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py \
                    tests/legacy/test_legacy_config.py \
                    tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores \
                    --ignore=tests/equivalence/test_tf_backend.py --ignore=tests/equivalence/test_auto.py
-TESTS  := $(if $(filter 2.15,$(TF)),tests,$(NEWEST_TF_TESTS))
+# The multi-host test bed (network namespaces, root) is optional for users: `make test-cluster`, which CI also runs.
+TESTS  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster,$(NEWEST_TF_TESTS))
 
-.PHONY: install test demo convergence bench fuzz clean
+.PHONY: install test test-cluster demo convergence bench fuzz drill clean
 
 install:
 	@bash scripts/install.sh
 
 test: install
 	$(PY) -m pytest $(PYTEST) $(TESTS)
+
+test-cluster: install
+	$(PY) -m pytest $(PYTEST) tests/cluster
+
+# How each way of stalling or dying ends, in every mode, on localhost and the test bed (docs/launching.md).
+drill: install
+	$(PY) scripts/failure_drill.py
 
 demo: install
 	$(PY) models/lm/demo.py
