@@ -21,6 +21,7 @@ from parallax.launcher.processes import alive, signal_process
 OWNER_FILE = "owner"
 RECORDS = "/run/parallax/local-clusters"  # tmpfs: it goes with the namespaces at reboot
 ABANDONED_AFTER_S = 3600.0
+KILL_WAIT_S = 5.0  # how long removing a test bed waits for the processes it killed in its namespaces to die
 
 
 def owner_record(pid=None):
@@ -119,21 +120,30 @@ def sweep_clusters(say=None):
     return removed
 
 
-def remove_cluster(state):
+def remove_cluster(state, wait_s=KILL_WAIT_S):
     """Kill what runs in the namespaces (sshd, and what it started: only processes inside them, so a recorded pid
-    that was reused elsewhere is never hit), then delete namespaces, links and files."""
+    that was reused elsewhere is never hit) until none is alive (a zombie waiting to be reaped is dead; what sshd
+    forks meanwhile is killed too; after `wait_s`, go on), then delete namespaces, links and files."""
     namespaces = state.get("namespaces", [])
-    for _ in range(2):
-        pids = set()
-        for ns in namespaces:
-            out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
-            pids.update(int(p) for p in out.split())
+    deadline = time.time() + wait_s
+    while True:
+        pids = [pid for pid in _namespace_pids(namespaces) if alive(pid)]
+        if not pids or time.time() > deadline:
+            break
         for pid in pids:
             signal_process(pid, signal.SIGKILL)
-        time.sleep(0.2)
+        time.sleep(0.1)
     for ns in reversed(namespaces):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     for link in reversed(state.get("links", [])):
         subprocess.run(["ip", "link", "del", link], capture_output=True)
     if state.get("dir") and os.path.basename(state["dir"]).startswith("parallax-cluster-"):
         shutil.rmtree(state["dir"], ignore_errors=True)
+
+
+def _namespace_pids(namespaces):
+    pids = set()
+    for ns in namespaces:
+        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+        pids.update(int(p) for p in out.split())
+    return pids
