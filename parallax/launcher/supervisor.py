@@ -60,6 +60,7 @@ class Supervisor:
         self._files = {}
         self._lock = threading.Lock()
         self._stopping = None
+        self._torn_down = False
         self._started_at = None
 
     # ---- running ----------------------------------------------------------------------------------------------
@@ -196,7 +197,10 @@ class Supervisor:
     def teardown(self):
         """Stop everything at once: the process groups we started here, and on every host the processes the job
         recorded there (SIGTERM, a grace of GRACE_SECONDS, SIGKILL; hosts in parallel), so that the whole teardown
-        takes one grace period, not one per layer. Safe to call twice."""
+        takes one grace period, not one per layer. A second call (run's `finally` after a failure or a signal) has
+        nothing left to do and returns at once: it would cost an ssh round trip per remote host."""
+        if self._torn_down:
+            return
         started = [p.popen for p in [self.main, *self.services] if p.popen is not None and p.popen.poll() is None]
         for popen in started:
             signal_group(popen.pid, signal.SIGTERM)
@@ -210,23 +214,26 @@ class Supervisor:
         stopped_here = threading.Thread(target=host_agent.stop, args=(job_dir, local), kwargs={"grace": GRACE_SECONDS},
                                         daemon=True)
         stopped_here.start()
-        elsewhere = concurrent.futures.ThreadPoolExecutor(max_workers=1).submit(
-            on_remote_hosts, self.layout.spec, self.options.ssh,
-            lambda host, index: [self.layout.python, "-m", "parallax.launcher.host_agent", "stop", job_dir,
-                                 *names[index]])
-        deadline = time.time() + GRACE_SECONDS
-        for popen in started:
-            try:
-                popen.wait(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                signal_group(popen.pid, signal.SIGKILL)
-                popen.wait()
-        stopped_here.join()
-        for host, result in elsewhere.result().items():
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            elsewhere = pool.submit(
+                on_remote_hosts, self.layout.spec, self.options.ssh,
+                lambda host, index: [self.layout.python, "-m", "parallax.launcher.host_agent", "stop", job_dir,
+                                     *names[index]])
+            deadline = time.time() + GRACE_SECONDS
+            for popen in started:
+                try:
+                    popen.wait(timeout=max(0.1, deadline - time.time()))
+                except subprocess.TimeoutExpired:
+                    signal_group(popen.pid, signal.SIGKILL)
+                    popen.wait()
+            stopped_here.join()
+            survivors = elsewhere.result()
+        for host, result in survivors.items():
             if isinstance(result, Exception):
                 self._say(f"could not stop the job's processes on {host}: {result}")
             elif result.strip() not in ("", "{}"):
                 self._say(f"processes still alive on {host} after SIGKILL: {result.strip()}")
+        self._torn_down = True
 
     # ---- output -----------------------------------------------------------------------------------------------
     def _forward_mpirun(self, proc):
