@@ -24,6 +24,8 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
+from parallax.launcher.processes import alive  # noqa: E402 (after the path is set)
+
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
 LAUNCH = [sys.executable, "-m", "parallax.launcher.cli"]
 MODES = ("MPI", "PS", "HYBRID")
@@ -41,14 +43,6 @@ def _pids(jobs):
         except (OSError, ValueError, IndexError):
             pass
     return found
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _keep(out_dir, scenario, mode, output):
@@ -101,7 +95,7 @@ def drill(scenario, mode, spec_args, env_extra, args):
     output = "".join(lines) + rest
     _keep(args.out_dir, scenario, mode, output)
     time.sleep(0.5)
-    left = [n for n, p in pids.items() if _alive(p)]
+    left = [n for n, p in pids.items() if alive(p)]
     named = re.search(r"job failed: (\S+)", output)
     stall = re.search(r"parallax: stall: (\S+ has sent nothing)", output)
     what = named.group(1) if named else ("stopped by signal" if "stopped by signal" in output else "-")

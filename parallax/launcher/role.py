@@ -8,7 +8,8 @@ import threading
 import time
 
 from parallax.launcher.protocol import (CONTROL_PREFIX, ENV_CLUSTER, ENV_HEARTBEAT, ENV_JOB_DIR,  # noqa: F401
-                                        ENV_NUM_SERVERS, ENV_NUM_WORKERS, ENV_PLAN, ENV_PLAN_OUT, ENV_PS_TASK, ENV_RESOURCE_SPEC,
+                                        ENV_NUM_SERVERS, ENV_NUM_WORKERS, ENV_PLAN, ENV_PLAN_OUT, ENV_PS_TASK,
+                                        ENV_RESOURCE_SPEC,
                                         ENV_ROLE, ENV_RUN_OPTION, ENV_WORKER_ID, MPI_RANK_ENV, Role, current_role,
                                         process_name)
 
