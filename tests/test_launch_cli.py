@@ -9,7 +9,7 @@ import time
 import pytest
 
 from parallax.errors import LaunchError
-from parallax.launcher import bind_shim, host_agent, local_cluster, ssh
+from parallax.launcher import bind_shim, host_agent, local_cluster, rsh_agent, ssh
 from parallax.launcher.resource_spec import Host, ResourceSpec
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -150,9 +150,30 @@ def test_host_agent_stops_only_processes_of_its_job(tmp_path):
 
 
 def test_bind_shim_environment_maps_each_port_to_its_address():
-    env = bind_shim.environment({"ps": ["127.0.0.1:4000", "localhost:4001"], "worker": ["10.1.2.3:4002"]})
+    spec = ResourceSpec.load("localhost:2")
+    env = bind_shim.environment(spec, {"ps": ["127.0.0.1:4000", "localhost:4001"], "worker": ["10.1.2.3:4002"]})
     assert env[bind_shim.ENV_BIND_MAP] == "4000=127.0.0.1,4001=127.0.0.1,4002=10.1.2.3"
+    assert env[bind_shim.ENV_BIND_HOSTS] == "127.0.0.1"
     assert os.path.isfile(env["LD_PRELOAD"].split()[0])
+
+
+def test_bind_hosts_end_with_the_launchers_own_address_when_it_is_no_host_of_the_job(monkeypatch):
+    # Spec names under .invalid never resolve: stand in for addresses; no packet leaves this machine.
+    resolved = {"h1.invalid": "10.9.0.1", "h2.invalid": "10.9.0.2"}
+    monkeypatch.setattr(bind_shim, "ipv4", lambda name: resolved[name])
+    monkeypatch.setattr(bind_shim, "_is_address_here", lambda address: False)
+    monkeypatch.setattr(bind_shim, "source_address", lambda destination: f"route-to-{destination}")
+    spec = ResourceSpec.load("h1.invalid:1,h2.invalid:1")
+    assert bind_shim.host_addresses(spec) == ["10.9.0.1", "10.9.0.2", "route-to-10.9.0.1"]
+    monkeypatch.setattr(bind_shim, "_is_address_here", lambda address: address == "10.9.0.2")
+    assert bind_shim.host_addresses(spec) == ["10.9.0.1", "10.9.0.2"]
+
+
+def test_rsh_agent_exports_the_shim_before_the_daemon_command():
+    words = [" orted", "-mca", "ess", '"env"', "-mca", "orte_hnp_uri", '"1.0;tcp://10.0.0.1:5"']
+    command = rsh_agent.remote_command(words, {"LD_PRELOAD": "/x/shim.so", "PARALLAX_BIND_HOSTS": "10.0.0.2"})
+    assert command == ("export LD_PRELOAD=/x/shim.so; export PARALLAX_BIND_HOSTS=10.0.0.2;  orted -mca ess "
+                       '"env" -mca orte_hnp_uri "1.0;tcp://10.0.0.1:5"')
 
 
 def test_local_cluster_shapes_and_root_requirement(monkeypatch):

@@ -1,5 +1,6 @@
 """get_runner as a launcher: real mpirun jobs on localhost, their identities, output, failures and teardown."""
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from parallax.errors import UnsupportedError
-from parallax.launcher import mpirun, processes
+from parallax.launcher import mpirun, processes, rsh_agent
 from parallax.launcher.ssh import SshSettings
 from parallax.launcher.resource_spec import ResourceSpec
 
@@ -145,11 +146,17 @@ def test_mpirun_command_line():
     assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
     remote = ResourceSpec.load("h1:2,h2:2")
     cmd = mpirun.mpirun_command(remote, ["p"], [], SshSettings(2222, "/k"))
-    rsh = cmd[cmd.index("plm_rsh_args") + 1]
-    assert "-p 2222 -i /k" in rsh and "BatchMode=yes" in rsh and "h1:2,h2:2" in cmd
-    # A port given per host in the spec reaches mpirun too; different ports cannot.
-    cmd = mpirun.mpirun_command(ResourceSpec.load("u@h1:2200:1,u@h2:2200:1"), ["p"], [], SshSettings())
-    assert "-p 2200" in cmd[cmd.index("plm_rsh_args") + 1]
+    assert cmd[cmd.index("plm_rsh_agent") + 1].endswith("-m parallax.launcher.rsh_agent") and "h1:2,h2:2" in cmd
+    # The agent's ssh options travel in mpirun's environment, with the bind shim's variables for the daemons.
+    agent = json.loads(mpirun.agent_environment(remote, SshSettings(2222, "/k"), {"LD_PRELOAD": "/s.so"})[
+        rsh_agent.ENV_AGENT])
+    assert " ".join(agent["ssh"]).count("-p 2222 -i /k") == 1 and "BatchMode=yes" in agent["ssh"]
+    assert agent["env"] == {"LD_PRELOAD": "/s.so"}
+    assert mpirun.agent_environment(spec, SshSettings(2222, "/k"), {}) == {}
+    # A port given per host in the spec reaches mpirun's agent too; different ports cannot.
+    spec_2200 = ResourceSpec.load("u@h1:2200:1,u@h2:2200:1")
+    agent = json.loads(mpirun.agent_environment(spec_2200, SshSettings(), {})[rsh_agent.ENV_AGENT])
+    assert "-p 2200" in " ".join(agent["ssh"])
     with pytest.raises(UnsupportedError, match="different ssh ports"):
         mpirun.mpirun_command(ResourceSpec.load("u@h1:2200:1,u@h2:2201:1"), ["p"], [], SshSettings())
 

@@ -1,7 +1,7 @@
-"""Make a job's TF gRPC servers listen on their cluster address only (TF itself always binds 0.0.0.0).
-
-The library built from bind_shim.c is preloaded into the servers and workers; PARALLAX_BIND_MAP tells it which
-port belongs to which address. Imports no TensorFlow.
+"""Keep every process of a job off wildcard addresses: TF's gRPC servers and Open MPI's transports bind 0.0.0.0 and
+[::] whatever they are told. The library built from bind_shim.c is preloaded into mpirun, the remote orted daemons
+(rsh_agent.py), the workers and the parameter servers; it turns each wildcard bind into a bind to the process's
+address in the job. Imports no TensorFlow.
 """
 import glob
 import ipaddress
@@ -10,7 +10,9 @@ import socket
 
 from parallax.errors import LaunchError
 
-ENV_BIND_MAP = "PARALLAX_BIND_MAP"
+ENV_BIND_MAP = "PARALLAX_BIND_MAP"  # port=ipv4,...: the TF servers' ports and their cluster addresses
+ENV_BIND_HOSTS = "PARALLAX_BIND_HOSTS"  # ipv4,...: each process binds the first one that is an address of its host
+VARIABLES = (ENV_BIND_MAP, ENV_BIND_HOSTS, "LD_PRELOAD")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -22,17 +24,40 @@ def library_path():
     return found[0]
 
 
-def environment(cluster):
-    """The environment a job's processes need so that each server binds only its own cluster address."""
-    entries = []
-    for address in cluster.get("ps", []) + cluster.get("worker", []):
-        host, _, port = address.rpartition(":")
-        entries.append(f"{port}={_ipv4(host)}")
-    preload = " ".join(filter(None, [library_path(), os.environ.get("LD_PRELOAD")]))
-    return {ENV_BIND_MAP: ",".join(entries), "LD_PRELOAD": preload}
+def environment(spec, cluster=None):
+    """The environment every process of a job on `spec` needs so that it binds only its own address in the job:
+    the TF servers' ports map to their cluster addresses; anything else binds its host's address."""
+    env = {ENV_BIND_HOSTS: ",".join(host_addresses(spec)),
+           "LD_PRELOAD": " ".join(filter(None, [library_path(), os.environ.get("LD_PRELOAD")]))}
+    if cluster:
+        entries = []
+        for address in cluster.get("ps", []) + cluster.get("worker", []):
+            host, _, port = address.rpartition(":")
+            entries.append(f"{port}={ipv4(host)}")
+        env[ENV_BIND_MAP] = ",".join(entries)
+    return env
 
 
-def _ipv4(host):
+def host_addresses(spec):
+    """The hosts' IPv4 addresses, in spec order; and, when this machine (which runs mpirun) is none of them, last
+    the address it reaches the first remote host from."""
+    addresses = list(dict.fromkeys(ipv4(host_name(h)) for h in spec.hosts))
+    if not any(_is_address_here(a) for a in addresses):
+        addresses.append(source_address(addresses[0]))
+    return addresses
+
+
+def source_address(destination):
+    """The local address the kernel would send from to reach `destination` (a UDP connect sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((destination, 9))
+        except OSError as e:
+            raise LaunchError(f"no route from this machine to {destination}: {e}") from None
+        return s.getsockname()[0]
+
+
+def ipv4(host):
     try:
         return str(ipaddress.IPv4Address(host))
     except ValueError:
@@ -42,3 +67,18 @@ def _ipv4(host):
     except (socket.gaierror, IndexError):
         raise LaunchError(f"cannot resolve {host!r} to an IPv4 address to bind the job's servers to; use IPv4 "
                           f"addresses or resolvable names in the resource spec") from None
+
+
+def host_name(host):
+    """The host's name or address in the job's cluster. ("localhost" can resolve to ::1 first, where a server
+    bound to 127.0.0.1 is not listening.)"""
+    return "127.0.0.1" if host.hostname == "localhost" else host.hostname.strip("[]")
+
+
+def _is_address_here(address):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((address, 0))
+            return True
+        except OSError:
+            return False

@@ -136,8 +136,9 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
         say(f"launching {spec.num_workers} workers{servers} ({how}) on "
             f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
             + (f"; logs in {options.log_dir}" if options.log_dir else ""))
-        supervisor = Supervisor(mpirun_cmd, dict(_local_environment(), **env_extra), layout, services, options,
-                                out=out)
+        shim = {k: v for k, v in env_extra.items() if k in bind_shim.VARIABLES}
+        mpirun_env = dict(_local_environment(), **env_extra, **mpirun.agent_environment(spec, options.ssh, shim))
+        supervisor = Supervisor(mpirun_cmd, mpirun_env, layout, services, options, out=out)
         return supervisor.run()
     finally:
         _remove_job_dirs(spec, job_dir, python, options)
@@ -168,7 +169,7 @@ def _layout(spec, reports, num_servers, worker_servers, job_dir, python):
         for i, host in enumerate(spec.hosts[:num_servers]):
             port = reports[i].ports[0]
             processes.append(Process(host, i, "ps", i, port))
-            cluster["ps"].append(f"{_address(host)}:{port}")
+            cluster["ps"].append(f"{bind_shim.host_name(host)}:{port}")
     rank = 0
     for i, host in enumerate(spec.hosts):
         free = reports[i].ports[(i < num_servers):] if worker_servers else []
@@ -176,14 +177,9 @@ def _layout(spec, reports, num_servers, worker_servers, job_dir, python):
             port = free[slot] if worker_servers else None
             processes.append(Process(host, i, "worker", rank, port))
             if worker_servers:
-                cluster["worker"].append(f"{_address(host)}:{port}")
+                cluster["worker"].append(f"{bind_shim.host_name(host)}:{port}")
             rank += 1
     return Layout(spec, processes, cluster, job_dir, python)
-
-
-def _address(host):
-    # "localhost" can resolve to ::1 first, where a server bound to 127.0.0.1 is not listening.
-    return "127.0.0.1" if host.hostname == "localhost" else host.hostname.strip("[]")
 
 
 def _job_environment(spec, layout, options, run_option, with_plan, partitions=None):
@@ -200,7 +196,7 @@ def _job_environment(spec, layout, options, run_option, with_plan, partitions=No
         env[protocol.ENV_RUN_OPTION] = options.run_option
     if layout.cluster:
         env[protocol.ENV_CLUSTER] = json.dumps(layout.cluster)
-        env.update(bind_shim.environment(layout.cluster))
+    env.update(bind_shim.environment(spec, layout.cluster))
     return env
 
 

@@ -5,6 +5,7 @@ import shutil
 import sys
 
 from parallax.errors import LaunchError, UnsupportedError
+from parallax.launcher import rsh_agent
 
 # Environment variables every process gets (when set here), besides the PARALLAX_* ones the launcher adds. Nothing
 # else crosses to other hosts: no secrets, no reliance on ~/.ssh/environment or the remote login's $USER.
@@ -14,7 +15,8 @@ PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TF_CPP_MI
 
 def mpirun_command(spec, command, env_extra, ssh_settings=None, extra_args=()):
     """`command` is the full argv each rank runs. `env_extra` are set in mpirun's environment by the caller and
-    forwarded by name with `-x`, as are the PASSED_ENV variables set here."""
+    forwarded by name with `-x`, as are the PASSED_ENV variables set here; with remote hosts, the caller also sets
+    agent_environment()'s."""
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise LaunchError("mpirun was not found on PATH; install OpenMPI (`make install` does: apt-get install "
@@ -32,13 +34,23 @@ def mpirun_command(spec, command, env_extra, ssh_settings=None, extra_args=()):
         if len(ports) > 1:
             raise UnsupportedError(f"{spec.source}: the hosts use different ssh ports {sorted(map(str, ports))}; "
                                    f"mpirun takes one port for all hosts: give them in ~/.ssh/config instead")
-        settings = dataclasses.replace(ssh_settings, port=next(iter(ports)))
-        cmd += ["-mca", "plm_rsh_agent", "ssh", "-mca", "plm_rsh_args", settings.mpirun_rsh_args()]
+        # The agent is ssh that also preloads the bind shim into each remote orted (rsh_agent.py); its options
+        # travel in mpirun's environment (rsh_agent.ENV_AGENT, set by the caller).
+        cmd += ["-mca", "plm_rsh_agent", f"{sys.executable} -m parallax.launcher.rsh_agent"]
     cmd += list(extra_args)
     names = [k for k in PASSED_ENV if k in os.environ] + list(env_extra)
     for name in sorted(set(names)):
         cmd += ["-x", name]
     return cmd + list(command)
+
+
+def agent_environment(spec, ssh_settings, shim_env):
+    """What mpirun's remote-shell agent needs in mpirun's environment (empty without remote hosts)."""
+    remote = [h for h in spec.hosts if not h.is_local]
+    if not remote or ssh_settings is None:
+        return {}
+    settings = dataclasses.replace(ssh_settings, port=ssh_settings.port_for(remote[0]))
+    return rsh_agent.agent_environment(settings.options(), shim_env)
 
 
 def forwarded_environment(env):

@@ -39,10 +39,6 @@ class SshSettings:
     def port_for(self, host):
         return (host.ssh_port if host is not None and host.ssh_port else None) or self.port
 
-    def mpirun_rsh_args(self):
-        """The same options as one string for mpirun's `plm_rsh_args` (per-host ports cannot be given there)."""
-        return " ".join(shlex.quote(o) for o in self.options())
-
 
 def command(settings, host, argv):
     """The local argv that runs `argv` on `host` (each word quoted for the remote shell)."""

@@ -8,8 +8,10 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests.cluster.conftest import JOB, LAUNCH, ROOT, Job, assert_nothing_left
+from tests import listening
 from tests.equivalence import harness
 
 TEARDOWN_LIMIT = 30.0
@@ -79,20 +81,31 @@ def test_ctrl_c_during_training_tears_everything_down(cluster, tmp_path):
     assert_nothing_left(cluster)
 
 
-def test_parameter_servers_listen_on_their_cluster_address_only(cluster, tmp_path):
-    job = Job(cluster, tmp_path, [JOB], env={"JOB_LOOP": "1", "JOB_RUN_OPTION": "PS"})
+@pytest.mark.parametrize("run_option", ["MPI", "PS", "HYBRID"])
+def test_no_process_of_the_job_listens_beyond_its_host_address(cluster, tmp_path, run_option):
+    """On every host, and on the launcher's machine (mpirun), each listening socket of the job is on that
+    machine's own address in the job (or loopback): none on a wildcard or another address."""
+    job = Job(cluster, tmp_path, [JOB], env={"JOB_LOOP": "1", "JOB_SPARSE": "1", "JOB_RUN_OPTION": run_option})
     job.wait_for_output("is training")
     try:
-        for task, address in enumerate(cluster.hosts):
-            pid = job.recorded_pid(f"ps.{task}")
-            listening = subprocess.run(["ip", "netns", "exec", cluster.namespaces[task], "ss", "-Hltnp"],
-                                       capture_output=True, text=True).stdout
-            mine = [line.split()[3] for line in listening.splitlines() if f"pid={pid}," in line]
-            assert mine, listening
-            assert all(local.rsplit(":", 1)[0] in (address, f"[::ffff:{address}]") for local in mine), mine
+        seen = {}
+        for i, address in enumerate(cluster.hosts):
+            pids = [p for p in cluster.namespace_pids(i) if p not in cluster.sshd_pids]
+            seen[address] = listening.listening(pids, cluster.namespaces[i])
+        seen[cluster.gateway] = listening.listening(listening.descendants(job.proc.pid))
+        servers = [int(f.read_text().split()[1]) for f in (tmp_path / "jobs").glob("parallax-job-*/pid.ps.*")]
     finally:
         os.kill(job.proc.pid, signal.SIGTERM)
         job.wait(timeout=60)
+    print(run_option, seen)
+    for address, sockets in seen.items():
+        assert listening.foreign(sockets, [address]) == [], (address, sockets)
+    assert seen[cluster.gateway], "mpirun listens on nothing: the check looked at the wrong processes"
+    for host in cluster.hosts:  # MPI's daemons or the workers' servers listen on every host
+        assert seen[host], seen
+    assert len(servers) == {"MPI": 0, "PS": 2, "HYBRID": 1}[run_option], servers
+    for pid in servers:
+        assert any(p == pid for sockets in seen.values() for p, _ in sockets), (pid, seen)
     assert_nothing_left(cluster)
 
 
