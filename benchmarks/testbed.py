@@ -55,18 +55,34 @@ def host_counters(cluster):
     return result
 
 
-def cpu_seconds(cluster):
-    """CPU time (user + system) used so far by every process on the cluster's hosts."""
+def cpu_seconds(cluster, launcher_pid=None):
+    """CPU time (user + system) used so far by every process on the cluster's hosts, and by the launcher's process
+    tree on this machine (mpirun; with transport ssh, the tunnels' ssh clients)."""
     ticks = 0
-    for i in range(cluster.num_hosts):
-        for pid in cluster.namespace_pids(i):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                ticks += int(fields[11]) + int(fields[12])  # utime, stime
-            except (OSError, IndexError):
-                pass  # ended in between
+    pids = [p for i in range(cluster.num_hosts) for p in cluster.namespace_pids(i)]
+    pids += _descendants(launcher_pid) if launcher_pid else []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError):
+            pass  # ended in between
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid):
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return found
 
 
 def _python_for(root):
@@ -83,19 +99,20 @@ def _python_for(root):
 
 
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, timeout=900,
-            at_snapshot=None, root=ROOT, launch_env=()):
+            at_snapshot=None, root=ROOT, launch_env=(), launch_args=(), count_launcher=False):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
     --run-option, --steps and --log-every (models/training.py). `at_snapshot(step)` is called where the counters
     are read, for finer accounting. `root` is the source tree whose launcher, parallax and script run (another
     checkout, to compare versions side by side). `launch_env`: NAME=VALUE settings every process gets
-    (parallax-launch -x)."""
+    (parallax-launch -x). `launch_args`: more parallax-launch options (--transport ssh); `count_launcher`: the CPU
+    figure also counts the launcher's process tree on this machine."""
     spec = os.path.join(workdir, "hosts.txt")
     with open(spec, "w") as f:
         f.write(cluster.spec_text())
     num_workers = cluster.num_hosts * cluster.slots
     cmd = [sys.executable, "-m", "parallax.launcher.cli", "--resource-spec", spec,
            "--ssh-identity-file", cluster.client_key, "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}",
-           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option,
+           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, *launch_args,
            *[w for setting in launch_env for w in ("-x", setting)], "--",
            _python_for(root), os.path.join(root, script), *script_args, "--resource-spec", spec,
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
@@ -115,7 +132,8 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
                 continue
             worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
             if worker == 0 and step in (warmup_steps, steps):
-                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster), time.monotonic())
+                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster, proc.pid if count_launcher else None),
+                                   time.monotonic())
                 if at_snapshot:
                     at_snapshot(step)
             if step > warmup_steps:

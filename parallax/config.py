@@ -13,6 +13,7 @@ from parallax.errors import ConfigError
 RUN_OPTIONS = ("HYBRID", "PS", "MPI", "AUTO")
 METHODS = ("AR", "AG", "PS")
 COLLECTIVE_BACKENDS = ("auto", "horovod", "tf")
+TRANSPORTS = ("direct", "ssh")
 _BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_post_aggregation_ops",
                 "place_boundary_ops", "sync")
 
@@ -57,6 +58,10 @@ class Config:
     # it ends the job naming them. 0 turns either off.
     stall_warning_s: float = 60.0
     stall_timeout_s: float = 600.0
+    # How the job's processes reach each other's servers (docs/security.md): "direct", over the network to each
+    # host's job address; "ssh": every server listens on its host's loopback only, and other hosts reach it through
+    # ssh port forwarding. "ssh" covers the parameter servers and collective_backend "tf"; not MPI (nor Horovod).
+    transport: str = "direct"
 
     def __post_init__(self):
         object.__setattr__(self, "legacy", {})
@@ -90,6 +95,9 @@ class Config:
         if self.collective_backend not in COLLECTIVE_BACKENDS:
             raise ConfigError(f"Config.collective_backend={self.collective_backend!r} is not allowed; use one of "
                               f"{', '.join(repr(c) for c in COLLECTIVE_BACKENDS)}")
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"Config.transport={self.transport!r} is not allowed; use one of "
+                              f"{', '.join(repr(t) for t in TRANSPORTS)}")
         if self.run_option not in RUN_OPTIONS:
             raise ConfigError(f"Config.run_option={self.run_option!r} is not allowed; "
                               f"use one of {', '.join(repr(o) for o in RUN_OPTIONS)}")

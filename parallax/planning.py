@@ -5,6 +5,7 @@ Nothing is rewritten here."""
 import dataclasses
 
 from parallax import collectives
+from parallax.errors import UnsupportedError
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
 
@@ -17,9 +18,23 @@ def plan_job(graph, analysis, spec, config):
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions)
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
-    backend = collectives.resolve(config.collective_backend, dense_only) if plan.uses_collectives else "none"
+    backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)
     if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
         plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
                                                          for v in plan.variables))
     return dataclasses.replace(plan, placements=decide_placements(graph, plan))
+
+
+def _backend_choice(config):
+    """Config.collective_backend, as the transport allows: over ssh only TF's gRPC can be tunnelled, so "auto"
+    means "tf", and MPI (run_option MPI, or Horovod) is refused."""
+    if config.transport != "ssh":
+        return config.collective_backend
+    if config.run_option == "MPI" or config.collective_backend == collectives.HOROVOD:
+        what = "run_option='MPI'" if config.run_option == "MPI" else "collective_backend='horovod'"
+        raise UnsupportedError(
+            f"transport='ssh' cannot carry {what}: MPI (and Horovod on it) opens its own connections between "
+            f"hosts, which no ssh forward can carry. Use run_option 'PS', 'HYBRID' or 'AUTO' with "
+            f"collective_backend 'tf' or 'auto' (TF's gRPC is tunnelled), or transport='direct' on a trusted network")
+    return collectives.TF

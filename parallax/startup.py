@@ -20,7 +20,8 @@ from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
 from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PARTITIONS, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC,
-                                        ENV_RUN_OPTION, ENV_SETTINGS_OUT, Role, current_role)
+                                        ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, Role,
+                                        current_role)
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.plan import check_matches
 from parallax.planning import plan_job
@@ -90,7 +91,8 @@ def get_runner(graph, resource_spec, config=None):
             f.write(plan_json.dumps(plan))
         if os.environ.get(ENV_SETTINGS_OUT):  # the script's Config fields that the launcher itself obeys
             with open(os.environ[ENV_SETTINGS_OUT], "w") as f:
-                json.dump({"stall_warning_s": config.stall_warning_s, "stall_timeout_s": config.stall_timeout_s}, f)
+                json.dump({"stall_warning_s": config.stall_warning_s, "stall_timeout_s": config.stall_timeout_s,
+                           "transport": config.transport}, f)
         sys.exit(0)  # the script's work is done: its plan is written
     if role.role == "launcher":
         if spec.num_workers > 1 or not spec.hosts[0].is_local:
@@ -127,6 +129,9 @@ def _settings(resource_spec, config):
     run_option = os.environ.get(ENV_RUN_OPTION)
     if run_option and run_option != config.run_option:
         config = dataclasses.replace(config, run_option=run_option)
+    transport = os.environ.get(ENV_TRANSPORT)
+    if transport and transport != config.transport:
+        config = dataclasses.replace(config, transport=transport)
     return spec, config
 
 
@@ -184,7 +189,7 @@ def _join(graph, analysis, plan, config, role):
         session_config = _merged(session_config, filters)
     rewritten = rewrite(graph, plan, config)
     if role.num_workers > 1:
-        worker_checks.check_same_graph(rewritten)
+        worker_checks.check_same_graph(rewritten, server, role)
     if config.log_dir and role.is_chief:
         os.makedirs(config.log_dir, exist_ok=True)
         with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:

@@ -1,5 +1,10 @@
-"""Start-up checks that the workers of one job make together (over MPI, with mpi4py)."""
+"""Start-up checks that the workers of one job make together: over MPI (mpi4py) when mpirun started them, else
+(transport ssh: no MPI) over the workers' TF servers."""
+import json
+import os
+
 from parallax.errors import GraphMismatchError, LaunchError
+from parallax.launcher.protocol import MPI_RANK_ENV
 from parallax.rewrite import fingerprint
 
 
@@ -14,20 +19,72 @@ def init_horovod(role):
     return hvd
 
 
-def check_same_graph(rewritten):
+def check_same_graph(rewritten, server=None, role=None):
     """Every worker must have built the same rewritten graph; else raise GraphMismatchError on every worker."""
+    if any(k in os.environ for k in MPI_RANK_ENV) or server is None:
+        found = _differing_worker_over_mpi(rewritten)
+    else:
+        found = _differing_worker_over_tf(rewritten, server, role)
+    if found is None:
+        return
+    other, node = found
+    raise GraphMismatchError(
+        f"worker {other} built a different rewritten graph than worker 0; first differing node: {node!r}. Every "
+        f"worker re-runs the same script and must build the same graph: make graph construction independent of "
+        f"the worker (use parallax.shard for per-worker input, not worker-dependent ops)")
+
+
+def _differing_worker_over_mpi(rewritten):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     prints = comm.allgather(rewritten.fingerprint)
     differing = [r for r, fp in enumerate(prints) if fp != prints[0]]
     if not differing:
-        return
+        return None
     other = differing[0]
     mine = fingerprint.node_digests(rewritten.graph.as_graph_def())
     reference = comm.bcast(mine if comm.Get_rank() == 0 else None, root=0)
     theirs = comm.bcast(mine if comm.Get_rank() == other else None, root=other)
-    node = fingerprint.first_difference(reference, theirs)
-    raise GraphMismatchError(
-        f"worker {other} built a different rewritten graph than worker 0; first differing node: {node!r}. Every "
-        f"worker re-runs the same script and must build the same graph: make graph construction independent of "
-        f"the worker (use parallax.shard for per-worker input, not worker-dependent ops)")
+    return other, fingerprint.first_difference(reference, theirs)
+
+
+def _differing_worker_over_tf(rewritten, server, role):
+    """Each worker sends its fingerprint and node digests to a queue on worker 0's server; worker 0 compares them
+    and sends every worker the verdict (JSON: null, or [worker, first differing node])."""
+    import tensorflow as tf
+    tf1 = tf.compat.v1
+    n = role.num_workers
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:worker/task:0"):
+        reports = tf1.FIFOQueue(n, [tf.int32, tf.string], shapes=[[], []], shared_name="parallax_graph_check")
+        verdicts = [tf1.FIFOQueue(1, [tf.string], shapes=[[]], shared_name=f"parallax_graph_verdict_{w}")
+                    for w in range(n)]
+        rank_in, text_in = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.string, [])
+        send = reports.enqueue([rank_in, text_in])
+        collect = reports.dequeue_many(n)
+        verdict_in = tf1.placeholder(tf.string, [])
+        answer = [q.enqueue([verdict_in]) for q in verdicts]
+        receive = verdicts[role.worker_id].dequeue()
+    mine = {"fingerprint": rewritten.fingerprint,
+            "nodes": fingerprint.node_digests(rewritten.graph.as_graph_def())}
+    config = tf1.ConfigProto(device_filters=["/job:worker/task:0", f"/job:worker/task:{role.worker_id}"])
+    with tf1.Session(server.target, graph=graph, config=config) as session:
+        session.run(send, {rank_in: role.worker_id, text_in: json.dumps(mine)})
+        if role.is_chief:
+            ranks, texts = session.run(collect)
+            by_rank = {int(r): json.loads(t) for r, t in zip(ranks, texts)}
+            verdict = _verdict(by_rank)
+            for op in answer:
+                session.run(op, {verdict_in: json.dumps(verdict)})
+        found = json.loads(session.run(receive))
+    return tuple(found) if found else None
+
+
+def _verdict(by_rank):
+    differing = [r for r in sorted(by_rank) if by_rank[r]["fingerprint"] != by_rank[0]["fingerprint"]]
+    if not differing:
+        return None
+    other = differing[0]
+    reference = [tuple(x) for x in by_rank[0]["nodes"]]
+    theirs = [tuple(x) for x in by_rank[other]["nodes"]]
+    return [other, fingerprint.first_difference(reference, theirs)]

@@ -24,10 +24,11 @@ def library_path():
     return found[0]
 
 
-def environment(spec, cluster=None):
+def environment(spec, cluster=None, loopback_only=False):
     """The environment every process of a job on `spec` needs so that it binds only its own address in the job:
-    the TF servers' ports map to their cluster addresses; anything else binds its host's address."""
-    env = {ENV_BIND_HOSTS: ",".join(host_addresses(spec)),
+    the TF servers' ports map to their cluster addresses; anything else binds its host's address (its loopback
+    with `loopback_only`: transport ssh)."""
+    env = {ENV_BIND_HOSTS: "127.0.0.1" if loopback_only else ",".join(host_addresses(spec)),
            "LD_PRELOAD": " ".join(filter(None, [library_path(), os.environ.get("LD_PRELOAD")]))}
     if cluster:
         entries = []

@@ -2,7 +2,7 @@
 
     parallax-launch [--resource-spec F | --hostfile F | -H h1:2,h2:2 | --local-cluster 2x2@1gbit | (none, inside
                     a Slurm allocation)] [-np N]
-                    [--run-option HYBRID|PS|MPI] [--ssh-port P] [--ssh-identity-file K] [--ssh-option OPT]
+                    [--run-option HYBRID|PS|MPI] [--transport direct|ssh] [--ssh-port P] [--ssh-identity-file K] [--ssh-option OPT]
                     [-x NAME[=VALUE]] [--python PATH] [--log-dir D] [--start-timeout S]
                     [--stall-warning S] [--stall-timeout S] [--dry-run] -- python train.py [args]
 """
@@ -11,7 +11,7 @@ import dataclasses
 import os
 import sys
 
-from parallax.config import RUN_OPTIONS
+from parallax.config import RUN_OPTIONS, TRANSPORTS
 from parallax.errors import ParallaxError
 from parallax.launcher import local_cluster, slurm, ssh
 from parallax.launcher.job import LaunchOptions, launch, resolve_python
@@ -39,6 +39,10 @@ def parser():
     p.add_argument("-np", "--num-workers", type=int, metavar="N", help="use only the first N slots of the spec")
     p.add_argument("--run-option", choices=RUN_OPTIONS,
                    help="override the script's Config.run_option; MPI starts no parameter servers")
+    p.add_argument("--transport", choices=TRANSPORTS,
+                   help="override the script's Config.transport: 'ssh' keeps every server on its host's loopback "
+                        "and carries the traffic between hosts through ssh forwards (PS, HYBRID, AUTO with "
+                        "collective_backend 'tf'; not MPI)")
     p.add_argument("--ssh-port", type=int, metavar="P", help="ssh port for hosts whose spec line gives none")
     p.add_argument("--ssh-identity-file", metavar="K", help="private key for ssh (batch mode: no passwords)")
     p.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
@@ -77,7 +81,8 @@ def main(argv=None):
                                 if args.ssh_identity_file else None,
                                 tuple(w for opt in args.ssh_option for w in ("-o", opt))),
             log_dir=os.path.abspath(args.log_dir) if args.log_dir else None, start_timeout=args.start_timeout,
-            dry_run=args.dry_run, python=args.python, run_option=args.run_option, env=_env_settings(args.env))
+            dry_run=args.dry_run, python=args.python, run_option=args.run_option, env=_env_settings(args.env),
+            transport=args.transport)
         if args.local_cluster:
             return _on_local_cluster(args, command, options)
         if args.resource_spec or args.hostfile:
@@ -120,7 +125,8 @@ def _launch(spec, args, command, options):
     plan, settings = plan_by_running(spec, command, options)
     options = dataclasses.replace(options, **{
         name: given if given is not None else settings.get(name, getattr(options, name))
-        for name, given in (("stall_warning_s", args.stall_warning), ("stall_timeout_s", args.stall_timeout))})
+        for name, given in (("stall_warning_s", args.stall_warning), ("stall_timeout_s", args.stall_timeout),
+                            ("transport", args.transport))})
     _check_stall_limits(options)
     return launch(spec, command, options, plan, run_option=args.run_option)
 

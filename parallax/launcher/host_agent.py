@@ -28,7 +28,7 @@ import time
 
 from parallax.launcher import ports
 from parallax.launcher.processes import alive, signal_group, signal_process_and_group
-from parallax.launcher.protocol import CONTROL_PREFIX, ENV_JOB_DIR
+from parallax.launcher.protocol import CONTROL_PREFIX, ENV_CWD, ENV_JOB_DIR
 
 GRACE_SECONDS = 3.0
 
@@ -69,7 +69,8 @@ def run(name, command, stdin=None):
     stdin = stdin or sys.stdin
     env = json.loads(stdin.readline() or "{}")
     try:
-        child = subprocess.Popen(command, env=env or None, stdin=subprocess.DEVNULL, start_new_session=True)
+        child = subprocess.Popen(command, env=env or None, stdin=subprocess.DEVNULL, start_new_session=True,
+                                 cwd=env.get(ENV_CWD) or None)  # a worker runs where the launcher was started
     except OSError as e:
         print(f"parallax: cannot start {command[0]} on {socket.gethostname()}: {e}", file=sys.stderr, flush=True)
         return 127

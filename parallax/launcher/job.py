@@ -14,8 +14,8 @@ import tempfile
 from typing import List, Optional, Tuple
 
 from parallax import collectives, plan_json
-from parallax.errors import LaunchError
-from parallax.launcher import bind_shim, mpirun, preflight, protocol, stale
+from parallax.errors import LaunchError, UnsupportedError
+from parallax.launcher import bind_shim, mpirun, preflight, protocol, ssh_transport, stale
 from parallax.launcher.ssh import SshSettings, command as ssh_command
 from parallax.launcher.resource_spec import Host, ResourceSpec
 from parallax.launcher.supervisor import Supervisor
@@ -37,13 +37,15 @@ class LaunchOptions:
     env: Tuple[Tuple[str, str], ...] = ()  # extra environment for every process (parallax-launch -x)
     stall_warning_s: float = 60.0  # the watchdog's (watchdog.py); 0 turns it off
     stall_timeout_s: float = 600.0
+    # "ssh": servers on loopback, reached through ssh forwards (ssh_transport.py); None: the script's Config
+    transport: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Process:
     host: Host
     host_index: int
-    role: str  # "ps" | "worker"
+    role: str  # "ps" | "worker" | "tunnel" (transport ssh: the forwards to and from one remote host)
     index: int  # PS task or worker rank
     port: Optional[int]
 
@@ -79,7 +81,7 @@ def launch_job(spec, config, plan, command=None, out=None, options=None):
     """`get_runner`'s self-launch: this program again, one worker per slot, all loading `plan`. Returns the job's
     exit status."""
     options = options or LaunchOptions(log_dir=config.log_dir, stall_warning_s=config.stall_warning_s,
-                                       stall_timeout_s=config.stall_timeout_s)
+                                       stall_timeout_s=config.stall_timeout_s, transport=config.transport)
     return launch(spec, command or mpirun.rerun_command(), options, plan_json.dumps(plan),
                   run_option=config.run_option, out=out)
 
@@ -105,6 +107,10 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
     if not command:
         raise LaunchError("no command to run: give it after `--`, e.g. parallax-launch -H h1:2 -- python train.py")
     plan = plan_json.loads(plan_text) if plan_text else None
+    over_ssh = options.transport == "ssh"
+    if over_ssh and (run_option == "MPI" or (plan is not None and plan.backend == collectives.HOROVOD)):
+        raise UnsupportedError("transport ssh cannot carry MPI or Horovod (their connections between hosts cannot "
+                               "be forwarded); use --run-option PS or HYBRID with collective_backend 'tf'")
     num_servers, worker_servers = servers_of(plan, run_option, spec.num_hosts)
     if num_servers > spec.num_hosts:
         raise LaunchError(f"the plan needs {num_servers} parameter servers, one per host, but the spec has "
@@ -122,23 +128,31 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
             files[PLAN_FILE] = plan_text
         reports = preflight.run_preflight(spec, needed, python, script, None if options.dry_run else job_dir,
                                           options.ssh, progress=say if remote_hosts else None, files=files)
-        layout = _layout(spec, reports, num_servers, worker_servers, job_dir, python)
+        layout = _layout(spec, reports, num_servers, worker_servers, job_dir, python, loopback=over_ssh)
         env_extra = _job_environment(spec, layout, options, run_option, with_plan=bool(plan_text),
                                      partitions=plan.partitions if plan else None)
-        mpirun_cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
         services = [_server_process(p, python, env_extra, options) for p in layout.servers()]
+        if over_ssh:
+            ssh_transport.check_ports(layout)
+            services = ssh_transport.tunnels(layout, options) + services
+            main_cmd, main_env, main_stdin = ssh_transport.spawner(layout, command, env_extra, options,
+                                                                   _local_environment())
+        else:
+            main_cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
+            shim = {k: v for k, v in env_extra.items() if k in bind_shim.VARIABLES}
+            main_env = dict(_local_environment(), **env_extra, **mpirun.agent_environment(spec, options.ssh, shim))
+            main_stdin = None
         if options.dry_run:
-            print(describe(layout, python, command, mpirun_cmd), file=out or sys.stdout, flush=True)
+            print(describe(layout, python, command, main_cmd), file=out or sys.stdout, flush=True)
             return 0
         servers = f" and {len(services)} parameter server(s)" if services else ""
         how = (run_option or "run option from the script") + (
-            f", collectives: {plan.backend}" if plan and plan.uses_collectives else "")
+            f", collectives: {plan.backend}" if plan and plan.uses_collectives else "") + (
+            ", transport: ssh" if over_ssh else "")
         say(f"launching {spec.num_workers} workers{servers} ({how}) on "
             f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
             + (f"; logs in {options.log_dir}" if options.log_dir else ""))
-        shim = {k: v for k, v in env_extra.items() if k in bind_shim.VARIABLES}
-        mpirun_env = dict(_local_environment(), **env_extra, **mpirun.agent_environment(spec, options.ssh, shim))
-        supervisor = Supervisor(mpirun_cmd, mpirun_env, layout, services, options, out=out)
+        supervisor = Supervisor(main_cmd, main_env, layout, services, options, out=out, main_stdin=main_stdin)
         return supervisor.run()
     finally:
         _remove_job_dirs(spec, job_dir, python, options)
@@ -162,14 +176,16 @@ def _script_of(command):
     return None
 
 
-def _layout(spec, reports, num_servers, worker_servers, job_dir, python):
+def _layout(spec, reports, num_servers, worker_servers, job_dir, python, loopback=False):
+    """Which process runs where, on which port; `loopback`: every task's address is its host's loopback."""
+    address = (lambda host: ssh_transport.LOOPBACK) if loopback else bind_shim.host_name
     processes, cluster = [], None
     if num_servers or worker_servers:
         cluster = {"ps": [], "worker": []} if num_servers else {"worker": []}
         for i, host in enumerate(spec.hosts[:num_servers]):
             port = reports[i].ports[0]
             processes.append(Process(host, i, "ps", i, port))
-            cluster["ps"].append(f"{bind_shim.host_name(host)}:{port}")
+            cluster["ps"].append(f"{address(host)}:{port}")
     rank = 0
     for i, host in enumerate(spec.hosts):
         free = reports[i].ports[(i < num_servers):] if worker_servers else []
@@ -177,7 +193,7 @@ def _layout(spec, reports, num_servers, worker_servers, job_dir, python):
             port = free[slot] if worker_servers else None
             processes.append(Process(host, i, "worker", rank, port))
             if worker_servers:
-                cluster["worker"].append(f"{bind_shim.host_name(host)}:{port}")
+                cluster["worker"].append(f"{address(host)}:{port}")
             rank += 1
     return Layout(spec, processes, cluster, job_dir, python)
 
@@ -196,7 +212,9 @@ def _job_environment(spec, layout, options, run_option, with_plan, partitions=No
         env[protocol.ENV_RUN_OPTION] = options.run_option
     if layout.cluster:
         env[protocol.ENV_CLUSTER] = json.dumps(layout.cluster)
-    env.update(bind_shim.environment(spec, layout.cluster))
+    if options.transport == "ssh":
+        env[protocol.ENV_TRANSPORT] = "ssh"
+    env.update(bind_shim.environment(spec, layout.cluster, loopback_only=options.transport == "ssh"))
     return env
 
 
@@ -223,7 +241,7 @@ def _server_process(process, python, env_extra, options):
     return process, ssh_command(options.ssh, process.host, agent), None, json.dumps(env) + "\n"
 
 
-def describe(layout, python, command, mpirun_cmd):
+def describe(layout, python, command, main_cmd):
     """The dry-run table: every process the job would start."""
     rows = []
     for p in layout.processes:
@@ -231,7 +249,8 @@ def describe(layout, python, command, mpirun_cmd):
         where = "here" if p.host.is_local else "ssh"
         rows.append([p.host.hostname, p.role, str(p.index), str(p.port or "-"), where, how])
     table = format_table([["host", "role", "rank/task", "port", "started", "command"], *rows])
-    return f"{table}\n\nmpirun command:\n  {' '.join(mpirun_cmd)}\njob directory on every host: {layout.job_dir}"
+    starter = "mpirun command" if "mpirun" in os.path.basename(main_cmd[0]) else "workers started by"
+    return f"{table}\n\n{starter}:\n  {' '.join(main_cmd)}\njob directory on every host: {layout.job_dir}"
 
 
 def _remove_job_dirs(spec, job_dir, python, options):

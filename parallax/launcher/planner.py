@@ -39,6 +39,8 @@ def plan_by_running(spec, command, options):
                     protocol.ENV_RESOURCE_SPEC: str(spec)})
         if options.run_option:
             env[protocol.ENV_RUN_OPTION] = options.run_option
+        if options.transport:
+            env[protocol.ENV_TRANSPORT] = options.transport
         print("parallax: planning: running the script once here to analyze and plan its graph", file=sys.stderr,
               flush=True)
         try:

@@ -1,5 +1,7 @@
 """Signals to processes by id, tolerant of processes that are already gone. Imports no TensorFlow."""
+import ctypes
 import os
+import signal
 
 
 def signal_process(pid, sig):
@@ -38,3 +40,17 @@ def alive(pid):
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def terminate_when_parent_dies(launcher_pid):
+    """Even a SIGKILLed launcher takes its job down: each child gets SIGTERM when the launcher dies (Linux
+    PR_SET_PDEATHSIG; mpirun then stops its ranks, and a remote agent sees its ssh connection close). Children are
+    started from the main thread, whose exit is what the kernel watches."""
+    def preexec():
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return  # not Linux: teardown relies on the launcher alone
+        if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
+            os._exit(1)
+    return preexec

@@ -7,7 +7,6 @@ stops it there (host_agent.stop). Imports no TensorFlow.
 """
 import collections
 import concurrent.futures
-import ctypes
 import os
 import re
 import signal
@@ -17,7 +16,7 @@ import threading
 import time
 
 from parallax.launcher import host_agent, ssh
-from parallax.launcher.processes import signal_group
+from parallax.launcher.processes import signal_group, terminate_when_parent_dies
 from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.step_ledger import StepLedger
 from parallax.launcher.watchdog import Watchdog
@@ -32,6 +31,7 @@ GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL at teardown (the whole teardo
 SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a server's death to arrive (it is the cause)
 REMOTE_STOP_TIMEOUT = 15.0
 MPIRUN = "launcher/mpirun"
+SPAWN = "launcher/spawn"  # transport ssh: spawn.py starts the workers
 
 
 class _Proc:
@@ -42,10 +42,12 @@ class _Proc:
 
 
 class Supervisor:
-    def __init__(self, mpirun_command, mpirun_env, layout, services, options, out=None):
-        """`services`: (layout Process, argv, env, stdin text) of the parameter servers."""
+    def __init__(self, main_command, main_env, layout, services, options, out=None, main_stdin=None):
+        """`main_command` starts the workers: mpirun, or spawn.py (which tags their output as mpirun does);
+        `services`: (layout Process, argv, env, stdin text) of the parameter servers (and ssh tunnels)."""
         self.layout, self.options = layout, options
-        self.main = _Proc(MPIRUN, mpirun_command, mpirun_env)
+        label = MPIRUN if os.path.basename(main_command[0]).startswith("mpirun") else SPAWN
+        self.main = _Proc(label, main_command, main_env, main_stdin)
         self.services = [_Proc(p.label, argv, env, text, p) for p, argv, env, text in services]
         self.rank_labels = {p.index: p.label for p in layout.workers()}
         self.expected = [p.label for p in layout.processes]
@@ -125,7 +127,7 @@ class Supervisor:
     def _start(self, proc, forward):
         proc.popen = subprocess.Popen(proc.command, env=proc.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       stdin=subprocess.PIPE if proc.stdin_text else subprocess.DEVNULL,
-                                      start_new_session=True, preexec_fn=_terminate_when_launcher_dies(os.getpid()))
+                                      start_new_session=True, preexec_fn=terminate_when_parent_dies(os.getpid()))
         if proc.stdin_text:
             # The remote agent reads its environment from this line, and stops its process when stdin closes:
             # so the pipe stays open for as long as the job runs.
@@ -207,7 +209,7 @@ class Supervisor:
         names = collections.defaultdict(list)
         for p in self.layout.processes:
             names[p.host_index].append(p.name)
-            if not p.host.is_local and p.role == "ps":
+            if not p.host.is_local:  # a remote server's (or, over ssh, worker's) agent
                 names[p.host_index].append(f"agent.{p.name}")
         job_dir = self.layout.job_dir
         local = [n for i, ns in names.items() if self.layout.hosts[i].is_local for n in ns]
@@ -292,7 +294,7 @@ class Supervisor:
         self.launcher_lines.append(line)
         # mpirun's ssh child may exec before mpirun moves it into a process group (EACCES): a harmless race.
         if line.strip() and not set(line.strip()) <= {"-"} and not _HARMLESS.search(line):
-            self._write(f"[{MPIRUN}] {line}")
+            self._write(f"[{self.main.label}] {line}")
 
     def _log_path(self, label):
         host, role, index = label.split("/")
@@ -375,20 +377,6 @@ def _describe_exit(code):
     if code == 255:
         return "lost its ssh connection (ssh exit status 255)"
     return f"exited with code {code}"
-
-
-def _terminate_when_launcher_dies(launcher_pid):
-    """Even a SIGKILLed launcher takes its job down: each child gets SIGTERM when the launcher dies (Linux
-    PR_SET_PDEATHSIG; mpirun then stops its ranks, and a remote agent sees its ssh connection close). Children are
-    started from the main thread, whose exit is what the kernel watches."""
-    def preexec():
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            return  # not Linux: teardown relies on the launcher alone
-        if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
-            os._exit(1)
-    return preexec
 
 
 def _lines(popen):

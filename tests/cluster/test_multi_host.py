@@ -12,6 +12,7 @@ import pytest
 
 from tests.cluster.conftest import JOB, LAUNCH, ROOT, Job, assert_nothing_left
 from tests import listening
+from tests.cluster import test_ssh_transport
 from tests.equivalence import harness
 
 TEARDOWN_LIMIT = 30.0
@@ -94,6 +95,11 @@ def test_no_process_of_the_job_listens_beyond_its_host_address(cluster, tmp_path
             seen[address] = listening.listening(pids, cluster.namespaces[i])
         seen[cluster.gateway] = listening.listening(listening.descendants(job.proc.pid))
         servers = [int(f.read_text().split()[1]) for f in (tmp_path / "jobs").glob("parallax-job-*/pid.ps.*")]
+        # With the default transport the servers are reachable from outside the hosts (here: from the launcher's
+        # namespace); test_ssh_transport.py shows that with --transport ssh nothing is.
+        server_ports = [(address, int(local.rsplit(":", 1)[1])) for address, sockets in seen.items()
+                        for pid, local in sockets if pid in servers]
+        reachable = [a for a in server_ports if test_ssh_transport.reachable(*a)]
     finally:
         os.kill(job.proc.pid, signal.SIGTERM)
         job.wait(timeout=60)
@@ -106,6 +112,7 @@ def test_no_process_of_the_job_listens_beyond_its_host_address(cluster, tmp_path
     assert len(servers) == {"MPI": 0, "PS": 2, "HYBRID": 1}[run_option], servers
     for pid in servers:
         assert any(p == pid for sockets in seen.values() for p, _ in sockets), (pid, seen)
+    assert reachable == server_ports and len(server_ports) >= len(servers), (server_ports, reachable)
     assert_nothing_left(cluster)
 
 

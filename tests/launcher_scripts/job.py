@@ -26,7 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1"))
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PARALLAX_WORKER_ID", "-1")))
 g = tf.Graph()
 with g.as_default():
     x = tf1.placeholder(tf.float32, [None, None], name="x")  # no static width: JOB_BAD_FEED_RANK fails in TF
