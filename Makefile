@@ -13,6 +13,7 @@ export PARALLAX_USER_GRAPH_MODES := $(if $(filter 2.15,$(TF)),MPI$(,)PS$(,)HYBRI
 # (test_tf_backend.py names the tf backend, which "auto" already is there; test_auto.py runs AUTO's plans on tf,
 # which the default environment covers, and would add 6 minutes.)
 NEWEST_TF_TESTS := tests/equivalence tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py \
+                   tests/test_ssh_transport_local.py tests/test_listening_sockets.py \
                    tests/legacy/test_legacy_config.py \
                    tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores \
                    --ignore=tests/equivalence/test_tf_backend.py --ignore=tests/equivalence/test_auto.py
@@ -55,6 +56,7 @@ bench: install
 	$(PY) benchmarks/transform_time.py
 	$(PY) benchmarks/paper_tables.py --trace-dir benchmarks/runs/traces
 	$(PY) benchmarks/backends.py
+	$(PY) benchmarks/transport.py
 	$(PY) benchmarks/regression.py --before 3a28c59 --models LM,ResNet --modes MPI,HYBRID --backend tf --out fusion.md
 	$(PY) benchmarks/predictions.py
 	$(PY) benchmarks/paper_scale.py

@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from parallax.launcher.processes import descendants
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 LOG_LINE = re.compile(r"worker (\d+) step (\d+) (\w+)/s (\d+)")
 
@@ -60,7 +62,7 @@ def cpu_seconds(cluster, launcher_pid=None):
     tree on this machine (mpirun; with transport ssh, the tunnels' ssh clients)."""
     ticks = 0
     pids = [p for i in range(cluster.num_hosts) for p in cluster.namespace_pids(i)]
-    pids += _descendants(launcher_pid) if launcher_pid else []
+    pids += descendants(launcher_pid) if launcher_pid else []
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -69,20 +71,6 @@ def cpu_seconds(cluster, launcher_pid=None):
         except (OSError, IndexError):
             pass  # ended in between
     return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _descendants(pid):
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return found
 
 
 def _python_for(root):

@@ -1,23 +1,9 @@
 """The listening TCP sockets of a job's processes, from `ss -ltnp` (in a host's network namespace when given),
 and the check that none of them is on a wildcard or another host's address."""
 import ipaddress
-import os
 import subprocess
 
-
-def descendants(pid):
-    """pid and every process below it."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return found
+from parallax.launcher.processes import descendants  # noqa: F401 (the tests use it from here)
 
 
 def names(pids):

@@ -245,7 +245,8 @@ def describe(layout, python, command, main_cmd):
     """The dry-run table: every process the job would start."""
     rows = []
     for p in layout.processes:
-        how = f"{python} -m parallax.ps_server" if p.role == "ps" else f"(by mpirun) {' '.join(command)}"
+        by = "mpirun" if "mpirun" in os.path.basename(main_cmd[0]) else "spawn"
+        how = f"{python} -m parallax.ps_server" if p.role == "ps" else f"(by {by}) {' '.join(command)}"
         where = "here" if p.host.is_local else "ssh"
         rows.append([p.host.hostname, p.role, str(p.index), str(p.port or "-"), where, how])
     table = format_table([["host", "role", "rank/task", "port", "started", "command"], *rows])

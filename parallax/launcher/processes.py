@@ -54,3 +54,18 @@ def terminate_when_parent_dies(launcher_pid):
         if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
             os._exit(1)
     return preexec
+
+
+def descendants(pid):
+    """`pid` and every process below it (from /proc's children lists; processes that end meanwhile are skipped)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return found
