@@ -1,6 +1,7 @@
 """The listening TCP sockets of a job's processes, from `ss -ltnp` (in a host's network namespace when given),
 and the check that none of them is on a wildcard or another host's address."""
 import ipaddress
+import socket
 import subprocess
 
 from parallax.launcher.processes import descendants  # noqa: F401 (the tests use it from here)
@@ -49,3 +50,12 @@ def foreign(sockets, allowed):
         if address is None or not (address in allowed or address.is_loopback):
             bad.append((pid, local))
     return bad
+
+
+def reachable(address, port):
+    """Can this process (outside the test bed's hosts, in the launcher's namespace) connect to address:port?"""
+    try:
+        with socket.create_connection((address, port), timeout=3):
+            return True
+    except OSError:
+        return False

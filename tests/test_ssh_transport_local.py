@@ -32,7 +32,12 @@ def test_workers_that_built_different_graphs_are_stopped_over_tf(tmp_path):
 
 
 def test_a_killed_worker_is_named_without_mpirun(tmp_path):
-    job = _launch(tmp_path, {"JOB_RUN_OPTION": "HYBRID", "JOB_SPARSE": "1", "JOB_LOOP": "1"})
+    # get_runner's own launch, with Config(transport="ssh"), rather than parallax-launch
+    (tmp_path / "jobs").mkdir()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, TMPDIR=str(tmp_path / "jobs"),
+               JOB_RUN_OPTION="HYBRID", JOB_SPARSE="1", JOB_LOOP="1", JOB_TRANSPORT="ssh")
+    job = subprocess.Popen([sys.executable, JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
     pid_file = None
     deadline = time.time() + 120
     while pid_file is None and time.time() < deadline:
@@ -43,7 +48,7 @@ def test_a_killed_worker_is_named_without_mpirun(tmp_path):
     os.kill(int(pid_file.read_text().split()[1]), signal.SIGKILL)
     out, _ = job.communicate(timeout=60)
     assert job.returncode != 0
-    assert "job failed: localhost/worker/1 was killed by signal 9" in out, out[-3000:]
+    assert "transport: ssh" in out and "job failed: localhost/worker/1 was killed by signal 9" in out, out[-3000:]
 
 
 @pytest.mark.parametrize("env, refused", [({"JOB_RUN_OPTION": "MPI"}, "run_option='MPI'"),

@@ -26,11 +26,12 @@ def cluster():
 class Job:
     """A parallax-launch process on the test bed, with its output collected."""
 
-    def __init__(self, cluster, tmp_path, command, launch_args=(), env=None):
+    def __init__(self, cluster, tmp_path, command, launch_args=(), env=None, slots=None):
+        """`slots`: per host (default: all of the test bed's)."""
         self.cluster, self.tmp_path = cluster, tmp_path
         (tmp_path / "jobs").mkdir(exist_ok=True)
         self.spec = tmp_path / "hosts.txt"
-        self.spec.write_text(cluster.spec_text())
+        self.spec.write_text("".join(f"{a} slots={slots}\n" for a in cluster.hosts) if slots else cluster.spec_text())
         args = [*LAUNCH, "--resource-spec", str(self.spec), "--ssh-identity-file", cluster.client_key,
                 "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}", "--ssh-option",
                 "StrictHostKeyChecking=yes", *launch_args]

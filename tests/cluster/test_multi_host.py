@@ -12,7 +12,6 @@ import pytest
 
 from tests.cluster.conftest import JOB, LAUNCH, ROOT, Job, assert_nothing_left
 from tests import listening
-from tests.cluster import test_ssh_transport
 from tests.equivalence import harness
 
 TEARDOWN_LIMIT = 30.0
@@ -99,7 +98,7 @@ def test_no_process_of_the_job_listens_beyond_its_host_address(cluster, tmp_path
         # namespace); test_ssh_transport.py shows that with --transport ssh nothing is.
         server_ports = [(address, int(local.rsplit(":", 1)[1])) for address, sockets in seen.items()
                         for pid, local in sockets if pid in servers]
-        reachable = [a for a in server_ports if test_ssh_transport.reachable(*a)]
+        reachable = [a for a in server_ports if listening.reachable(*a)]
     finally:
         os.kill(job.proc.pid, signal.SIGTERM)
         job.wait(timeout=60)

@@ -2,7 +2,6 @@
 forwards. The job is still exact, and no job port can be reached from outside the hosts."""
 import os
 import signal
-import socket
 
 import numpy as np
 import pytest
@@ -10,32 +9,28 @@ import pytest
 from tests import listening
 from tests.cluster.conftest import JOB, Job, assert_nothing_left
 from tests.equivalence import harness
+from tests.equivalence.test_hybrid import HYBRID_CASES
+from tests.equivalence.run_case import case_builder
+from tests.equivalence.test_ps import PS_CASES
 
 
-def reachable(address, port):
-    """Can a process outside the hosts (this test, in the launcher's namespace) open a connection to it?"""
-    try:
-        with socket.create_connection((address, port), timeout=3):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.mark.parametrize("run_option", ["PS", "HYBRID"])
-def test_ssh_transport_job_across_two_hosts_is_equivalent_to_one_process(cluster, tmp_path, run_option):
-    case, workers = "embedding_clip_adam", 4
+@pytest.mark.parametrize("run_option, case, workers", [("HYBRID", c, w) for c, w in HYBRID_CASES]
+                         + [("PS", c, w) for c, w in PS_CASES])
+def test_equivalence_suite_over_ssh_across_two_hosts(cluster, tmp_path, run_option, case, workers):
+    """The equivalence suite's HYBRID and PS cases, with every worker's traffic to another host through ssh; the
+    workers are split evenly over the two hosts."""
     expected = harness.reference(tmp_path, case, workers)
     out = tmp_path / "parallax.npz"
     job = Job(cluster, tmp_path, [harness.SCRIPT, "--case", case, "--mode", "parallax", "--workers", str(workers),
                                   "--batch", str(harness.BATCH), "--steps", str(harness.STEPS), "--out", str(out),
-                                  "--run-option", run_option], ["--transport", "ssh"])
+                                  "--run-option", run_option], ["--transport", "ssh"], slots=workers // 2)
     code = job.wait()
     assert code == 0, job.output[-5000:]
     assert "transport: ssh" in job.output
     got = dict(np.load(out))
     assert int(got["global_step"]) == harness.STEPS
-    diffs = harness.assert_equivalent(expected, got)
-    print(f"{run_option} {case} over ssh on 2 hosts x 2 slots: max abs diff {max(diffs.values()):.3g}")
+    diffs = harness.assert_equivalent(expected, got, float32=case_builder(case)(1, 1, 1, 1).float32)
+    print(f"{run_option} {case} over ssh on 2 hosts x {workers // 2}: max abs diff {max(diffs.values()):.3g}")
     assert_nothing_left(cluster)
 
 
@@ -48,7 +43,7 @@ def test_no_job_port_is_reachable_from_outside_the_hosts_with_ssh_transport(clus
                                              cluster.namespaces[i])
                 for i, address in enumerate(cluster.hosts)}
         ports = {int(local.rsplit(":", 1)[1]) for sockets in seen.values() for _, local in sockets}
-        open_from_outside = [(a, p) for a in cluster.hosts for p in sorted(ports) if reachable(a, p)]
+        open_from_outside = [(a, p) for a in cluster.hosts for p in sorted(ports) if listening.reachable(a, p)]
     finally:
         os.kill(job.proc.pid, signal.SIGTERM)
         job.wait(timeout=60)

@@ -13,6 +13,7 @@
   JOB_SPARSE=1        add an embedding (a sparse gradient): HYBRID then runs a parameter server too
   JOB_STALL=W,T       Config.stall_warning_s, stall_timeout_s
   JOB_STEPS_RANK=R,K  with JOB_LOOP: rank R stops after K steps (and ends normally)
+  JOB_TRANSPORT=ssh   Config.transport (default direct)
 """
 import os
 import sys
@@ -48,7 +49,8 @@ ckpt = os.environ.get("JOB_CKPT")
 config = parallax.Config(run_option=os.environ.get("JOB_RUN_OPTION", "MPI"), log_dir=log_dir, checkpoint_dir=ckpt,
                          save_checkpoint_steps=1 if ckpt else None,
                          profile_steps=(2,) if os.environ.get("JOB_PROFILE") else (), profile_workers=(0, 1),
-                         collective_backend=os.environ.get("JOB_BACKEND", "auto"))
+                         collective_backend=os.environ.get("JOB_BACKEND", "auto"),
+                         transport=os.environ.get("JOB_TRANSPORT", "direct"))
 if os.environ.get("JOB_STALL"):
     config.stall_warning_s, config.stall_timeout_s = map(float, os.environ["JOB_STALL"].split(","))
 stop_rank, stop_after = map(int, os.environ.get("JOB_STEPS_RANK", "-1,0").split(","))
