@@ -18,6 +18,9 @@ NEWEST_TF_TESTS := tests/equivalence tests/model_scripts tests/test_launcher.py 
                    tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores \
                    --ignore=tests/equivalence/test_tf_backend.py --ignore=tests/equivalence/test_auto.py
 # The multi-host test bed (network namespaces, root) is optional for users: `make test-cluster`, which CI also runs.
+# SSH_SUITE=all runs every HYBRID and PS equivalence case over --transport ssh there (ci: one of each kind).
+SSH_SUITE ?= ci
+export PARALLAX_SSH_SUITE := $(SSH_SUITE)
 TESTS  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster,$(NEWEST_TF_TESTS))
 
 .PHONY: install test test-cluster demo convergence bench fuzz drill clean
