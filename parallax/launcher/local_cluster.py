@@ -153,7 +153,7 @@ class LocalCluster:
 
     # ---- using ------------------------------------------------------------------------------------------------
     def ssh_options(self):
-        """The ssh options (for `ssh` and mpirun's plm_rsh_args) that reach this cluster's hosts, and only them."""
+        """The ssh options (for `ssh`, and mpirun's remote-shell agent) that reach this cluster's hosts, and only them."""
         return ["-i", self.client_key, "-o", f"UserKnownHostsFile={self.known_hosts}",
                 "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes"]
 
