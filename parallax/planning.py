@@ -5,7 +5,7 @@ Nothing is rewritten here."""
 import dataclasses
 
 from parallax import collectives
-from parallax.errors import UnsupportedError
+from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
 
@@ -28,13 +28,8 @@ def plan_job(graph, analysis, spec, config):
 
 def _backend_choice(config):
     """Config.collective_backend, as the transport allows: over ssh only TF's gRPC can be tunnelled, so "auto"
-    means "tf", and MPI (run_option MPI, or Horovod) is refused."""
+    means "tf"."""
     if config.transport != "ssh":
         return config.collective_backend
-    if config.run_option == "MPI" or config.collective_backend == collectives.HOROVOD:
-        what = "run_option='MPI'" if config.run_option == "MPI" else "collective_backend='horovod'"
-        raise UnsupportedError(
-            f"transport='ssh' cannot carry {what}: MPI (and Horovod on it) opens its own connections between "
-            f"hosts, which no ssh forward can carry. Use run_option 'PS', 'HYBRID' or 'AUTO' with "
-            f"collective_backend 'tf' or 'auto' (TF's gRPC is tunnelled), or transport='direct' on a trusted network")
+    ssh_transport.check_supported(config.run_option, config.collective_backend)
     return collectives.TF

@@ -14,7 +14,7 @@ import tempfile
 from typing import List, Optional, Tuple
 
 from parallax import collectives, plan_json
-from parallax.errors import LaunchError, UnsupportedError
+from parallax.errors import LaunchError
 from parallax.launcher import bind_shim, mpirun, preflight, protocol, ssh_transport, stale
 from parallax.launcher.ssh import SshSettings, command as ssh_command
 from parallax.launcher.resource_spec import Host, ResourceSpec
@@ -108,9 +108,8 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
         raise LaunchError("no command to run: give it after `--`, e.g. parallax-launch -H h1:2 -- python train.py")
     plan = plan_json.loads(plan_text) if plan_text else None
     over_ssh = options.transport == "ssh"
-    if over_ssh and (run_option == "MPI" or (plan is not None and plan.backend == collectives.HOROVOD)):
-        raise UnsupportedError("transport ssh cannot carry MPI or Horovod (their connections between hosts cannot "
-                               "be forwarded); use --run-option PS or HYBRID with collective_backend 'tf'")
+    if over_ssh:  # planning refused these already; a command that could not be run once to plan has no plan
+        ssh_transport.check_supported(run_option, plan.backend if plan else None)
     num_servers, worker_servers = servers_of(plan, run_option, spec.num_hosts)
     if num_servers > spec.num_hosts:
         raise LaunchError(f"the plan needs {num_servers} parameter servers, one per host, but the spec has "
@@ -243,14 +242,15 @@ def _server_process(process, python, env_extra, options):
 
 def describe(layout, python, command, main_cmd):
     """The dry-run table: every process the job would start."""
+    by_mpirun = os.path.basename(main_cmd[0]).startswith("mpirun")
     rows = []
     for p in layout.processes:
-        by = "mpirun" if "mpirun" in os.path.basename(main_cmd[0]) else "spawn"
+        by = "mpirun" if by_mpirun else "spawn"
         how = f"{python} -m parallax.ps_server" if p.role == "ps" else f"(by {by}) {' '.join(command)}"
         where = "here" if p.host.is_local else "ssh"
         rows.append([p.host.hostname, p.role, str(p.index), str(p.port or "-"), where, how])
     table = format_table([["host", "role", "rank/task", "port", "started", "command"], *rows])
-    starter = "mpirun command" if "mpirun" in os.path.basename(main_cmd[0]) else "workers started by"
+    starter = "mpirun command" if by_mpirun else "workers started by"
     return f"{table}\n\n{starter}:\n  {' '.join(main_cmd)}\njob directory on every host: {layout.job_dir}"
 
 
