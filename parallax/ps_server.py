@@ -12,7 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main():
-    from parallax.launcher.role import ENV_CLUSTER, ENV_PS_TASK, register_process
+    from parallax.launcher.role import ENV_CLUSTER, ENV_PS_TASK, register_process, report_serving
     register_process()  # the launcher can stop this process by id
     try:
         cluster = json.loads(os.environ[ENV_CLUSTER])
@@ -28,6 +28,7 @@ def main():
     except ParallaxError as e:
         sys.exit(f"parallax.ps_server: {type(e).__name__}: {e}")
     print(f"serving ps task {task} at {cluster['ps'][task]}", flush=True)
+    report_serving()
     server.join()
 
 

@@ -2,10 +2,13 @@
 (transport ssh: no MPI) over the workers' TF servers."""
 import json
 import os
+import time
 
 from parallax.errors import GraphMismatchError, LaunchError
 from parallax.launcher.protocol import MPI_RANK_ENV
 from parallax.rewrite import fingerprint
+
+PEERS_TIMEOUT_S = 300.0
 
 
 def init_horovod(role):
@@ -50,18 +53,23 @@ def _differing_worker_over_mpi(rewritten):
 
 def _differing_worker_over_tf(rewritten, server, role):
     """Each worker sends its fingerprint and node digests to a queue on worker 0's server; worker 0 compares them
-    and sends every worker the verdict (JSON: null, or [worker, first differing node])."""
+    and sends every worker the verdict (JSON: null, or [worker, first differing node]). Worker 0's server may not
+    listen yet: through an ssh forward that is a connection accepted and closed (UnavailableError), which TF does
+    not retry, so sending is retried until PEERS_TIMEOUT_S. Once worker 0 has every report, every worker's server
+    is up (each starts its own before it reports)."""
     import tensorflow as tf
     tf1 = tf.compat.v1
     n = role.num_workers
     graph = tf.Graph()
     with graph.as_default(), tf.device("/job:worker/task:0"):
-        reports = tf1.FIFOQueue(n, [tf.int32, tf.string], shapes=[[], []], shared_name="parallax_graph_check")
+        # Room for a report sent twice (a retry after an error that came once it had arrived): worker 0 keeps the
+        # first of each worker's.
+        reports = tf1.FIFOQueue(2 * n, [tf.int32, tf.string], shapes=[[], []], shared_name="parallax_graph_check")
         verdicts = [tf1.FIFOQueue(1, [tf.string], shapes=[[]], shared_name=f"parallax_graph_verdict_{w}")
                     for w in range(n)]
         rank_in, text_in = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.string, [])
         send = reports.enqueue([rank_in, text_in])
-        collect = reports.dequeue_many(n)
+        collect = reports.dequeue()
         verdict_in = tf1.placeholder(tf.string, [])
         answer = [q.enqueue([verdict_in]) for q in verdicts]
         receive = verdicts[role.worker_id].dequeue()
@@ -69,15 +77,29 @@ def _differing_worker_over_tf(rewritten, server, role):
             "nodes": fingerprint.node_digests(rewritten.graph.as_graph_def())}
     config = tf1.ConfigProto(device_filters=["/job:worker/task:0", f"/job:worker/task:{role.worker_id}"])
     with tf1.Session(server.target, graph=graph, config=config) as session:
-        session.run(send, {rank_in: role.worker_id, text_in: json.dumps(mine)})
+        _send_until_delivered(session, send, {rank_in: role.worker_id, text_in: json.dumps(mine)}, tf)
         if role.is_chief:
-            ranks, texts = session.run(collect)
-            by_rank = {int(r): json.loads(t) for r, t in zip(ranks, texts)}
+            by_rank = {}
+            while len(by_rank) < n:
+                rank, text = session.run(collect)
+                by_rank.setdefault(int(rank), json.loads(text))
             verdict = _verdict(by_rank)
             for op in answer:
                 session.run(op, {verdict_in: json.dumps(verdict)})
         found = json.loads(session.run(receive))
     return tuple(found) if found else None
+
+
+def _send_until_delivered(session, send, feed, tf):
+    deadline = time.time() + PEERS_TIMEOUT_S
+    while True:
+        try:
+            return session.run(send, feed)
+        except tf.errors.UnavailableError as e:
+            if time.time() > deadline:
+                raise LaunchError(f"worker 0's TF server did not answer within {PEERS_TIMEOUT_S} s: "
+                                  f"{e.message.splitlines()[0] if e.message else e}") from None
+            time.sleep(0.5)
 
 
 def _verdict(by_rank):

@@ -55,6 +55,13 @@ def _control_line(text):
     sys.stderr.flush()
 
 
+def report_serving():
+    """A parameter server listens: with transport ssh the launcher starts the workers only then, because a
+    connection to an ssh forward whose server is not up yet is accepted and then closed, which TF does not retry
+    (a refused connection, as without forwards, it does)."""
+    _control_line("serving")
+
+
 def report_step(step, digest, name):
     """A launched worker starts synchronized step `step` (1-based) of the fetch set `digest` (its first fetch
     `name`): the launcher checks that every worker runs the same sequence (step_ledger.py)."""

@@ -54,7 +54,7 @@ class Supervisor:
         self.out = out or sys.stdout
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
-        self.up, self.failures, self.exit_codes = {}, [], {}
+        self.up, self.failures, self.exit_codes, self.serving = {}, [], {}, set()
         self._dead_rank = None  # (rank, how it ended): the first rank mpirun reported dead after a failure
         self.steps, self.step_problem = StepLedger(), None
         self.watchdog = Watchdog(list(self.rank_labels.values()), options.stall_warning_s, options.stall_timeout_s)
@@ -73,6 +73,11 @@ class Supervisor:
         try:
             for service in self.services:
                 self._start(service, self._forward_plain)
+            if self.options.transport == "ssh":
+                problem = self._servers_serving()
+                if problem is not None or self._stopping is not None:  # before any worker started
+                    self.teardown()
+                    return self._outcome(problem)
             self._start(self.main, self._forward_mpirun)
             problem = self._wait()
             if self._stopping is not None:
@@ -160,6 +165,20 @@ class Supervisor:
                 missing = [label for label in self.expected if label not in self.up]
                 return (f"start-up timed out: {len(missing)} of {len(self.expected)} processes were not up after "
                         f"{self.options.start_timeout:g} s (--start-timeout): {', '.join(missing)}")
+            time.sleep(0.1)
+        return None
+
+    def _servers_serving(self):
+        """Until every parameter server says it listens (transport ssh): None, or the dead service or a message."""
+        servers = [s for s in self.services if s.process.role == "ps"]
+        while self._stopping is None and not all(s.label in self.serving for s in servers):
+            dead = next((s for s in self.services if s.popen.poll() is not None), None)
+            if dead is not None:
+                return self._dead_service_after(SETTLE_SECONDS) or dead
+            if time.time() - self._started_at > self.options.start_timeout:
+                missing = [s.label for s in servers if s.label not in self.serving]
+                return (f"start-up timed out: parameter server(s) {', '.join(missing)} not serving after "
+                        f"{self.options.start_timeout:g} s (--start-timeout); no worker was started")
             time.sleep(0.1)
         return None
 
@@ -270,7 +289,9 @@ class Supervisor:
 
     def _control(self, label, words):
         now = time.time()
-        if words[:1] == ["up"]:
+        if words[:1] == ["serving"]:
+            self.serving.add(label)
+        elif words[:1] == ["up"]:
             self.up.setdefault(label, now)
             with self._watch_lock:
                 self.watchdog.up(label, now)
