@@ -242,7 +242,7 @@ def _server_process(process, python, env_extra, options):
 
 def describe(layout, python, command, main_cmd):
     """The dry-run table: every process the job would start."""
-    by_mpirun = os.path.basename(main_cmd[0]).startswith("mpirun")
+    by_mpirun = mpirun.is_mpirun(main_cmd)
     rows = []
     for p in layout.processes:
         by = "mpirun" if by_mpirun else "spawn"

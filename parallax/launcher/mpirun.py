@@ -44,6 +44,11 @@ def mpirun_command(spec, command, env_extra, ssh_settings=None, extra_args=()):
     return cmd + list(command)
 
 
+def is_mpirun(argv):
+    """Whether `argv` (the command that starts a job's workers) is mpirun's, rather than spawn.py's."""
+    return os.path.basename(argv[0]).startswith("mpirun")
+
+
 def agent_environment(spec, ssh_settings, shim_env):
     """What mpirun's remote-shell agent needs in mpirun's environment (empty without remote hosts)."""
     remote = [h for h in spec.hosts if not h.is_local]

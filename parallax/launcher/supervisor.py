@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from parallax.launcher import host_agent, ssh
+from parallax.launcher import host_agent, mpirun, ssh
 from parallax.launcher.processes import signal_group, terminate_when_parent_dies
 from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.step_ledger import StepLedger
@@ -46,7 +46,7 @@ class Supervisor:
         """`main_command` starts the workers: mpirun, or spawn.py (which tags their output as mpirun does);
         `services`: (layout Process, argv, env, stdin text) of the parameter servers (and ssh tunnels)."""
         self.layout, self.options = layout, options
-        label = MPIRUN if os.path.basename(main_command[0]).startswith("mpirun") else SPAWN
+        label = MPIRUN if mpirun.is_mpirun(main_command) else SPAWN
         self.main = _Proc(label, main_command, main_env, main_stdin)
         self.services = [_Proc(p.label, argv, env, text, p) for p, argv, env, text in services]
         self.rank_labels = {p.index: p.label for p in layout.workers()}
