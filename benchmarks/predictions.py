@@ -6,6 +6,10 @@ one process, then the calibration job on the test bed at that rate), next to the
 Each round runs every mode of a model back to back; a configuration's figure is the median over its rounds.
 
     python benchmarks/predictions.py [--repeats 2] [--rate 1gbit] [--second-rate 100mbit] [--only LM,NMT]
+    python benchmarks/predictions.py --from-saved   # the saved measurements and calibrations, the current model
+
+Every run saves what it measured (results/predictions.json) and each calibration (results/predictions/<rate>/
+<model>/calibration.json), so that a change to the cost model can be checked against the same measurements.
 """
 import argparse
 import json
@@ -19,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
+import dataclasses  # noqa: E402
 import testbed  # noqa: E402
 from paper_tables import ALL, MODELS, add_rate_arguments, chosen_models, make_data, script_args  # noqa: E402
 
@@ -27,6 +32,8 @@ from parallax.launcher import calibrate  # noqa: E402
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
 MODES = ("PS", "MPI", "HYBRID", "AUTO")
+SAVED = os.path.join(common.RESULTS, "predictions.json")
+CALIBRATIONS = os.path.join(common.RESULTS, "predictions")
 
 
 def testbed_env(cluster):
@@ -56,11 +63,12 @@ def predicted(model, data_dirs, spec, path, backend):
     return data["predicted_seconds"], {v["name"]: v["method"] for v in data["plan"]["variables"]}
 
 
-def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines):
+def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines, specs):
     with LocalCluster(2, 2, rate=rate) as cluster:
         spec = os.path.join(work, "hosts.txt")
+        specs[rate] = cluster.spec_text()
         with open(spec, "w") as f:
-            f.write(cluster.spec_text())
+            f.write(specs[rate])
         testbed.progress(f"{cluster}: calibrating the machine")
         machine = calibration.fit_machine(calibrate.measure_machine(sys.executable, where(cluster, spec),
                                                                     testbed_env(cluster)))
@@ -69,7 +77,7 @@ def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, p
         for model in models:
             w = workloads[model]
             paths[model] = calibration.Calibration(machine, w["compute_seconds"], w["compute_cpu"], w["alpha"],
-                                                   cluster.num_hosts).save(os.path.join(work, rate, model))
+                                                   cluster.num_hosts).save(os.path.join(CALIBRATIONS, rate, model))
             predictions[(rate, model)], plans[(rate, model)] = predicted(model, data_dirs, spec, paths[model], backend)
         testbed.progress(f"{rate}: {len(models)} models x {len(MODES)} modes x {repeats} rounds")
         for round_ in range(repeats):
@@ -159,32 +167,76 @@ def plot(runs, predictions, rates, models, path):
     fig.savefig(path, dpi=120)
 
 
+def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
+    data = {"repeats": repeats, "rates": rates, "models": models, "workloads": workloads, "specs": specs,
+            "runs": [{"rate": r, "model": m, "mode": mode, "measurements": [dataclasses.asdict(x) for x in xs]}
+                     for (r, m, mode), xs in runs.items()],
+            "predictions": [{"rate": r, "model": m, "seconds": p, "plan": plans[(r, m)]}
+                            for (r, m), p in predictions.items()]}
+    with open(SAVED, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+
+
+def from_saved():
+    """(runs, predictions made by the current model, plans as run, rates, models, workloads, machines)."""
+    with open(SAVED) as f:
+        data = json.load(f)
+    runs = {(r["rate"], r["model"], r["mode"]): [testbed.Measurement(**x) for x in r["measurements"]]
+            for r in data["runs"]}
+    plans = {(p["rate"], p["model"]): p["plan"] for p in data["predictions"]}
+    predictions, machines = {}, {}
+    with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
+        data_dirs = make_data(data["models"], work)
+        for rate in data["rates"]:
+            spec = os.path.join(work, f"{rate}.txt")
+            with open(spec, "w") as f:
+                f.write(data["specs"][rate])
+            for model in data["models"]:
+                path = os.path.join(CALIBRATIONS, rate, model, calibration.FILE)
+                machines[rate] = calibration.load(path).machine
+                predictions[(rate, model)], plan = predicted(model, data_dirs, spec, path, "tf")
+                if plan != plans[(rate, model)]:
+                    testbed.progress(f"{rate} {model}: the current model would run AUTO with another plan "
+                                     f"({plan}) than the measured one")
+    return runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"]
+
+
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: each job and the test bed are taken down
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_rate_arguments(p)
     p.add_argument("--backend", default="tf", help="Config.collective_backend of every job")
+    p.add_argument("--from-saved", action="store_true",
+                   help="run no job: predict again with the current model from the saved calibrations, and set "
+                        "the predictions beside the saved measurements")
     bench = p.parse_args()
-    models = chosen_models(p, bench.only)
-    rates = [r for r in (bench.rate, bench.second_rate) if r]
+    if bench.from_saved:
+        runs, predictions, plans, rates, models, workloads, machines, bench.repeats = from_saved()
+        settings = {"source": f"{os.path.relpath(SAVED, common.ROOT)} (measured earlier), predicted again now"}
+    else:
+        models = chosen_models(p, bench.only)
+        rates = [r for r in (bench.rate, bench.second_rate) if r]
+        settings = {}
     lines = common.header("The cost model against measurement", {
-        "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "1 per host", "rates": ", ".join(rates),
-        "rounds": bench.repeats, "collective backend": bench.backend, "optimizations": ALL,
+        **settings, "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "1 per host",
+        "rates": ", ".join(rates), "rounds": bench.repeats, "collective backend": bench.backend, "optimizations": ALL,
         "MPI": "TCP (btl tcp,self), mpi_yield_when_idle 1",
         **{m: f"{' '.join(MODELS[m][2])}, {MODELS[m][3][0]} steps, the first {MODELS[m][3][1]} for warm-up"
            for m in models}})
-    runs, predictions, plans, machines = {}, {}, {}, {}
-    with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
-        data_dirs = make_data(models, work)
-        workloads = {}
-        for model in models:
-            testbed.progress(f"timing one {model} step in one process")
-            script, args = script_args(model, data_dirs, ALL)
-            workloads[model] = calibrate.measure_workload(sys.executable, ["python", os.path.join(common.ROOT, script),
-                                                                          *args])
-        for rate in rates:
-            run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions, plans,
-                     machines)
+    if not bench.from_saved:
+        runs, predictions, plans, machines, specs = {}, {}, {}, {}, {}
+        with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
+            data_dirs = make_data(models, work)
+            workloads = {}
+            for model in models:
+                testbed.progress(f"timing one {model} step in one process")
+                script, args = script_args(model, data_dirs, ALL)
+                workloads[model] = calibrate.measure_workload(sys.executable, ["python", os.path.join(common.ROOT,
+                                                                                                     script), *args])
+            for rate in rates:
+                run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions,
+                         plans, machines, specs)
+        save(runs, predictions, plans, rates, models, workloads, specs, bench.repeats)
     lines += tables(runs, predictions, plans, rates, models) + inputs(machines, workloads)
     print("\n".join(lines), flush=True)
     common.write("predictions.md", lines)
