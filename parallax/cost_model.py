@@ -6,9 +6,12 @@ Bytes follow the Parallax paper's Table 3, counted per host link and per server 
 - AG (ring allgather of every worker's a*b rows): each ring edge carries (N-1) a b.
 - PS: each worker pushes its gradient (b, or a*b rows) to the part's server and pulls as much back; with local
   aggregation (LA) a host's workers hand their rows to its first worker, which sends them in one message.
+The rewrite's own rules per backend are modelled too: with TF's collectives a step that uses collectives and
+servers ends with a fence (one more scalar allreduce), and local aggregation is off (collectives/__init__.py).
 Time is the larger of two bounds:
 - the critical path: one worker's compute, its own communication CPU, the busiest link's bytes / bandwidth and the
-  message rounds * latency;
+  message rounds * latency. A worker sends its server messages of one round (push, then pull) concurrently, so a
+  round costs its largest message, or all of them over the host's cores when that is more;
 - the CPU bound: every process's CPU seconds on a host (compute, and a per-byte and per-message cost of each
   method, which `parallax calibrate` measures) / the host's cores. This is the bound the 2-core test bed hits.
 """
@@ -17,6 +20,8 @@ import math
 from typing import Dict, Tuple
 
 AR, AG, PS = "AR", "AG", "PS"
+FENCED_BACKENDS = ("tf",)  # steps with collectives and servers end with a scalar allreduce (step_fence.py)
+LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES = ("tf",)  # planning.py turns local aggregation off with these backends
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +36,11 @@ class Machine:
     machine_of_host: Tuple[int, ...] = ()  # hosts with the same number share `cores` (default: each its own)
     # "ps": CPU s that a step with any server variable costs each worker and each server once, whatever its messages
     cpu_per_step: Dict[str, float] = dataclasses.field(default_factory=dict)
+    # the same keys: seconds one message round of that method waits on the critical path (default: `latency`)
+    round_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def round_time(self, key, rounds):
+        return rounds * self.round_seconds.get(key, self.latency)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +84,7 @@ class _Load:
         self.cpu = [0.0] * hosts
         self.server = [0.0] * hosts
         self.worker_cpu = 0.0  # communication CPU of one worker (the busiest), on the critical path
-        self.rounds = 0.0  # message rounds on the critical path
+        self.waits = 0.0  # seconds of message rounds on the critical path
 
     def send(self, src, dst, nbytes):
         if src != dst:
@@ -89,12 +99,17 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     by_method = {AR: [], AG: [], PS: []}
     for v in workload.variables:
         by_method[choices[v.name].method].append(v)
+    collectives = bool(by_method[AR] or by_method[AG])
+    if collectives and backend in LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES:
+        choices = {name: dataclasses.replace(c, local_aggregation=False) for name, c in choices.items()}
     if n > 1:
         _allreduce(load, by_method[AR], workers_per_host, machine, backend)
         _allgather(load, by_method[AG], workers_per_host, machine, backend)
         _servers(load, by_method[PS], choices, workers_per_host, machine)
+        if collectives and by_method[PS] and backend in FENCED_BACKENDS:
+            _fence(load, workers_per_host, machine, backend)
     link = [max(o, i) for o, i in zip(load.out, load.into)]
-    network = max(link) / machine.bandwidth + load.rounds * machine.latency
+    network = max(link) / machine.bandwidth + load.waits
     compute = workload.compute_seconds + load.worker_cpu
     critical = compute + network
     host_cpu = [w * workload.compute_cpu + c for w, c in zip(workers_per_host, load.cpu)]
@@ -123,7 +138,16 @@ def _allreduce(load, variables, workers_per_host, machine, backend):
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * per_worker
     load.worker_cpu += per_worker
-    load.rounds += 2 * (n - 1)
+    load.waits += machine.round_time(f"allreduce/{backend}", 2 * (n - 1))
+
+
+def _fence(load, workers_per_host, machine, backend):
+    """One scalar allreduce per worker and step, after all its work: a collective message and its rounds."""
+    per_worker = _cost(machine, f"allreduce/{backend}", 0)
+    for h, w in enumerate(workers_per_host):
+        load.cpu[h] += w * per_worker
+    load.worker_cpu += per_worker
+    load.waits += machine.round_time(f"allreduce/{backend}", 2 * (sum(workers_per_host) - 1))
 
 
 def _allgather(load, variables, workers_per_host, machine, backend):
@@ -139,15 +163,15 @@ def _allgather(load, variables, workers_per_host, machine, backend):
         for h, w in enumerate(workers_per_host):
             load.cpu[h] += w * per_worker
         load.worker_cpu += per_worker
-        load.rounds += n - 1
+        load.waits += machine.round_time(f"allgather/{backend}", n - 1)
 
 
 def _servers(load, variables, choices, workers_per_host, machine):
     if not variables:
         return
-    load.rounds += 3  # push, the servers' barrier, pull
+    load.waits += machine.round_time("ps", 3)  # push, the servers' barrier, pull
     step = machine.cpu_per_step.get("ps", 0.0)
-    worker_cost = step
+    messages = []  # one worker's pushes (and as many pulls): concurrent within a round
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * step
     for s in sorted({s for v in variables for s in choices[v.name].servers}):
@@ -169,8 +193,9 @@ def _servers(load, variables, choices, workers_per_host, machine):
                     load.cpu[h] += _cost(machine, "ps", 2 * (w - 1) * rows, 2 * (w - 1))  # the local hop
             applied = min(1.0, sum(workers_per_host) * v.alpha) * part if v.kind == "sparse" else part
             load.cpu[s] += applied * machine.update_cpu_per_byte
-            worker_cost += _cost(machine, "ps", 2 * rows, 2)
-    load.worker_cpu += worker_cost
+            messages.append(_cost(machine, "ps", rows))
+    round_ = max(max(messages, default=0.0), sum(messages) / machine.cores)
+    load.worker_cpu += step + 2 * round_
 
 
 # ---- fixed modes, as plan.py decides them ---------------------------------------------------------------------

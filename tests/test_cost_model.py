@@ -1,5 +1,7 @@
 """The cost model (parallax/cost_model.py): Table 3's bytes per host link and per server, the two time bounds, and
 the search for the plan of least predicted step time."""
+import dataclasses
+
 import pytest
 
 from parallax import cost_model as cm
@@ -72,9 +74,9 @@ def test_fixed_modes_follow_the_run_options_rule_and_balance_servers():
 
 
 def test_search_finds_a_mixed_plan_that_no_fixed_mode_expresses():
-    # Applying every worker's rows in every worker (AG) is expensive for the large, busy embedding; a PS round trip
-    # costs more than the small embedding's whole allgather.
-    machine = cm.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
+    # Applying every worker's rows in every worker (AG) is expensive for the large, busy embedding; the small
+    # embedding's push and pull cost every worker and its server more CPU than its whole allgather.
+    machine = cm.Machine(1e9, 1e-4, cores=4, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
                          update_cpu_per_byte=1e-8)
     w = _workload(cm.VariableLoad("big", "sparse", 400_000_000, 0.05), cm.VariableLoad("small", "sparse", 40_000, 0.5),
                   cm.VariableLoad("dense", "dense", 1_000_000))
@@ -92,3 +94,39 @@ def test_hosts_on_one_machine_share_its_cores():
     together = cm.Machine(1e9, 0, cores=2, cpu_per_byte={}, cpu_per_message={}, machine_of_host=(0, 0))
     assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, apart).cpu_bound == pytest.approx(0.2)
     assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, together).cpu_bound == pytest.approx(0.4)
+
+
+def test_a_workers_server_messages_of_one_round_overlap_up_to_its_cores():
+    many = _workload(*(cm.VariableLoad(f"v{i}", "dense", 8) for i in range(10)), compute=0.0)
+    on_host_1 = {v.name: cm.Choice(cm.PS, (1,)) for v in many.variables}
+    wide = cm.Machine(1e12, 0, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-3})
+    narrow = dataclasses.replace(wide, cores=2)
+    # two rounds (push, pull), each as long as its largest message, or its messages over the cores
+    assert cm.predict(many, on_host_1, TWO_BY_TWO, wide).critical_path == pytest.approx(2 * 1e-3)
+    assert cm.predict(many, on_host_1, TWO_BY_TWO, narrow).critical_path == pytest.approx(2 * 10 * 1e-3 / 2)
+
+
+def test_tf_collectives_with_servers_fence_the_step_and_turn_local_aggregation_off():
+    machine = cm.Machine(1e12, 0, cores=64, cpu_per_byte={"ps": 1e-6}, cpu_per_message={"allreduce/tf": 1e-3,
+                                                                              "allreduce/horovod": 1e-3, "ps": 1e-4},
+                         round_seconds={"allreduce/tf": 1e-2, "allreduce/horovod": 1e-2, "ps": 0.0})
+    w = _workload(cm.VariableLoad("d", "dense", 8), cm.VariableLoad("e", "sparse", 800, 0.5), compute=0.0)
+    mixed = {"d": cm.Choice(cm.AR), "e": cm.Choice(cm.PS, (0,), local_aggregation=True)}
+    tf, horovod = (cm.predict(w, mixed, TWO_BY_TWO, machine, backend) for backend in ("tf", "horovod"))
+    # the fence: one more allreduce per worker (4 x 1 ms of CPU) and its 6 rounds of 10 ms
+    assert tf.critical_path - horovod.critical_path == pytest.approx(1e-3 + 6 * 1e-2)
+    # with tf the host's rows take no local hop (local aggregation is off): its bytes are not charged
+    no_hop = dict(mixed, e=cm.Choice(cm.PS, (0,)))
+    assert sum(tf.host_cpu) == pytest.approx(sum(cm.predict(w, no_hop, TWO_BY_TWO, machine, "horovod").host_cpu)
+                                             + 4 * 1e-3)
+    assert sum(horovod.host_cpu) > sum(cm.predict(w, no_hop, TWO_BY_TWO, machine, "horovod").host_cpu)
+    only_servers = {"d": cm.Choice(cm.PS, (0,)), "e": mixed["e"]}
+    assert cm.predict(w, only_servers, TWO_BY_TWO, machine, "tf") == \
+        cm.predict(w, only_servers, TWO_BY_TWO, machine, "horovod")  # no collective: no fence, aggregation kept
+
+
+def test_each_method_waits_its_own_measured_round_time():
+    w = _workload(cm.VariableLoad("w", "dense", 8), compute=0.0)
+    machine = cm.Machine(1e12, 5e-3, cores=64, cpu_per_byte={}, cpu_per_message={}, round_seconds={"ps": 1e-3})
+    assert cm.predict(w, {"w": cm.Choice(cm.PS, (1,))}, TWO_BY_TWO, machine).critical_path == pytest.approx(3e-3)
+    assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, machine).critical_path == pytest.approx(6 * 5e-3)

@@ -7,16 +7,17 @@ from parallax import calibration, cost_model
 from tests.equivalence.harness import check_case, two_hosts
 
 MACHINES = {
-    # A server round trip costs more than a small embedding's allgather; applying every worker's rows in every
-    # worker costs much for a busy embedding: mixed plans.
-    "mixing": cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
-                                 update_cpu_per_byte=1e-8),
+    # A small embedding's push and pull cost the hosts more CPU than its allgather; applying every worker's rows in
+    # every worker costs much for a busy embedding: mixed plans.
+    "mixing": cost_model.Machine(1e9, 1e-4, cores=4, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
+                                 update_cpu_per_byte=1e-7),
     # Collectives cost CPU per byte and per message, servers almost nothing: every variable on servers.
     "servers": cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={"allreduce/tf": 1e-6, "allgather/tf": 1e-6},
                                   cpu_per_message={"allreduce/tf": 1e-2, "allgather/tf": 1e-2}),
-    # An allreduce costs more than a server round trip, an allgather less: dense on servers, sparse allgathered.
-    "inverted": cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"allreduce/tf": 1e-1,
-                                                                                            "ps": 1e-4}),
+    # An allreduce costs more per byte than a server round trip, an allgather nothing: dense on servers, sparse
+    # allgathered (the step fence, a scalar allreduce, costs next to nothing).
+    "inverted": cost_model.Machine(1e9, 0.0, cores=64, cpu_per_byte={"allreduce/tf": 1e-3, "ps": 1e-4},
+                                   cpu_per_message={}),
 }
 CASES = ("embedding_clip_adam_partitioned", "sampled_softmax_clip", "tied_embedding_two_optimizers_clip",
          "two_losses_own_inputs", "random:42")
@@ -41,3 +42,18 @@ def test_auto_plans_are_exact_with_four_workers(tmp_path_factory, calibrations, 
     diff = check_case(tmp_path_factory.mktemp("eq"), case, 4, "AUTO", spec=two_hosts(4), backend="tf",
                       calibration=calibrations["inverted"])
     print(f"AUTO (inverted) {case} N=4: max abs diff {diff:.3g}")
+
+
+@pytest.mark.parametrize("machine, expected", [("servers", {("dense", "PS"), ("sparse", "PS")}),
+                                               ("inverted", {("dense", "PS"), ("sparse", "AG")}),
+                                               ("mixing", {("dense", "AR"), ("sparse", "AG")})])
+def test_each_machine_leads_auto_to_the_plan_it_stands_for(calibrations, machine, expected):
+    """The plans the cases above run (no job: planning only), for the two cases the four-worker test runs."""
+    import parallax
+    from parallax.planning import plan_job
+    from tests.equivalence.run_case import case_builder
+    for case in ("embedding_clip_adam", "random:103"):
+        graph = case_builder(case)(2, 4, 3, 4, 1.0).graph
+        plan = plan_job(graph, parallax.analyze(graph), parallax.ResourceSpec.parse(two_hosts(2)),
+                        parallax.Config(run_option="AUTO", calibration=calibrations[machine], collective_backend="tf"))
+        assert {(v.kind, str(v.method)) for v in plan.variables} == expected, case
