@@ -70,14 +70,21 @@ def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, p
         with open(spec, "w") as f:
             f.write(specs[rate])
         testbed.progress(f"{cluster}: calibrating the machine")
-        machine = calibration.fit_machine(calibrate.measure_machine(sys.executable, where(cluster, spec),
-                                                                    testbed_env(cluster)))
+        runs_ = calibrate.measure_machine(sys.executable, where(cluster, spec), testbed_env(cluster))
+        machine = calibration.fit_machine(runs_)
         machines[rate] = machine
         paths = {}
         for model in models:
             w = workloads[model]
-            paths[model] = calibration.Calibration(machine, w["compute_seconds"], w["compute_cpu"], w["alpha"],
-                                                   cluster.num_hosts).save(os.path.join(CALIBRATIONS, rate, model))
+            script, args = script_args(model, data_dirs, ALL)
+            testbed.progress(f"{rate}: {model} in real jobs (the in-job half of the calibration)")
+            in_job = calibrate.measure_in_jobs(sys.executable, where(cluster, spec), testbed_env(cluster),
+                                               ["python", os.path.join(common.ROOT, script), *args,
+                                                "--collective-backend", backend])
+            paths[model] = calibration.Calibration(
+                machine, w["compute_seconds"], w["compute_cpu"], w["alpha"], cluster.num_hosts,
+                {f"{run[0]['mode']}/{run[0]['backend']}": run for run in runs_}, in_job,
+            ).save(os.path.join(CALIBRATIONS, rate, model))
             predictions[(rate, model)], plans[(rate, model)] = predicted(model, data_dirs, spec, paths[model], backend)
         testbed.progress(f"{rate}: {len(models)} models x {len(MODES)} modes x {repeats} rounds")
         for round_ in range(repeats):

@@ -5,6 +5,7 @@ import collections
 import dataclasses
 import json
 import os
+import statistics
 from typing import Optional
 
 from parallax import calibration, cost_model
@@ -18,7 +19,8 @@ def workers_per_host(spec):
 
 def workload_of(graph, analysis, calibrated):
     """The cost model's workload: the analysis' variables with the calibration's a (or the static estimate from
-    the gradient's shape, parallax.explain's, or 1 when neither is known) and step time."""
+    the gradient's shape, parallax.explain's, or 1 when neither is known), its step time, and the step's CPU as the
+    script's real job showed it (calibration.compute_cpu_in_job)."""
     loads = []
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
         alpha = 1.0
@@ -27,7 +29,8 @@ def workload_of(graph, analysis, calibrated):
             alpha = static_sparsity(graph, v) if alpha is None else alpha
             alpha = 1.0 if alpha is None else alpha
         loads.append(cost_model.VariableLoad(v.name, v.kind, v.bytes or 0, alpha, len(v.parts)))
-    return cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads))
+    workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads))
+    return dataclasses.replace(workload, compute_cpu=calibration.compute_cpu_in_job(calibrated, workload))
 
 
 def backend_for(config):
@@ -42,6 +45,7 @@ class AutoChoice:
     workload: cost_model.Workload
     calibration: calibration.Calibration
     partitions: Optional[int] = None  # shards of the variables get_partitioner split; None: none did
+    basis: str = "model"  # "model", or "measured <MODE>" when a fixed mode's real job was faster (calibration)
 
 
 def choose(graph, analysis, spec, config):
@@ -69,10 +73,27 @@ def choose(graph, analysis, spec, config):
         if best is None or prediction.seconds < best[2].seconds * (1 - 1e-9):
             best = (parts, choices, prediction, trial)
     parts, choices, prediction, trial = best
+    basis = "model"
+    measured = calibration.measured_seconds(calibrated, per_host)
+    if measured:
+        # The real jobs of the fixed modes measured their step; the model's plan replaces the fastest of them only
+        # when its prediction, scaled by the model's error on those jobs, is faster still.
+        fixed = {mode: cost_model.predict(workload, _fixed(workload, mode, spec, config), per_host,
+                                          calibrated.machine, backend).seconds for mode in measured}
+        scale = statistics.median(measured[m] / fixed[m] for m in measured)
+        fastest = min(measured, key=measured.get)
+        if measured[fastest] <= prediction.seconds * scale:
+            parts, trial, basis = built, workload, f"measured {fastest}"
+            choices = _fixed(workload, fastest, spec, config)
+            prediction = cost_model.predict(workload, choices, per_host, calibrated.machine, backend)
     la = any(c.local_aggregation for c in choices.values())
     chosen = config.replace(methods={name: c.method for name, c in choices.items()},
                             local_aggregation=config.local_aggregation and la)
-    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts)
+    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, basis)
+
+
+def _fixed(workload, mode, spec, config):
+    return cost_model.fixed_choices(workload, mode, spec.num_hosts, config.local_aggregation)
 
 
 def partitioned_variables(graph, analysis):
@@ -85,16 +106,16 @@ def partitioned_variables(graph, analysis):
 
 def predictions(graph, analysis, spec, config):
     """For parallax.explain: ({"PS"|"MPI"|"HYBRID"|"AUTO": predicted step seconds}, {variable: why its method},
-    bound of the AUTO plan), or None without a calibration."""
+    bound of the AUTO plan, {mode: step seconds measured in the calibration's real jobs}, what AUTO's choice rests
+    on), or None without a calibration."""
     path = calibration.path_for(config)
     if spec.num_workers < 2 or not path or (config.run_option != "AUTO" and not os.path.exists(path)):
         return None
     auto = choose(graph, analysis, spec, config)
     choices, prediction, workload, calibrated = auto.choices, auto.prediction, auto.workload, auto.calibration
     per_host, backend = workers_per_host(spec), backend_for(config)
-    seconds = {mode: cost_model.predict(workload, cost_model.fixed_choices(workload, mode, spec.num_hosts,
-                                                                           config.local_aggregation),
-                                        per_host, calibrated.machine, backend).seconds
-               for mode in ("PS", "MPI", "HYBRID")}
+    seconds = {mode: cost_model.predict(workload, _fixed(workload, mode, spec, config), per_host, calibrated.machine,
+                                        backend).seconds for mode in ("PS", "MPI", "HYBRID")}
     seconds["AUTO"] = prediction.seconds
-    return seconds, cost_model.reasons(workload, choices, per_host, calibrated.machine, backend), prediction.bound
+    return (seconds, cost_model.reasons(workload, choices, per_host, calibrated.machine, backend), prediction.bound,
+            calibration.measured_seconds(calibrated, per_host), auto.basis)

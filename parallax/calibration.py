@@ -2,12 +2,14 @@
 calibration job's timings become per-byte and per-message CPU costs. Imports no TensorFlow.
 
 calibration.json: {"machine": cost_model.Machine fields, "workload": {"compute_seconds", "compute_cpu",
-"alpha": {variable: a}}, "hosts": number of spec hosts, "samples": the raw timings}.
+"alpha": {variable: a}}, "hosts": number of spec hosts, "samples": the raw timings, "in_job": {mode: each worker's
+report of the script's steps in a real job of that mode (step_measure.py), or null}}.
 """
 import dataclasses
 import json
 import os
 import statistics
+from typing import Optional
 
 from parallax import cost_model
 from parallax.errors import ConfigError
@@ -24,9 +26,11 @@ class Calibration:
     alpha: dict
     hosts: int
     samples: dict = dataclasses.field(default_factory=dict)
+    in_job: Optional[dict] = None
 
     def to_data(self):
         return {"machine": dataclasses.asdict(self.machine), "hosts": self.hosts, "samples": self.samples,
+                "in_job": self.in_job,
                 "workload": {"compute_seconds": self.compute_seconds, "compute_cpu": self.compute_cpu,
                              "alpha": self.alpha}}
 
@@ -61,7 +65,7 @@ def load(path):
         workload = data["workload"]
         return Calibration(cost_model.Machine(**machine), float(workload["compute_seconds"]),
                            float(workload["compute_cpu"]), dict(workload.get("alpha", {})), int(data["hosts"]),
-                           data.get("samples", {}))
+                           data.get("samples", {}), data.get("in_job"))
     except FileNotFoundError:
         raise ConfigError(f"run_option='AUTO': no calibration at {path}: {hint}") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -69,72 +73,170 @@ def load(path):
                           f"({type(e).__name__}: {e}); {hint}") from None
 
 
+def median_wall(reports):
+    return statistics.median(r["wall"] for r in reports)
+
+
+def measured_seconds(calibrated, workers_per_host):
+    """{mode: step seconds measured in a real job of the script} for the jobs that had this shape."""
+    return {mode: median_wall(reports) for mode, reports in (calibrated.in_job or {}).items()
+            if reports and tuple(reports[0]["workers_per_host"]) == tuple(workers_per_host)}
+
+
+def compute_cpu_in_job(calibrated, workload):
+    """One worker's compute CPU per step as the script's real jobs showed it: each machine's CPU per step, less
+    what the model charges for that job's communication there, over its workers; the median over the jobs. At
+    least the one-process figure; that figure alone without in-job reports."""
+    found = [_compute_cpu(calibrated, workload, reports) for reports in (calibrated.in_job or {}).values()
+             if reports and all(r.get("machine_cpu") is not None for r in reports)]
+    return max(statistics.median(found), calibrated.compute_cpu) if found else calibrated.compute_cpu
+
+
+def _compute_cpu(calibrated, workload, reports):
+    first = reports[0]
+    per_host = tuple(first["workers_per_host"])
+    choices = cost_model.fixed_choices(workload, first["mode"], len(per_host))
+    comm = cost_model.predict(dataclasses.replace(workload, compute_cpu=0.0), choices, per_host, calibrated.machine,
+                              first["backend"]).host_cpu
+    shared = calibrated.machine.machine_of_host
+    machine_of_host = shared if len(shared) == len(per_host) else tuple(range(len(per_host)))
+    spent = workers = 0.0
+    for k in sorted(set(machine_of_host)):
+        here = [r for r in reports if machine_of_host[r["host"]] == k]
+        if here:
+            spent += statistics.median(r["machine_cpu"] for r in here) - \
+                sum(c for c, m in zip(comm, machine_of_host) if m == k)
+            workers += len(here)
+    return spent / workers
+
+
 # ---- fitting the calibration job's timings -------------------------------------------------------------------
-def moved_per_worker(method, nbytes, n):
-    """Bytes a worker sends plus receives in one collective or server round trip of `nbytes` (Table 3)."""
-    if method == "allreduce":
-        return 2 * 2 * (n - 1) / n * nbytes
-    if method == "allgather":
-        return 2 * (n - 1) * nbytes
-    return 2 * nbytes  # ps: push and pull
+# The fit inverts the cost model itself: the model's CPU of a probe's step on a machine is linear in the costs, so
+# each cost's coefficient is the model's prediction with that cost alone set to 1. The measured side is the whole
+# machine's CPU per step (every worker and server there) above what its workers spend on the bare compute probe.
+PROBES = ("dense_small", "dense_large", "dense_many", "sparse_few", "sparse_many")
+
+
+def _probe_workload(run, probe):
+    """(cost_model.Workload of the probe's variables, their choices), as the calibration job built and planned
+    them."""
+    r = run[0]
+    mode, backend = r["mode"], r["backend"]
+    if probe.startswith("sparse"):
+        rows = r["embedding_rows"]
+        names = ["embedding"]
+        loads = [cost_model.VariableLoad("embedding", "sparse", rows * r["bytes"]["row"], r["rows"][probe] / rows,
+                                         max(len(r["servers"]["embedding"]), 1))]
+    else:
+        names = {"dense_small": ["small"], "dense_large": ["large"],
+                 "dense_many": [f"small_{i}" for i in range(r["variables"]["dense_many"])]}[probe]
+        size = r["bytes"]["dense_large"] if probe == "dense_large" else r["bytes"]["dense_small"]
+        loads = [cost_model.VariableLoad(n, "dense", size) for n in names]
+    if mode == "PS":
+        choices = {n: cost_model.Choice(cost_model.PS, tuple(r["servers"][n]), r["local_aggregation"][n])
+                   for n in names}
+    else:
+        choices = {v.name: cost_model.Choice(cost_model.AG if v.kind == "sparse" else cost_model.AR) for v in loads}
+    return cost_model.Workload(0.0, 0.0, tuple(loads)), choices, backend
+
+
+def _parameters(run):
+    """The costs a run measures: (field, key) pairs of cost_model.Machine."""
+    r = run[0]
+    if r["mode"] == "PS":
+        return [("cpu_per_byte", "ps"), ("cpu_per_message", "ps"), ("cpu_per_step", "ps")]
+    b = r["backend"]
+    return [(f, f"{m}/{b}") for m in ("allreduce", "allgather") for f in ("cpu_per_byte", "cpu_per_message")]
+
+
+def _unit_machine(field=None, key=None, base=None):
+    costs = {"cpu_per_byte": {}, "cpu_per_message": {}, "cpu_per_step": {}}
+    if field:
+        costs[field] = {key: 1.0}
+    base = base or cost_model.Machine(LOOPBACK_BANDWIDTH, 0.0, 1.0, {}, {})
+    return dataclasses.replace(base, **costs)
+
+
+def _machine_rows(run, machine_of_host, per_host):
+    """Per (probe, machine): the model's coefficient of each parameter and the measured CPU, both per step."""
+    parameters = _parameters(run)
+    rows = []
+    for probe in PROBES:
+        workload, choices, backend = _probe_workload(run, probe)
+        coefficients = []
+        for field, key in parameters:
+            p = cost_model.predict(workload, choices, per_host, _unit_machine(field, key), backend)
+            coefficients.append([sum(c for c, m in zip(p.host_cpu, machine_of_host) if m == k)
+                                 for k in sorted(set(machine_of_host))])
+        for k in sorted(set(machine_of_host)):
+            here = [r for r in run if machine_of_host[r["host"]] == k]
+            measured = [r["probes"][probe].get("machine_cpu") for r in here]
+            if any(x is None for x in measured):
+                raise ConfigError("the calibration job measured no machine CPU (/proc/stat): parallax-calibrate "
+                                  "needs Linux hosts")
+            compute = sum(r["probes"]["compute"]["cpu"] for r in here)
+            rows.append(([c[k] for c in coefficients], statistics.median(measured) - compute))
+    return parameters, rows
+
+
+def _nonnegative_fit(rows):
+    """Least squares of the relative error, the costs kept >= 0 (a cost that would go negative is dropped)."""
+    import numpy as np
+    a = np.array([c for c, _ in rows], float)
+    y = np.array([m for _, m in rows], float)
+    weight = 1.0 / np.maximum(np.abs(y), 1e-4)
+    free = [j for j in range(a.shape[1]) if a[:, j].any()]
+    x = np.zeros(a.shape[1])
+    while free:
+        solution = np.linalg.lstsq(a[:, free] * weight[:, None], y * weight, rcond=None)[0]
+        if (solution >= 0).all():
+            x[free] = solution
+            break
+        free = [j for j, v in zip(free, solution) if v > min(solution)]
+    return x
 
 
 def fit_machine(results):
     """A cost_model.Machine from the calibration job's per-worker results (calibration_job.py), one list per
-    (mode, backend) run. Per method: CPU per step above the `compute` probe, against bytes moved, through the
-    small and the large point (per byte: the slope; the intercept: what a step with one message costs). For PS the
-    `dense_many` probe splits the intercept into a cost per message (push or pull of one variable) and a cost per
-    step; a collective runs once per step (fused) or per sparse variable, so its intercept is its cost per message."""
+    (mode, backend) run: the CPU costs by the model-inverting fit above, the link from the chief's reads, and each
+    method's round time from the wall time of its one-small-variable probe over the compute probe's."""
     everything = [r for run in results for r in run]
     if not everything:
         raise ConfigError("the calibration job reported no measurements")
-    n = everything[0]["workers"]
-    per_byte, intercepts, per_message, per_step = {}, {}, {}, {}
-    for run in results:
-        mode, backend = run[0]["mode"], run[0]["backend"]
-        # (cost key, method, the small and the large probe): PS's dense and sparse probes both fit the "ps" costs
-        pairs = [("ps", "ps", "dense_small", "dense_large"), ("ps", "ps", "sparse_few", "sparse_many")] \
-            if mode == "PS" else [(f"allreduce/{backend}", "allreduce", "dense_small", "dense_large"),
-                                  (f"allgather/{backend}", "allgather", "sparse_few", "sparse_many")]
-        for key, method, small, large in pairs:
-            (x0, y0), (x1, y1) = _probe_points(run, method, n, (small, large))
-            slope = max((y1 - y0) / (x1 - x0), 0.0)
-            per_byte.setdefault(key, []).append(slope)
-            intercepts.setdefault(key, []).append(max(y0 - slope * x0, 0.0))
-        for key in {k for k, _, _, _ in pairs}:
-            intercept = statistics.mean(intercepts[key][-2:])
-            if mode != "PS":
-                per_message.setdefault(key, []).append(intercept)
-                continue
-            (x0, y0), (xm, ym) = _probe_points(run, "ps", n, ("dense_small", "dense_many"))
-            slope, k = statistics.mean(per_byte[key][-2:]), run[0]["variables"]["dense_many"]
-            # one push and one pull per variable: the many-variable step has 2(k-1) messages more
-            message = max(((ym - slope * xm) - (y0 - slope * x0)) / (2 * (k - 1)), 0.0)
-            per_message.setdefault(key, []).append(message)
-            per_step.setdefault(key, []).append(max(intercept - 2 * message, 0.0))
-    bandwidth, latency = _link(everything)
-    boots = {}  # hosts that share a kernel share its cores (the test bed's network namespaces)
     hosts = sorted({r["host"] for r in everything})
+    boots = {}  # hosts that share a kernel share its cores (the test bed's network namespaces)
     machine_of_host = tuple(boots.setdefault(next(r["boot_id"] for r in everything if r["host"] == h), len(boots))
                             for h in hosts)
-    return cost_model.Machine(bandwidth, latency, float(min(r["cores"] for r in everything)),
-                              {k: statistics.mean(v) for k, v in per_byte.items()},
-                              {k: statistics.mean(v) for k, v in per_message.items()},
-                              machine_of_host=machine_of_host if len(set(machine_of_host)) < len(hosts) else (),
-                              cpu_per_step={k: statistics.mean(v) for k, v in per_step.items()})
+    per_host = tuple(everything[0]["workers_per_host"])
+    bandwidth, latency = _link(everything)
+    costs = {"cpu_per_byte": {}, "cpu_per_message": {}, "cpu_per_step": {}}
+    for run in results:
+        parameters, rows = _machine_rows(run, machine_of_host, per_host)
+        for (field, key), value in zip(parameters, _nonnegative_fit(rows)):
+            costs[field][key] = float(value)
+    shared = machine_of_host if len(set(machine_of_host)) < len(hosts) else ()
+    machine = cost_model.Machine(bandwidth, latency, float(min(r["cores"] for r in everything)),
+                                 machine_of_host=shared, **costs)
+    return dataclasses.replace(machine, round_seconds=_round_seconds(results, machine, per_host))
 
 
-def _probe_points(run, method, n, probes):
-    """(bytes moved, CPU above the compute probe) of each probe, the median over the run's workers."""
-    points = []
-    for r in run:
-        base = r["probes"]["compute"]["cpu"]
-        def size(p):
-            if p.startswith("sparse"):
-                return r["rows"][p] * r["bytes"]["row"]
-            return r["bytes"]["dense_small"] * r["variables"]["dense_many"] if p == "dense_many" else r["bytes"][p]
-        points.append([(moved_per_worker(method, size(p), n), r["probes"][p]["cpu"] - base) for p in probes])
-    return [tuple(statistics.median(p[i][j] for p in points) for j in (0, 1)) for i in range(len(probes))]
+def _round_seconds(results, machine, per_host):
+    """{method key: seconds per round}: the small probe's wall above the compute probe's, less the model's
+    critical path without waits, over the model's rounds."""
+    out = {}
+    for run in results:
+        workload, choices, backend = _probe_workload(run, "dense_small")
+        key = "ps" if run[0]["mode"] == "PS" else f"allreduce/{backend}"
+        wall = statistics.median(r["probes"]["dense_small"]["wall"] - r["probes"]["compute"]["wall"] for r in run)
+        free = dataclasses.replace(machine, round_seconds={key: 0.0})
+        one = dataclasses.replace(machine, round_seconds={key: 1.0})
+        base = cost_model.predict(workload, choices, per_host, free, backend).critical_path
+        rounds = cost_model.predict(workload, choices, per_host, one, backend).critical_path - base
+        if rounds > 0:
+            out[key] = max(wall - base, 0.0) / rounds
+            if key.startswith("allreduce/"):  # the allgather's rounds are the same ring's
+                out[key.replace("allreduce/", "allgather/")] = out[key]
+    return out
 
 
 def _link(results):

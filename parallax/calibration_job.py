@@ -11,6 +11,9 @@ Probes (each loss has its own input, so that no two share a fused collective):
                from what every step costs once
   sparse_few   FEW rows of an embedding             sparse_many  MANY rows of it
   read_small, read_large (chief, PS mode, on a server on another host): fetch the variables' values
+Each probe's CPU is measured twice: this process's (CPU time), and the whole machine's (/proc/stat, less the rate
+at which it is busy while the job sleeps), which also counts the servers and every other worker there. The workers
+run each synchronous probe in lockstep, so the machine's CPU per step is what every process of the job spends.
 """
 import json
 import os
@@ -23,13 +26,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import parallax  # noqa: E402
+from parallax.step_measure import boot_id, machine_busy  # noqa: E402
 
 tf1 = tf.compat.v1
 DENSE_MB = 8
 ROWS, WIDTH = 50_000, 64
 FEW, MANY = 64, 4096
 MANY_VARIABLES = 16
-WARMUP, STEPS = 3, 10
+WARMUP, STEPS = 3, 20
+IDLE_SECONDS = 1.0
 
 
 def build():
@@ -56,19 +61,33 @@ def build():
     return g, probes, {"small": small, "large": large}
 
 
-def timed(run, steps=STEPS):
+def timed(run, steps=STEPS, idle_rate=0.0):
     for _ in range(WARMUP):
         run()
     walls, cpus = [], []
+    busy, start = machine_busy(), time.perf_counter()
     for _ in range(steps):
         wall, cpu = time.perf_counter(), time.process_time()
         run()
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
-    return {"wall": float(np.median(walls)), "cpu": float(np.median(cpus))}
+    elapsed, after = time.perf_counter() - start, machine_busy()
+    result = {"wall": float(np.median(walls)), "cpu": float(np.median(cpus))}
+    if busy is not None and after is not None:
+        result["machine_cpu"] = max(after - busy - idle_rate * elapsed, 0.0) / steps
+    return result
+
+
+def idle_rate():
+    """CPU seconds per second this machine spends while the job's workers sleep (other processes' load)."""
+    busy, start = machine_busy(), time.perf_counter()
+    time.sleep(IDLE_SECONDS)
+    after = machine_busy()
+    return 0.0 if busy is None or after is None else (after - busy) / (time.perf_counter() - start)
 
 
 MARKER = "parallax-calibration: "
+VARIABLES = ("small", "large", *(f"small_{i}" for i in range(MANY_VARIABLES)), "embedding")
 
 
 def main(mode, backend):
@@ -78,32 +97,28 @@ def main(mode, backend):
     runner = parallax.get_runner(g, "localhost:1", config)  # launched: the launcher's spec wins
     rng = np.random.RandomState(runner.worker_id)
     result = {"worker": runner.worker_id, "workers": runner.num_workers, "mode": mode, "backend": runner.plan.backend,
-              "cores": os.cpu_count(), "boot_id": _boot_id(), "host": runner.plan.worker_hosts[runner.worker_id],
+              "cores": os.cpu_count(), "boot_id": boot_id(), "host": runner.plan.worker_hosts[runner.worker_id],
               "bytes": {"dense_small": 256 * 4, "dense_large": DENSE_MB * 2 ** 20, "row": WIDTH * 4},
               "variables": {"dense_many": MANY_VARIABLES},
               "rows": {"sparse_few": FEW, "sparse_many": MANY}, "embedding_rows": ROWS, "probes": {}}
     ones = np.ones(8, np.float32)
+    runner.run(probes["dense_small"][0], {probes["dense_small"][1]: ones})  # a synchronous step: all start together
+    rate = result["idle_rate"] = idle_rate()
     for name in ("compute", "dense_small", "dense_large", "dense_many"):
         fetch, x = probes[name]
-        result["probes"][name] = timed(lambda: runner.run(fetch, {x: ones}))
+        result["probes"][name] = timed(lambda: runner.run(fetch, {x: ones}), idle_rate=rate)
     fetch, ids = probes["sparse"]
     for name, count in (("sparse_few", FEW), ("sparse_many", MANY)):
-        result["probes"][name] = timed(lambda: runner.run(fetch, {ids: rng.randint(0, ROWS, count)}))
+        result["probes"][name] = timed(lambda: runner.run(fetch, {ids: rng.randint(0, ROWS, count)}), idle_rate=rate)
+    result["servers"] = {name: list(runner.plan.variable(name).ps_tasks) for name in VARIABLES}
+    result["local_aggregation"] = {name: runner.plan.variable(name).local_aggregation for name in VARIABLES}
+    result["workers_per_host"] = [runner.plan.worker_hosts.count(h) for h in range(runner.plan.num_hosts)]
     if mode == "PS" and runner.is_chief:
         for name, v in variables.items():
             if any(t != 0 for t in runner.plan.variable(v.op.name).ps_tasks):  # a server on another host
                 result["probes"][f"read_{name}"] = timed(lambda: runner.run(v))
     print(MARKER + json.dumps(result), flush=True)
     runner.close()
-
-
-def _boot_id():
-    """Hosts with the same boot id share one kernel, so their cores (network namespaces of the test bed)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
-    except OSError:
-        return os.uname().nodename
 
 
 if __name__ == "__main__":

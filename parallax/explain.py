@@ -50,11 +50,14 @@ class Explanation:
     predicted: Optional[Dict[str, float]] = None
     reasons: Optional[Dict[str, str]] = None
     bound: str = ""
+    measured: Optional[Dict[str, float]] = None  # the calibration's real jobs: step seconds per fixed mode
+    basis: str = ""  # what AUTO's choice rests on: "model", or "measured <MODE>"
 
     def to_data(self):
         from parallax import plan_json
         return {"plan": plan_json.to_data(self.plan), "traffic": [dataclasses.asdict(t) for t in self.traffic],
                 "bytes_per_step": self.bytes_per_step, "premise": self.premise, "predicted_seconds": self.predicted,
+                "measured_seconds": self.measured, "auto_basis": self.basis,
                 "reasons": self.reasons,
                 "placements": {k: [list(p) for p in v] for k, v in self.placements.items()}}
 
@@ -94,6 +97,13 @@ class Explanation:
             lines.append("predicted step time (cost model, calibration of the hosts): " + ", ".join(
                 f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in self.predicted.items())
                 + f"; the step is {self.bound}-bound")
+            if self.measured:
+                lines.append("measured step time (the calibration's real jobs): " + ", ".join(
+                    f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in sorted(self.measured.items())))
+            if p.run_option == "AUTO" and self.basis != "model":
+                lines.append(f"AUTO runs the plan of the fixed mode {self.basis.split()[-1]}: its real job was "
+                             f"faster than the model's best plan would be (its prediction, scaled by the model's "
+                             f"error on the measured jobs)")
             if p.run_option == "AUTO":
                 lines += [f"  {name}: {_METHOD_NAMES[str(p.variable(name).method)]}; {why}"
                           for name, why in sorted(self.reasons.items())]
@@ -140,7 +150,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
     from parallax.auto_plan import predictions
     predicted = predictions(graph, analysis, spec, config)
     result = Explanation(plan, traffic, placements, premise(plan, analysis),
-                         *(predicted if predicted else (None, None, "")))
+                         *(predicted if predicted else (None, None, "", None, "")))
     if print_table:
         print(result, flush=True)
     return result

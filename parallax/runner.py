@@ -6,7 +6,7 @@ import time
 
 import tensorflow as tf
 
-from parallax import collectives, graph_utils, step_fence
+from parallax import collectives, graph_utils, step_fence, step_measure
 from parallax.errors import CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError
 from parallax.launcher.role import report_done, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
@@ -41,6 +41,7 @@ class Runner:
         self._synchronized_steps = 0
         atexit.register(self._report_done)  # a script may end without closing its runner
         self._steps = 0
+        self._measure = step_measure.StepMeasure.from_env()
         self._closed = False
         self._graph.finalize()
         self._session = tf1.Session(server.target if server else "", graph=self._graph, config=session_config)
@@ -113,6 +114,8 @@ class Runner:
             every = self.config.save_checkpoint_steps
             if every and self.is_chief and self._steps % every == 0:
                 self.save_checkpoint()
+            if self._measure:
+                self._measure.after_step(self._steps, self)
         return result
 
     def _collective_names(self, variant):

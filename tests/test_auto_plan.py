@@ -13,10 +13,10 @@ from parallax.planning import plan_job
 
 tf1 = tf.compat.v1
 TWO_BY_TWO = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
-# Every worker applying every worker's rows (AG) is expensive for a large, busy embedding; a server round trip
-# costs more than a small embedding's whole allgather (as in test_cost_model's mixed case).
-MIXING = cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
-                            update_cpu_per_byte=1e-8)
+# Every worker applying every worker's rows (AG) is expensive for a large, busy embedding; a small embedding's
+# push and pull cost the hosts more CPU than its whole allgather (as in test_cost_model's mixed case).
+MIXING = cost_model.Machine(1e9, 1e-4, cores=4, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
+                            update_cpu_per_byte=1e-7)
 
 
 def two_embeddings():
@@ -32,8 +32,13 @@ def two_embeddings():
     return g
 
 
-def _calibration(tmp_path, machine=MIXING, alpha=None):
-    return calibration.Calibration(machine, 0.05, 0.05, alpha or {}, 2).save(str(tmp_path))
+def _calibration(tmp_path, machine=MIXING, alpha=None, in_job=None):
+    return calibration.Calibration(machine, 0.05, 0.05, alpha or {}, 2, in_job=in_job).save(str(tmp_path))
+
+
+def _measured(mode, wall):
+    return [{"worker": w, "workers": 4, "mode": mode, "backend": "tf", "host": w // 2, "workers_per_host": [2, 2],
+             "wall": wall, "cpu": 0.05, "machine_cpu": None, "steps": 20} for w in range(4)]
 
 
 def _plan(g, config, spec=TWO_BY_TWO):
@@ -88,6 +93,24 @@ def test_explain_prints_each_modes_predicted_step_time_and_why_each_variable_got
     out = capsys.readouterr().out
     assert "predicted step time" in out and "AUTO " in out
     assert "  small: AllGather; PS would take +" in out and "  big: PS; AG would take +" in out
+
+
+def test_auto_runs_a_fixed_modes_plan_when_its_real_job_beat_the_models_best(tmp_path, capsys):
+    g = two_embeddings()
+    config = parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path))
+    predicted = parallax.explain(g, TWO_BY_TWO, config, print_table=False).predicted
+    # The jobs ran as fast as predicted, but for PS, 30% faster: scaled by the model's error (1, the median),
+    # the mixed plan's prediction is no match for it.
+    measured = {m: predicted[m] * (0.7 if m == "PS" else 1.0) for m in ("PS", "MPI", "HYBRID")}
+    path = _calibration(tmp_path / "measured", in_job={m: _measured(m, t) for m, t in measured.items()})
+    config = parallax.Config(run_option="AUTO", calibration=path)
+    assert _plan(g, config).methods == {Method.PS}
+    result = parallax.explain(g, TWO_BY_TWO, config)
+    assert result.measured == pytest.approx(measured) and result.basis == "measured PS"
+    assert "AUTO runs the plan of the fixed mode PS: its real job was faster" in capsys.readouterr().out
+    # When the jobs ran as predicted, the model's mixed plan stays
+    path = _calibration(tmp_path / "as-predicted", in_job={m: _measured(m, predicted[m]) for m in measured})
+    assert _plan(g, parallax.Config(run_option="AUTO", calibration=path)).variable("small").method == Method.AG
 
 
 def partitioned(parts_env=None):

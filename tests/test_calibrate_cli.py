@@ -1,5 +1,6 @@
 """parallax-calibrate on localhost: it times the training script's step, runs the calibration job in each mode
-and backend, and writes a calibration that run_option="AUTO" plans with."""
+and backend and the script itself as a short job in each fixed mode, and writes a calibration that
+run_option="AUTO" plans with."""
 import importlib.util
 import os
 import subprocess
@@ -27,6 +28,12 @@ def test_calibrate_writes_what_auto_plans_with(tmp_path):
     assert {"ps", "allreduce/tf", "allgather/tf"} <= set(cal.machine.cpu_per_byte)
     assert all(v >= 0 for v in [*cal.machine.cpu_per_byte.values(), *cal.machine.cpu_per_message.values()])
     assert 0 < cal.compute_seconds < 10 and 0 < cal.alpha["embedding"] <= 1
+    # the script ran as a real job in each fixed mode, and ended after the measured steps
+    assert set(cal.in_job) == {"PS", "MPI", "HYBRID"}
+    for mode, reports in cal.in_job.items():
+        assert [r["worker"] for r in reports] == [0, 1] and all(r["steps"] == 20 and r["wall"] > 0 for r in reports)
+        assert all(r["mode"] == mode and r["machine_cpu"] > 0 for r in reports)
+    assert "in a PS job:" in done.stdout and "step 200/200" not in done.stdout + done.stderr
     spec = importlib.util.spec_from_file_location("demo_train", DEMO)
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)

@@ -1,47 +1,111 @@
 """Calibration (parallax/calibration.py): the fit of the calibration job's timings, and the file AUTO reads."""
+import dataclasses
+
 import pytest
 
 from parallax import calibration, cost_model
 from parallax.errors import ConfigError
 
 N = 4
+COMPUTE = 0.001  # CPU and wall seconds of the bare compute probe, per worker
+SIZES = {"dense_small": 1024, "dense_large": 8 << 20}
+ROWS = {"sparse_few": 64, "sparse_many": 4096}
+SERVERS = {"small": [1], "large": [1], **{f"small_{i}": [i % 2] for i in range(16)}, "embedding": [0, 1]}
 
 
-def _worker(mode, backend, per_byte, per_message, worker=0, host=0, boot="a", reads=None, per_step=0.0):
-    """A calibration job result whose CPU per step is exactly the model's: compute + per byte * moved + messages
-    (+ once per step, in PS)."""
-    method = {"PS": "ps"}.get(mode)
-    probes = {"compute": {"cpu": 0.001, "wall": 0.001}}
-    sizes = {"dense_small": 1024, "dense_large": 8 << 20}
-    rows = {"sparse_few": 64, "sparse_many": 4096}
-    for name, nbytes, variables in [*((k, b, 1) for k, b in sizes.items()), ("dense_many", 16 * 1024, 16),
-                                    *((k, r * 256, 1) for k, r in rows.items())]:
-        m = method or ("allreduce" if name.startswith("dense") else "allgather")
-        messages = 2 * variables if m == "ps" else 1  # the collectives are fused: one for any number of variables
-        cpu = 0.001 + per_byte * calibration.moved_per_worker(m, nbytes, N) + per_message * messages + \
-            (per_step if m == "ps" else 0)
-        probes[name] = {"cpu": cpu, "wall": cpu}
-    probes.update(reads or {})
-    return {"worker": worker, "workers": N, "mode": mode, "backend": backend, "cores": 2, "boot_id": boot,
-            "host": host, "bytes": {**sizes, "row": 256}, "rows": rows, "variables": {"dense_many": 16}, "embedding_rows": 50000, "probes": probes}
+def _probe(name, mode):
+    """The probe's variables and their choices, written out here as the calibration job builds and plans them."""
+    if name.startswith("sparse"):
+        loads = [cost_model.VariableLoad("embedding", "sparse", 50_000 * 256, ROWS[name] / 50_000, 2)]
+    else:
+        names = [f"small_{i}" for i in range(16)] if name == "dense_many" else [name.split("_")[1]]
+        loads = [cost_model.VariableLoad(n, "dense", SIZES.get(name, 1024)) for n in names]
+    if mode == "PS":
+        return loads, {v.name: cost_model.Choice(cost_model.PS, tuple(SERVERS[v.name])) for v in loads}
+    return loads, {v.name: cost_model.Choice(cost_model.AG if v.kind == "sparse" else cost_model.AR) for v in loads}
 
 
-def test_the_fit_recovers_per_byte_and_per_message_costs_link_and_shared_machines():
+def _run(mode, backend, truth, boot_of_host=("a", "a"), reads=None):
+    """A calibration job's results that the cost model with the costs of `truth` explains exactly."""
+    per_host, machine_of = (2, 2), tuple({b: i for i, b in enumerate(dict.fromkeys(boot_of_host))}[b]
+                                         for b in boot_of_host)
+    probes = {"compute": {"cpu": COMPUTE, "wall": COMPUTE}}
+    for name in ("dense_small", "dense_large", "dense_many", "sparse_few", "sparse_many"):
+        loads, choices = _probe(name, mode)
+        p = cost_model.predict(cost_model.Workload(0, 0, tuple(loads)), choices, per_host, truth, backend)
+        probes[name] = {"wall": COMPUTE + p.critical_path, "cpu": 0.0,
+                        "machine_cpu": [sum(c for c, m in zip(p.host_cpu, machine_of) if m == k) +
+                                        COMPUTE * sum(w for w, m in zip(per_host, machine_of) if m == k)
+                                        for k in range(max(machine_of) + 1)]}
+    out = []
+    for w in range(N):
+        host = w // 2
+        mine = {k: dict(v, machine_cpu=v["machine_cpu"][machine_of[host]]) if "machine_cpu" in v else v
+                for k, v in probes.items()}
+        if w == 0 and reads:
+            mine.update(reads)
+        out.append({"worker": w, "workers": N, "mode": mode, "backend": backend, "cores": 2,
+                    "boot_id": boot_of_host[host], "host": host, "bytes": {**SIZES, "row": 256}, "rows": ROWS,
+                    "variables": {"dense_many": 16}, "embedding_rows": 50_000, "workers_per_host": list(per_host),
+                    "servers": SERVERS if mode == "PS" else {k: [] for k in SERVERS},
+                    "local_aggregation": {k: False for k in SERVERS}, "probes": mine})
+    return out
+
+
+TRUTH = cost_model.Machine(1e8, 0.0, 2, {"ps": 2e-10, "allreduce/tf": 1e-9, "allgather/tf": 3e-9},
+                           {"ps": 5e-4, "allreduce/tf": 2e-3, "allgather/tf": 4e-3}, cpu_per_step={"ps": 3e-3},
+                           round_seconds={"ps": 1e-3, "allreduce/tf": 2e-4, "allgather/tf": 2e-4})
+
+
+def test_the_fit_inverts_the_cost_model_on_the_machines_cpu_and_the_walls():
     reads = {"read_small": {"wall": 0.002, "cpu": 0.001}, "read_large": {"wall": 0.002 + (8 << 20) / 1e8, "cpu": 0}}
-    ps = [_worker("PS", "tf", 2e-10, 5e-4, w, w // 2, reads=reads if w == 0 else None, per_step=3e-3)
-          for w in range(N)]
-    mpi = [_worker("MPI", "tf", 1e-9, 2e-3, w, w // 2) for w in range(N)]
-    m = calibration.fit_machine([ps, mpi])
-    assert m.cpu_per_byte == pytest.approx({"ps": 2e-10, "allreduce/tf": 1e-9, "allgather/tf": 1e-9})
-    assert m.cpu_per_message == pytest.approx({"ps": 5e-4, "allreduce/tf": 2e-3, "allgather/tf": 2e-3})
-    assert m.cpu_per_step == pytest.approx({"ps": 3e-3})  # apart from the messages: 16 variables cost 15 more
+    m = calibration.fit_machine([_run("PS", "none", TRUTH, reads=reads), _run("MPI", "tf", TRUTH)])
+    assert m.cpu_per_byte == pytest.approx(TRUTH.cpu_per_byte)
+    assert m.cpu_per_message == pytest.approx(TRUTH.cpu_per_message)
+    assert m.cpu_per_step == pytest.approx(TRUTH.cpu_per_step)
+    assert m.round_seconds == pytest.approx(TRUTH.round_seconds, rel=1e-4)  # the fitted link differs by 1 KB
     assert m.bandwidth == pytest.approx(((8 << 20) - 1024) / ((8 << 20) / 1e8)) and m.latency == 0.002
     assert m.machine_of_host == (0, 0) and m.cores == 2  # two hosts, one kernel: the test bed
 
 
+def test_the_fit_keeps_costs_non_negative():
+    noisy = _run("MPI", "tf", TRUTH)
+    for r in noisy:  # the large allreduce cheaper than the small one: no positive per-byte cost explains it
+        r["probes"]["dense_large"]["machine_cpu"] = r["probes"]["compute"]["cpu"] * 2
+    m = calibration.fit_machine([noisy])
+    assert all(v >= 0 for v in [*m.cpu_per_byte.values(), *m.cpu_per_message.values()])
+
+
 def test_a_single_host_has_no_link_and_separate_machines_share_nothing():
-    m = calibration.fit_machine([[_worker("MPI", "tf", 1e-9, 1e-3, w, w, boot=str(w)) for w in range(N)]])
+    m = calibration.fit_machine([_run("MPI", "tf", TRUTH, boot_of_host=("a", "b"))])
     assert m.bandwidth == calibration.LOOPBACK_BANDWIDTH and m.latency == 0 and m.machine_of_host == ()
+    assert m.cpu_per_message == pytest.approx({"allreduce/tf": 2e-3, "allgather/tf": 4e-3})
+
+
+def test_a_job_without_machine_cpu_is_refused():
+    run = _run("MPI", "tf", TRUTH)
+    for r in run:
+        del r["probes"]["dense_small"]["machine_cpu"]
+    with pytest.raises(ConfigError, match="/proc/stat"):
+        calibration.fit_machine([run])
+
+
+def _reports(mode, wall, machine_cpu, backend="tf"):
+    return [{"worker": w, "workers": N, "mode": mode, "backend": backend, "host": w // 2, "workers_per_host": [2, 2],
+             "wall": wall, "cpu": 0.0, "machine_cpu": machine_cpu, "steps": 20} for w in range(N)]
+
+
+def test_the_in_job_compute_is_what_the_job_spent_beyond_the_models_communication():
+    workload = cost_model.Workload(0.01, 0.01, (cost_model.VariableLoad("d", "dense", 1 << 20),))
+    comm = cost_model.predict(workload, cost_model.fixed_choices(workload, "MPI", 2), (2, 2), TRUTH, "tf")
+    spent = sum(comm.host_cpu) - 4 * 0.01  # the communication of all four workers, on the one machine
+    cal = calibration.Calibration(dataclasses.replace(TRUTH, machine_of_host=(0, 0)), 0.01, 0.01, {}, 2,
+                                  in_job={"MPI": _reports("MPI", 0.05, spent + 4 * 0.03), "PS": None})
+    assert calibration.compute_cpu_in_job(cal, workload) == pytest.approx(0.03)
+    assert calibration.measured_seconds(cal, (2, 2)) == {"MPI": 0.05}
+    assert calibration.measured_seconds(cal, (4,)) == {}  # measured with another shape of job: not this one's
+    quiet = dataclasses.replace(cal, in_job={"MPI": _reports("MPI", 0.05, 0.0)})
+    assert calibration.compute_cpu_in_job(quiet, workload) == 0.01  # never below the one-process figure
 
 
 def test_a_saved_calibration_loads_back(tmp_path):

@@ -7,10 +7,14 @@ DIR/calibration.json for run_option="AUTO". Imports no TensorFlow.
    and the fraction a of each sparse variable's rows a step touches;
 2. the machine: the calibration job (parallax.calibration_job), launched by parallax-launch on the spec's hosts
    once per mode and backend (PS; MPI with TF's collectives; MPI with Horovod where it loads): CPU per byte and
-   per message of each method, the link's bandwidth and latency, the cores, which hosts share a machine.
+   per message of each method, the link's bandwidth and latency, the cores, which hosts share a machine;
+3. the script in real jobs: launched in each fixed mode (PS, MPI, HYBRID) for IN_JOB_STEPS steps
+   (parallax/step_measure.py): the step time of each, and what one worker's step costs there. Skipped with
+   --compute-seconds.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +24,9 @@ from parallax.errors import ParallaxError
 from parallax.launcher import cli, local_cluster
 
 MARKER = "parallax-calibration: "  # calibration_job.MARKER (that module imports TensorFlow)
+IN_JOB_STEPS = (10, 30)  # warm-up steps, then the last measured step
+IN_JOB_MODES = ("PS", "MPI", "HYBRID")
+IN_JOB_TIMEOUT = 900
 
 
 def parser():
@@ -61,12 +68,16 @@ def main(argv=None):
                                OMPI_MCA_btl_tcp_if_include=str(cluster.network),
                                OMPI_MCA_oob_tcp_if_include=str(cluster.network))
                     runs = measure_machine(python, where + _launch_options(args), env)
+                    in_job = None if args.compute_seconds else measure_in_jobs(python, where + _launch_options(args),
+                                                                               env, command)
         else:
-            runs = measure_machine(python, _where(args) + _launch_options(args), dict(os.environ))
+            where, env = _where(args) + _launch_options(args), dict(os.environ)
+            runs = measure_machine(python, where, env)
+            in_job = None if args.compute_seconds else measure_in_jobs(python, where, env, command)
         machine = calibration.fit_machine(runs)
         result = calibration.Calibration(machine, workload["compute_seconds"], workload["compute_cpu"],
                                          workload.get("alpha", {}), len({r["host"] for run in runs for r in run}),
-                                         {f"{run[0]['mode']}/{run[0]['backend']}": run for run in runs})
+                                         {f"{run[0]['mode']}/{run[0]['backend']}": run for run in runs}, in_job)
         path = result.save(args.out)
     except ParallaxError as e:
         print(f"parallax-calibrate: error: {type(e).__name__}: {e}", file=sys.stderr)
@@ -139,6 +150,37 @@ def measure_machine(python, where, env):
     return results
 
 
+def measure_in_jobs(python, where, env, command, modes=IN_JOB_MODES):
+    """{mode: each worker's report, or None} of the training script run as a real job in each of `modes`."""
+    return {mode: measure_in_job(python, where, env, command, mode) for mode in modes}
+
+
+def measure_in_job(python, where, env, command, mode, steps=IN_JOB_STEPS, timeout=IN_JOB_TIMEOUT):
+    """The training script as a real job in `mode` that ends after `steps[1]` steps: each worker's report
+    (step_measure.py), or None, said why, when the script ran fewer steps or failed (AUTO then has only the
+    model for that mode)."""
+    from parallax.step_measure import ENV, MARKER as STEP_MARKER
+    _progress(f"[in job] the training script in {mode} mode, steps {steps[0] + 1}-{steps[1]} measured")
+    cmd = [python, "-m", "parallax.launcher.cli", *where, "--run-option", mode, "-x",
+           f"{ENV}={steps[0]},{steps[1]}", "--", python, *command[1:]]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"), start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # the launcher tears its job down on every host
+        out, _ = proc.communicate()
+        _progress(f"[in job] {mode}: no report within {timeout} s; AUTO will have only the model for it")
+        return None
+    found = [json.loads(line.split(STEP_MARKER, 1)[1]) for line in out.splitlines() if STEP_MARKER in line]
+    if proc.returncode != 0 or not found or len(found) != found[0]["workers"]:
+        tail = "\n".join(out.strip().splitlines()[-10:])
+        _progress(f"[in job] the script did not run {steps[1]} steps in {mode} mode (exit status "
+                  f"{proc.returncode}); AUTO will have only the model for it. Its output ends:\n{tail}")
+        return None
+    return sorted(found, key=lambda r: r["worker"])
+
+
 def _summary(result, path):
     m = result.machine
     lines = [f"parallax-calibrate: wrote {path}",
@@ -152,6 +194,9 @@ def _summary(result, path):
                      f"{m.cpu_per_message.get(key, 0) * 1000:.2f} ms CPU per message"
                      + (f", {m.cpu_per_step[key] * 1000:.2f} ms CPU per step" if key in m.cpu_per_step else ""))
     lines += [f"  a({name}) = {a:.4g}" for name, a in sorted(result.alpha.items())]
+    for mode, reports in sorted((result.in_job or {}).items()):
+        lines.append(f"  in a {mode} job: " + ("no measurement (see above)" if not reports else
+                                              f"{calibration.median_wall(reports) * 1000:.1f} ms per step"))
     print("\n".join(lines), flush=True)
 
 
