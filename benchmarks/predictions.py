@@ -60,7 +60,9 @@ def predicted(model, data_dirs, spec, path, backend):
     if out.returncode != 0 or start < 0:
         raise RuntimeError(f"parallax.explain {model} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     data = json.loads("\n".join(lines[start:]))
-    return data["predicted_seconds"], {v["name"]: v["method"] for v in data["plan"]["variables"]}
+    return data["predicted_seconds"], {"methods": {v["name"]: v["method"] for v in data["plan"]["variables"]},
+                                       "basis": data.get("auto_basis") or "model",
+                                       "measured": data.get("measured_seconds") or {}}
 
 
 def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines, specs):
@@ -119,17 +121,22 @@ def tables(runs, predictions, plans, rates, models):
                              f"{p / med(key, 'step_seconds'):.2f} | {med(key, 'rate'):,.0f} | "
                              f"{med(key, 'cpu_seconds'):.2f} |")
     lines += ["", "## AUTO against the best fixed mode", "",
-              "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method) |",
-              "|---|---|---|---|---|"]
+              "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method) | chosen by | "
+              "calibration's in-job step ms (PS, MPI, HYBRID) |",
+              "|---|---|---|---|---|---|---|"]
     for model in models:
         for rate in rates:
             fixed = {mode: med((rate, model, mode), "rate") for mode in MODES[:3]}
             best = max(fixed, key=fixed.get)
             methods = {}
-            for name, method in plans[(rate, model)].items():
+            for name, method in plans[(rate, model)]["methods"].items():
                 methods[method] = methods.get(method, 0) + 1
+            plan = plans[(rate, model)]
+            in_job = ", ".join(f"{plan['measured'][m] * 1000:.0f}" if m in plan["measured"] else "-"
+                               for m in MODES[:3])
             lines.append(f"| {model} | {rate} | {best} | {med((rate, model, 'AUTO'), 'rate') / fixed[best]:.2f}x | "
-                         + ", ".join(f"{m} {k}" for m, k in sorted(methods.items())) + " |")
+                         + ", ".join(f"{m} {k}" for m, k in sorted(methods.items()))
+                         + f" | {plan['basis']} | {in_job} |")
     return lines
 
 
@@ -202,7 +209,7 @@ def from_saved():
                 path = os.path.join(CALIBRATIONS, rate, model, calibration.FILE)
                 machines[rate] = calibration.load(path).machine
                 predictions[(rate, model)], plan = predicted(model, data_dirs, spec, path, "tf")
-                if plan != plans[(rate, model)]:
+                if plan["methods"] != plans[(rate, model)]["methods"]:
                     testbed.progress(f"{rate} {model}: the current model would run AUTO with another plan "
                                      f"({plan}) than the measured one")
     return runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"]
