@@ -11,7 +11,8 @@ servers ends with a fence (one more scalar allreduce), and local aggregation is 
 Time is the larger of two bounds:
 - the critical path: one worker's compute, its own communication CPU, the busiest link's bytes / bandwidth and the
   message rounds * latency. A worker sends its server messages of one round (push, then pull) concurrently, so a
-  round costs its largest message, or all of them over the host's cores when that is more;
+  round costs its largest message, or all of them over the host's cores when that is more; between the rounds,
+  the busiest part's server work (taking every worker's push, then the update), which runs serially;
 - the CPU bound: every process's CPU seconds on a host (compute, and a per-byte and per-message cost of each
   method, which `parallax calibrate` measures) / the host's cores. This is the bound the 2-core test bed hits.
 """
@@ -172,6 +173,7 @@ def _servers(load, variables, choices, workers_per_host, machine):
     load.waits += machine.round_time("ps", 3)  # push, the servers' barrier, pull
     step = machine.cpu_per_step.get("ps", 0.0)
     messages = []  # one worker's pushes (and as many pulls): concurrent within a round
+    serial = 0.0  # the busiest part's own work at its server
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * step
     for s in sorted({s for v in variables for s in choices[v.name].servers}):
@@ -194,8 +196,12 @@ def _servers(load, variables, choices, workers_per_host, machine):
             applied = min(1.0, sum(workers_per_host) * v.alpha) * part if v.kind == "sparse" else part
             load.cpu[s] += applied * machine.update_cpu_per_byte
             messages.append(_cost(machine, "ps", rows))
+            # One part's accumulator takes the pushes one at a time and its update follows them: however many
+            # cores the server has, the step waits for its busiest part (why the paper partitions variables).
+            n = sum(workers_per_host)
+            serial = max(serial, _cost(machine, "ps", n * rows, n) + applied * machine.update_cpu_per_byte)
     round_ = max(max(messages, default=0.0), sum(messages) / machine.cores)
-    load.worker_cpu += step + 2 * round_
+    load.worker_cpu += step + 2 * round_ + serial
 
 
 # ---- fixed modes, as plan.py decides them ---------------------------------------------------------------------

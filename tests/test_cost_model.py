@@ -74,10 +74,9 @@ def test_fixed_modes_follow_the_run_options_rule_and_balance_servers():
 
 
 def test_search_finds_a_mixed_plan_that_no_fixed_mode_expresses():
-    # Applying every worker's rows in every worker (AG) is expensive for the large, busy embedding; the small
-    # embedding's push and pull cost every worker and its server more CPU than its whole allgather.
-    machine = cm.Machine(1e9, 1e-4, cores=4, cpu_per_byte={}, cpu_per_message={"ps": 1e-2},
-                         update_cpu_per_byte=1e-8)
+    # Allgathering the large, busy embedding's rows costs much per byte; the small embedding's push and pull cost
+    # the hosts more CPU than its allgather, on a machine whose one core every process shares.
+    machine = cm.Machine(1e9, 1e-4, cores=1, cpu_per_byte={"allgather/tf": 5e-8}, cpu_per_message={"ps": 1e-2})
     w = _workload(cm.VariableLoad("big", "sparse", 400_000_000, 0.05), cm.VariableLoad("small", "sparse", 40_000, 0.5),
                   cm.VariableLoad("dense", "dense", 1_000_000))
     choices, auto = cm.search(w, TWO_BY_TWO, machine)
@@ -101,9 +100,21 @@ def test_a_workers_server_messages_of_one_round_overlap_up_to_its_cores():
     on_host_1 = {v.name: cm.Choice(cm.PS, (1,)) for v in many.variables}
     wide = cm.Machine(1e12, 0, cores=64, cpu_per_byte={}, cpu_per_message={"ps": 1e-3})
     narrow = dataclasses.replace(wide, cores=2)
-    # two rounds (push, pull), each as long as its largest message, or its messages over the cores
-    assert cm.predict(many, on_host_1, TWO_BY_TWO, wide).critical_path == pytest.approx(2 * 1e-3)
-    assert cm.predict(many, on_host_1, TWO_BY_TWO, narrow).critical_path == pytest.approx(2 * 10 * 1e-3 / 2)
+    # two rounds (push, pull), each as long as its largest message, or its messages over the cores; between them
+    # the busiest part's server takes the four workers' pushes one after another
+    assert cm.predict(many, on_host_1, TWO_BY_TWO, wide).critical_path == pytest.approx(2 * 1e-3 + 4 * 1e-3)
+    assert cm.predict(many, on_host_1, TWO_BY_TWO, narrow).critical_path == pytest.approx(2 * 10 * 1e-3 / 2 + 4e-3)
+
+
+def test_the_step_waits_for_the_busiest_parts_serial_work_so_partitions_help():
+    machine = cm.Machine(1e12, 0, cores=64, cpu_per_byte={"ps": 1e-9}, cpu_per_message={}, update_cpu_per_byte=1e-9)
+    whole, split = (_workload(cm.VariableLoad("e", "sparse", 10**8, 0.01, parts=k), compute=0.0) for k in (1, 2))
+    one = cm.predict(whole, {"e": cm.Choice(cm.PS, (0,))}, TWO_BY_TWO, machine).critical_path
+    two = cm.predict(split, {"e": cm.Choice(cm.PS, (0, 1))}, TWO_BY_TWO, machine).critical_path
+    rows = 0.01 * 10**8  # one worker's rows of the whole variable
+    # pushes: 4 workers' rows taken in turn; the update: the rows the 4 workers touch; plus each worker's round trip
+    assert one == pytest.approx(4 * rows * 1e-9 + 4 * rows * 1e-9 + 2 * rows * 1e-9, rel=1e-3)  # and the link
+    assert two == pytest.approx(one / 2, rel=1e-3)
 
 
 def test_tf_collectives_with_servers_fence_the_step_and_turn_local_aggregation_off():
