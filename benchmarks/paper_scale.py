@@ -25,6 +25,11 @@ LINK = 100e9 / 8  # bytes/s: 100 Gbit/s InfiniBand (paper)
 LATENCY = 5e-6  # s per message on InfiniBand (assumed)
 CORES = 24  # CPU cores per machine that move bytes (assumed)
 FLOAT = 4
+# (assumed) TF's gRPC runs over TCP on IPoIB and gets this share of the link; Horovod's MPI uses the verbs
+GRPC_SHARE = 0.5
+# (assumed) Horovod of 2018 (v0.11, the paper's) allreduces dense tensors with NCCL on the GPUs (a quarter of
+# gRPC's host CPU per byte) but allgathers sparse ones with MPI through host memory, costing the host what gRPC does
+ALLGATHER_VS_GRPC = 1.0
 
 # Figure 13 of the paper, normalized throughput at 48 GPUs: TF-PS, Horovod (MPI), Parallax (HYBRID)
 PAPER = {"ResNet-50": (30.2, 39.5, 39.8), "Inception-v3": (28.4, 44.0, 43.6), "LM": (3.4, 1.3, 9.4),
@@ -85,18 +90,19 @@ def workload(model, step_scale):
     return cm.Workload(seconds, seconds * 0.1, tuple(variables))
 
 
-def machine(cpu_per_gb):
-    """The paper's cluster; `cpu_per_gb` CPU seconds per GB a process moves by gRPC (PS) or MPI (assumed)."""
+def machine(cpu_per_gb, grpc_share=GRPC_SHARE, allgather_vs_grpc=ALLGATHER_VS_GRPC):
+    """The paper's cluster; `cpu_per_gb` CPU seconds per GB a process moves by gRPC (PS) (assumed)."""
     per_byte = cpu_per_gb / 1e9
     return cm.Machine(LINK, LATENCY, CORES, {"ps": per_byte, "allreduce/horovod": per_byte / 4,
-                                            "allgather/horovod": per_byte / 4},
+                                            "allgather/horovod": per_byte * allgather_vs_grpc},
                       {"ps": 20e-6, "allreduce/horovod": 20e-6, "allgather/horovod": 20e-6},
-                      update_cpu_per_byte=per_byte / 4, cpu_per_step={"ps": 200e-6})
+                      update_cpu_per_byte=per_byte / 4, cpu_per_step={"ps": 200e-6},
+                      link_bandwidth={"ps": LINK * grpc_share})
 
 
-def predicted(model, step_scale, cpu_per_gb):
+def predicted(model, step_scale, cpu_per_gb, **assumed):
     """{mode: (normalized throughput, prediction)} for TF-PS, Horovod and Parallax at 48 GPUs."""
-    w, m, per_host = workload(model, step_scale), machine(cpu_per_gb), (GPUS,) * MACHINES
+    w, m, per_host = workload(model, step_scale), machine(cpu_per_gb, **assumed), (GPUS,) * MACHINES
     plans = {"PS": cm.fixed_choices(w, "PS", MACHINES, local_aggregation=False),  # TF-PS: no local aggregation
              "MPI": cm.fixed_choices(w, "MPI", MACHINES),
              "HYBRID": cm.fixed_choices(w, "HYBRID", MACHINES, local_aggregation=True)}
@@ -129,8 +135,10 @@ def main():
         lines.append(f"| {name} | {model.source} | {model.dense / 1e6:.1f}M | {model.dense_variables} | {sparse} | "
                      f"{model.step_seconds:.3f} |")
     lines += ["", f"Machine: {MACHINES} x {GPUS} GPUs, links {LINK * 8 / 1e9:.0f} Gbit/s (paper), latency "
-              f"{LATENCY * 1e6:.0f} us, {CORES} cores per machine (assumed). CPU per GB moved: swept (assumed); "
-              "Horovod's per byte a quarter of gRPC's.", ""]
+              f"{LATENCY * 1e6:.0f} us, {CORES} cores per machine (assumed). CPU per GB moved by gRPC: swept "
+              f"(assumed). Assumed and swept below: gRPC (TCP over IPoIB) gets {GRPC_SHARE:g} of the link, MPI all of "
+              f"it; Horovod's allreduce (NCCL) costs the host a quarter of gRPC's CPU per byte, its allgather (MPI "
+              f"through host memory) {ALLGATHER_VS_GRPC:g}x gRPC's.", ""]
     central = predicted_table(lines, 1.0, 1.0)
     lines += ["", "## Sensitivity to the assumed inputs", "",
               "Each row: a GPU step scaled by the factor, CPU per GB as given; ranking = does the model order the "
@@ -144,6 +152,16 @@ def main():
                 got = {k: v[0] for k, v in predicted(model, scale, cpu).items()}
                 cells.append(verdict(name, got))
             lines.append(f"| {scale:g} | {cpu:g} | " + " | ".join(cells) + " |")
+    lines += ["", "## Sensitivity to the assumed transports", "",
+              "Central step and CPU per GB; gRPC's share of the link, and Horovod's allgather CPU per byte against "
+              "gRPC's.", "", "| gRPC share | allgather / gRPC | " + " | ".join(f"{n} ranking, ratios" for n in MODELS)
+              + " |", "|---|---|" + "---|" * len(MODELS)]
+    for share in (0.3, 0.5, 1.0):
+        for allgather in (0.25, 1.0):
+            cells = [verdict(name, {k: v[0] for k, v in predicted(model, 1.0, 1.0, grpc_share=share,
+                                                                   allgather_vs_grpc=allgather).items()})
+                     for name, model in MODELS.items()]
+            lines.append(f"| {share:g} | {allgather:g} | " + " | ".join(cells) + " |")
     lines += ["", f"At the central inputs: {central}"]
     text = "\n".join(lines) + "\n"
     print(text)

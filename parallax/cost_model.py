@@ -39,6 +39,9 @@ class Machine:
     cpu_per_step: Dict[str, float] = dataclasses.field(default_factory=dict)
     # the same keys: seconds one message round of that method waits on the critical path (default: `latency`)
     round_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
+    # the same keys: bytes/s a method's transport gets from a host's link (default: `bandwidth`); gRPC over TCP
+    # may get less of a fast link than MPI over verbs does
+    link_bandwidth: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     def round_time(self, key, rounds):
         return rounds * self.round_seconds.get(key, self.latency)
@@ -82,15 +85,18 @@ class Prediction:
 class _Load:
     def __init__(self, hosts):
         self.out, self.into = [0.0] * hosts, [0.0] * hosts
+        self.out_seconds, self.into_seconds = [0.0] * hosts, [0.0] * hosts
         self.cpu = [0.0] * hosts
         self.server = [0.0] * hosts
         self.worker_cpu = 0.0  # communication CPU of one worker (the busiest), on the critical path
         self.waits = 0.0  # seconds of message rounds on the critical path
 
-    def send(self, src, dst, nbytes):
+    def send(self, src, dst, nbytes, bandwidth):
         if src != dst:
             self.out[src] += nbytes
             self.into[dst] += nbytes
+            self.out_seconds[src] += nbytes / bandwidth
+            self.into_seconds[dst] += nbytes / bandwidth
 
 
 def predict(workload, choices, workers_per_host, machine, backend="tf"):
@@ -110,7 +116,7 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
         if collectives and by_method[PS] and backend in FENCED_BACKENDS:
             _fence(load, workers_per_host, machine, backend)
     link = [max(o, i) for o, i in zip(load.out, load.into)]
-    network = max(link) / machine.bandwidth + load.waits
+    network = max(max(o, i) for o, i in zip(load.out_seconds, load.into_seconds)) + load.waits
     compute = workload.compute_seconds + load.worker_cpu
     critical = compute + network
     host_cpu = [w * workload.compute_cpu + c for w, c in zip(workers_per_host, load.cpu)]
@@ -132,9 +138,10 @@ def _allreduce(load, variables, workers_per_host, machine, backend):
     n, hosts = sum(workers_per_host), len(workers_per_host)
     b = sum(v.bytes for v in variables)
     moved = 2 * (n - 1) / n * b  # sent by each worker, and received
+    bandwidth = machine.link_bandwidth.get(f"allreduce/{backend}", machine.bandwidth)
     if hosts > 1:
         for h in range(hosts):
-            load.send(h, (h + 1) % hosts, moved)
+            load.send(h, (h + 1) % hosts, moved, bandwidth)
     per_worker = _cost(machine, f"allreduce/{backend}", 2 * moved)
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * per_worker
@@ -158,7 +165,8 @@ def _allgather(load, variables, workers_per_host, machine, backend):
         moved = (n - 1) * v.alpha * v.bytes
         if hosts > 1:
             for h in range(hosts):
-                load.send(h, (h + 1) % hosts, moved)
+                load.send(h, (h + 1) % hosts, moved,
+                          machine.link_bandwidth.get(f"allgather/{backend}", machine.bandwidth))
         per_worker = _cost(machine, f"allgather/{backend}", 2 * moved) + \
             n * v.alpha * v.bytes * machine.update_cpu_per_byte  # every worker applies every worker's rows
         for h, w in enumerate(workers_per_host):
@@ -174,6 +182,7 @@ def _servers(load, variables, choices, workers_per_host, machine):
     step = machine.cpu_per_step.get("ps", 0.0)
     messages = []  # one worker's pushes (and as many pulls): concurrent within a round
     serial = 0.0  # the busiest part's own work at its server
+    bandwidth = machine.link_bandwidth.get("ps", machine.bandwidth)
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * step
     for s in sorted({s for v in variables for s in choices[v.name].servers}):
@@ -186,8 +195,8 @@ def _servers(load, variables, choices, workers_per_host, machine):
         for s in choice.servers:
             for h, w in enumerate(workers_per_host):
                 pushers = 1 if la and w > 1 else w  # LA: the host's first worker sends every row of the host
-                load.send(h, s, w * rows)  # the same bytes either way; LA saves messages, not bytes
-                load.send(s, h, w * rows)  # each worker pulls its own rows
+                load.send(h, s, w * rows, bandwidth)  # the same bytes either way; LA saves messages, not bytes
+                load.send(s, h, w * rows, bandwidth)  # each worker pulls its own rows
                 load.server[s] += 2 * w * rows
                 load.cpu[s] += _cost(machine, "ps", 2 * w * rows, pushers + w)  # the server's side
                 load.cpu[h] += _cost(machine, "ps", 2 * w * rows, pushers + w)  # the workers' side

@@ -141,3 +141,14 @@ def test_each_method_waits_its_own_measured_round_time():
     machine = cm.Machine(1e12, 5e-3, cores=64, cpu_per_byte={}, cpu_per_message={}, round_seconds={"ps": 1e-3})
     assert cm.predict(w, {"w": cm.Choice(cm.PS, (1,))}, TWO_BY_TWO, machine).critical_path == pytest.approx(3e-3)
     assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, machine).critical_path == pytest.approx(6 * 5e-3)
+
+
+def test_a_methods_transport_may_get_less_of_the_link():
+    w = _workload(cm.VariableLoad("w", "dense", 1_000_000), compute=0.0)
+    full = cm.Machine(1e8, 0, cores=64, cpu_per_byte={}, cpu_per_message={})
+    half_for_grpc = dataclasses.replace(full, link_bandwidth={"ps": 5e7})
+    on_host_0 = {"w": cm.Choice(cm.PS, (0,))}
+    assert cm.predict(w, on_host_0, TWO_BY_TWO, half_for_grpc).critical_path == \
+        pytest.approx(2 * cm.predict(w, on_host_0, TWO_BY_TWO, full).critical_path)
+    ring = {"w": cm.Choice(cm.AR)}
+    assert cm.predict(w, ring, TWO_BY_TWO, half_for_grpc) == cm.predict(w, ring, TWO_BY_TWO, full)
