@@ -120,6 +120,11 @@ def tables(runs, predictions, plans, rates, models):
                 lines.append(f"| {model} | {rate} | {mode} | {p * 1000:.0f} | {med(key, 'step_seconds') * 1000:.0f} | "
                              f"{p / med(key, 'step_seconds'):.2f} | {med(key, 'rate'):,.0f} | "
                              f"{med(key, 'cpu_seconds'):.2f} |")
+    ratios = [predictions[(rate, model)][mode] / med((rate, model, mode), "step_seconds")
+              for model in models for rate in rates for mode in MODES]
+    within = sum(1 for r in ratios if abs(r - 1) <= 0.2)
+    lines += ["", f"Within 20%: {within} of {len(ratios)} points (predicted / measured from {min(ratios):.2f} to "
+              f"{max(ratios):.2f})."]
     lines += ["", "## AUTO against the best fixed mode", "",
               "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method) | chosen by | "
               "calibration's in-job step ms (PS, MPI, HYBRID) |",
@@ -140,19 +145,33 @@ def tables(runs, predictions, plans, rates, models):
     return lines
 
 
-def inputs(machines, workloads):
+def inputs(machines, workloads, rates):
     """The measured inputs of the predictions, so that a wrong one can be found."""
     lines = ["", "## The model's inputs, as measured", "",
-             "| rate | link Gbit/s | latency ms | cores | method | CPU s per GB | ms CPU per message | ms CPU per step |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| rate | link Gbit/s | latency ms | cores | method | CPU s per GB | ms CPU per message | ms CPU per step | "
+             "ms per round |", "|---|---|---|---|---|---|---|---|---|"]
     for rate, m in machines.items():
         for key in sorted(m.cpu_per_byte):
             lines.append(f"| {rate} | {m.bandwidth * 8 / 1e9:.2f} | {m.latency * 1000:.2f} | {m.cores:g} | {key} | "
                          f"{m.cpu_per_byte[key] * 1e9:.2f} | {m.cpu_per_message.get(key, 0) * 1000:.2f} | "
-                         f"{m.cpu_per_step.get(key, 0) * 1000:.2f} |")
-    lines += ["", "| model | one worker step ms (one process) | its CPU ms |", "|---|---|---|"]
-    lines += [f"| {model} | {w['compute_seconds'] * 1000:.1f} | {w['compute_cpu'] * 1000:.1f} |"
-              for model, w in workloads.items()]
+                         f"{m.cpu_per_step.get(key, 0) * 1000:.2f} | "
+                         f"{m.round_seconds.get(key, m.latency) * 1000:.2f} |")
+    lines += ["", "One worker's step: timed alone in one process, and in the calibration's real jobs (ms per step: the "
+              "wall time, and the machine's CPU over its workers, communication included).", "",
+              "| model | rate | one process: wall, CPU | PS job: wall, CPU / worker | MPI job | HYBRID job |",
+              "|---|---|---|---|---|---|"]
+    for model, w in workloads.items():
+        for rate in rates:
+            path = os.path.join(CALIBRATIONS, rate, model, calibration.FILE)
+            in_job = calibration.load(path).in_job or {} if os.path.exists(path) else {}
+            cells = []
+            for mode in MODES[:3]:
+                reports = in_job.get(mode)
+                cells.append("-" if not reports else
+                             f"{calibration.median_wall(reports) * 1000:.1f}, "
+                             f"{common.median([r['machine_cpu'] for r in reports]) / len(reports) * 1000:.1f}")
+            lines.append(f"| {model} | {rate} | {w['compute_seconds'] * 1000:.1f}, {w['compute_cpu'] * 1000:.1f} | "
+                         + " | ".join(cells) + " |")
     return lines
 
 
@@ -251,7 +270,7 @@ def main():
                 run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions,
                          plans, machines, specs)
         save(runs, predictions, plans, rates, models, workloads, specs, bench.repeats)
-    lines += tables(runs, predictions, plans, rates, models) + inputs(machines, workloads)
+    lines += tables(runs, predictions, plans, rates, models) + inputs(machines, workloads, rates)
     print("\n".join(lines), flush=True)
     common.write("predictions.md", lines)
     plot(runs, predictions, rates, models, os.path.join(common.RESULTS, "predictions.png"))
