@@ -116,7 +116,7 @@ def predicted(model, step_scale, cpu_per_gb, **assumed):
 def responsible(p, w, m):
     """The terms of a prediction: one GPU's compute, the busiest link's bytes, the rest of the critical path (the
     worker's communication CPU and the message rounds), and the CPU bound of the busiest machine."""
-    link = max(p.link_bytes) / m.bandwidth
+    link = p.link_seconds
     rest = p.critical_path - w.compute_seconds - link
     return (f"{p.bound}: compute {w.compute_seconds * 1000:.0f} + link {link * 1000:.0f} + CPU and rounds "
             f"{rest * 1000:.0f} ms; CPU bound {p.cpu_bound * 1000:.0f} ms")

@@ -80,6 +80,7 @@ class Prediction:
     host_cpu: Tuple[float, ...]  # per host: CPU seconds per step, every process
     server_bytes: Tuple[float, ...]  # per host's server: bytes in + out per step
     bound: str  # "cpu" | "network" | "compute"
+    link_seconds: float = 0.0  # the busiest link's time per step, each method's bytes at its transport's rate
 
 
 class _Load:
@@ -116,7 +117,8 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
         if collectives and by_method[PS] and backend in FENCED_BACKENDS:
             _fence(load, workers_per_host, machine, backend)
     link = [max(o, i) for o, i in zip(load.out, load.into)]
-    network = max(max(o, i) for o, i in zip(load.out_seconds, load.into_seconds)) + load.waits
+    link_seconds = max(max(o, i) for o, i in zip(load.out_seconds, load.into_seconds))
+    network = link_seconds + load.waits
     compute = workload.compute_seconds + load.worker_cpu
     critical = compute + network
     host_cpu = [w * workload.compute_cpu + c for w, c in zip(workers_per_host, load.cpu)]
@@ -124,7 +126,7 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     cpu_bound = max(sum(c for c, m in zip(host_cpu, shared) if m == k) for k in set(shared)) / machine.cores
     bound = "cpu" if cpu_bound > critical else ("network" if network > compute else "compute")
     return Prediction(max(critical, cpu_bound), critical, cpu_bound, tuple(link), tuple(host_cpu),
-                      tuple(load.server), bound)
+                      tuple(load.server), bound, link_seconds)
 
 
 def _cost(machine, key, nbytes, messages=1.0):
