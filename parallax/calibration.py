@@ -149,12 +149,11 @@ def _parameters(run):
     return [(f, f"{m}/{b}") for m in ("allreduce", "allgather") for f in ("cpu_per_byte", "cpu_per_message")]
 
 
-def _unit_machine(field=None, key=None, base=None):
+def _unit_machine(field, key):
+    """A machine whose only cost is 1 CPU second per unit of `field`[`key`]."""
     costs = {"cpu_per_byte": {}, "cpu_per_message": {}, "cpu_per_step": {}}
-    if field:
-        costs[field] = {key: 1.0}
-    base = base or cost_model.Machine(LOOPBACK_BANDWIDTH, 0.0, 1.0, {}, {})
-    return dataclasses.replace(base, **costs)
+    costs[field] = {key: 1.0}
+    return cost_model.Machine(LOOPBACK_BANDWIDTH, 0.0, 1.0, **costs)
 
 
 def _machine_rows(run, machine_of_host, per_host):
