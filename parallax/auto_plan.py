@@ -77,12 +77,16 @@ def choose(graph, analysis, spec, config):
     measured = calibration.measured_seconds(calibrated, per_host)
     if measured:
         # The real jobs of the fixed modes measured their step; the model's plan replaces the fastest of them only
-        # when its prediction, scaled by the model's error on those jobs, is faster still.
-        fixed = {mode: cost_model.predict(workload, _fixed(workload, mode, spec, config), per_host,
-                                          calibrated.machine, backend).seconds for mode in measured}
-        scale = statistics.median(measured[m] / fixed[m] for m in measured)
+        # when it is faster still: measured, if it is one of those modes' plans; otherwise its prediction scaled by
+        # the model's error on the measured jobs.
+        fixed = {mode: _fixed(workload, mode, spec, config) for mode in measured}
+        same = [m for m in measured if {n: c.method for n, c in fixed[m].items()} ==
+                {n: c.method for n, c in choices.items()}]
+        scale = statistics.median(measured[m] / cost_model.predict(workload, fixed[m], per_host, calibrated.machine,
+                                                                   backend).seconds for m in measured)
+        expected = measured[same[0]] if same and parts == built else prediction.seconds * scale
         fastest = min(measured, key=measured.get)
-        if measured[fastest] <= prediction.seconds * scale:
+        if measured[fastest] <= expected:
             parts, trial, basis = built, workload, f"measured {fastest}"
             choices = _fixed(workload, fastest, spec, config)
             prediction = cost_model.predict(workload, choices, per_host, calibrated.machine, backend)

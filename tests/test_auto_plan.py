@@ -141,3 +141,18 @@ def test_get_partitioner_makes_the_number_auto_chose(monkeypatch):
     monkeypatch.setenv("PARALLAX_PARTITIONS", "3")
     g = partitioned()
     assert len(parallax.analyze(g).variable("model/emb").parts) == 3
+
+
+def test_when_the_models_best_plan_is_a_fixed_modes_its_measured_step_counts(tmp_path):
+    g = two_embeddings()
+    servers = cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={"allreduce/tf": 1e-6, "allgather/tf": 1e-6},
+                                 cpu_per_message={"allreduce/tf": 1e-2, "allgather/tf": 1e-2})
+    config = parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path, servers))
+    assert _plan(g, config).methods == {Method.PS}  # the model's best: PS's own plan
+    predicted = parallax.explain(g, TWO_BY_TWO, config, print_table=False).predicted
+    assert predicted["PS"] < predicted["HYBRID"] < 2 * predicted["PS"]
+    # PS's real job ran at twice its prediction, the others as predicted: HYBRID's measured step is the fastest
+    measured = {"PS": 2 * predicted["PS"], "MPI": predicted["MPI"], "HYBRID": predicted["HYBRID"]}
+    path = _calibration(tmp_path / "measured", servers, in_job={m: _measured(m, t) for m, t in measured.items()})
+    plan = _plan(g, parallax.Config(run_option="AUTO", calibration=path))
+    assert plan.variable("dense/kernel").method == Method.AR and plan.variable("big").method == Method.PS
