@@ -2,7 +2,8 @@
 queues, a host's local aggregation) ends, with a backend that needs it (collectives.step_fence_for), with one
 scalar collective that waits for all of this worker's work in the step. Every worker passes it only when
 every worker's part of the step has run, so no worker ends the step (and TF cleans its step id up on the tasks it
-touched) while another's part still runs there. After the fence, only copies on the worker's own task remain.
+touched) while another's part still runs there. Every value the step returns is received on the worker's own task
+before the fence; after it, only copies of those local values remain.
 """
 import tensorflow as tf
 
@@ -25,13 +26,18 @@ def fence(variant, fence_op):
     """`variant` ending with `fence_op(digest, name)` after all it runs; its tensors come back as copies made on
     the worker's own task after the fence. Call with the graph open for new ops."""
     ran = [op for op in (_op_of(x) for x in _run_elements(variant)) if op is not None]
+    returned = [x for x in variant.leaves + list(variant.released or []) if isinstance(x, tf.Tensor)]
     with tf.name_scope(f"{FENCE_SCOPE}/{variant.digest}/"), tf1.device(None):
-        with tf.control_dependencies(ran):
+        # Every value the client gets is received on this worker's own task *before* the fence: after it, another
+        # worker's step may end and clean the step id up on the task that made the value, and a value not yet
+        # received from there is lost with it (Aborted: Cleanup).
+        here = {x.ref(): tf.identity(x) for x in returned}
+        with tf.control_dependencies(ran + [t.op for t in here.values()]):
             done = fence_op(variant.digest, "fence")
         with tf.control_dependencies([done]):
-            variant.leaves = [tf.identity(x) if isinstance(x, tf.Tensor) else x for x in variant.leaves]
+            variant.leaves = [tf.identity(here[x.ref()]) if isinstance(x, tf.Tensor) else x for x in variant.leaves]
             if variant.released is not None:
-                variant.released = [tf.identity(x) for x in variant.released]
+                variant.released = [tf.identity(here[x.ref()]) for x in variant.released]
     variant.targets = list(variant.targets) + [done]
     return variant
 

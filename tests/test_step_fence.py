@@ -47,9 +47,11 @@ def test_a_tf_collectives_step_that_touches_servers_ends_with_a_fence_after_all_
     ran += [x for x in variant.leaves if isinstance(x, tf.Operation)]
     assert ran and set(ran) <= before, "the fence must wait for everything the step runs"
     for x in variant.leaves + (variant.released or []):
-        if isinstance(x, tf.Tensor):  # what the client receives is copied on the worker's own task after it
+        if isinstance(x, tf.Tensor):  # what the client receives is copied on the worker's own task after it,
             assert x.op.type == "Identity" and x.op.device == "" and fences[0] in x.op.control_inputs
-            assert x.op.inputs[0].op in before
+            received = x.op.inputs[0].op  # from a copy received there before it (a value still to be received
+            assert received.type == "Identity" and received.device == "" and received in before  # after it could
+            # be cleaned up with the step id on the task that made it)
 
 
 def test_every_worker_gives_a_fetch_set_the_same_fence_key():
