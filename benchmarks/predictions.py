@@ -65,36 +65,47 @@ def predicted(model, data_dirs, spec, path, backend):
                                        "measured": data.get("measured_seconds") or {}}
 
 
-def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines, specs):
+def calibrate_rate(cluster, spec, rate, models, data_dirs, workloads, backend):
+    """The machine's calibration at `rate`, and each model's (its in-job half too), saved under CALIBRATIONS."""
+    runs_ = calibrate.measure_machine(sys.executable, where(cluster, spec), testbed_env(cluster))
+    machine = calibration.fit_machine(runs_)
+    for model in models:
+        w = workloads[model]
+        script, args = script_args(model, data_dirs, ALL)
+        testbed.progress(f"{rate}: {model} in real jobs (the in-job half of the calibration)")
+        in_job = calibrate.measure_in_jobs(sys.executable, where(cluster, spec), testbed_env(cluster),
+                                           ["python", os.path.join(common.ROOT, script), *args,
+                                            "--collective-backend", backend])
+        calibration.Calibration(machine, w["compute_seconds"], w["compute_cpu"], w["alpha"], cluster.num_hosts,
+                                {f"{run[0]['mode']}/{run[0]['backend']}": run for run in runs_}, in_job,
+                                ).save(os.path.join(CALIBRATIONS, rate, model))
+    return machine
+
+
+def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines, specs,
+             reuse=False):
     with LocalCluster(2, 2, rate=rate) as cluster:
         spec = os.path.join(work, "hosts.txt")
         specs[rate] = cluster.spec_text()
         with open(spec, "w") as f:
             f.write(specs[rate])
-        testbed.progress(f"{cluster}: calibrating the machine")
-        runs_ = calibrate.measure_machine(sys.executable, where(cluster, spec), testbed_env(cluster))
-        machine = calibration.fit_machine(runs_)
+        saved = {model: os.path.join(CALIBRATIONS, rate, model, calibration.FILE) for model in models}
+        if reuse and all(os.path.exists(path) for path in saved.values()):
+            testbed.progress(f"{cluster}: the calibrations of an earlier run at {rate}, as saved")
+            machine = calibration.load(saved[models[0]]).machine
+        else:
+            testbed.progress(f"{cluster}: calibrating the machine")
+            machine = calibrate_rate(cluster, spec, rate, models, data_dirs, workloads, backend)
         machines[rate] = machine
-        paths = {}
         for model in models:
-            w = workloads[model]
-            script, args = script_args(model, data_dirs, ALL)
-            testbed.progress(f"{rate}: {model} in real jobs (the in-job half of the calibration)")
-            in_job = calibrate.measure_in_jobs(sys.executable, where(cluster, spec), testbed_env(cluster),
-                                               ["python", os.path.join(common.ROOT, script), *args,
-                                                "--collective-backend", backend])
-            paths[model] = calibration.Calibration(
-                machine, w["compute_seconds"], w["compute_cpu"], w["alpha"], cluster.num_hosts,
-                {f"{run[0]['mode']}/{run[0]['backend']}": run for run in runs_}, in_job,
-            ).save(os.path.join(CALIBRATIONS, rate, model))
-            predictions[(rate, model)], plans[(rate, model)] = predicted(model, data_dirs, spec, paths[model], backend)
+            predictions[(rate, model)], plans[(rate, model)] = predicted(model, data_dirs, spec, saved[model], backend)
         testbed.progress(f"{rate}: {len(models)} models x {len(MODES)} modes x {repeats} rounds")
         for round_ in range(repeats):
             for model in models:
                 script, args = script_args(model, data_dirs, ALL)
                 steps, every = MODELS[model][3]
                 for mode in MODES:
-                    extra = ["--calibration", paths[model]] if mode == "AUTO" else []
+                    extra = ["--calibration", saved[model]] if mode == "AUTO" else []
                     m = testbed.run_job(cluster, work, script, [*args, *extra, "--collective-backend", backend],
                                         mode, steps, every, every)
                     runs.setdefault((rate, model, mode), []).append(m)
@@ -239,6 +250,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_rate_arguments(p)
     p.add_argument("--backend", default="tf", help="Config.collective_backend of every job")
+    p.add_argument("--reuse-calibrations", action="store_true",
+                   help="where every model's calibration at a rate is saved (results/predictions/), take it rather "
+                        "than calibrate again")
     p.add_argument("--from-saved", action="store_true",
                    help="run no job: predict again with the current model from the saved calibrations, and set "
                         "the predictions beside the saved measurements")
@@ -268,7 +282,7 @@ def main():
                                                                                                      script), *args])
             for rate in rates:
                 run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions,
-                         plans, machines, specs)
+                         plans, machines, specs, bench.reuse_calibrations)
         save(runs, predictions, plans, rates, models, workloads, specs, bench.repeats)
     lines += tables(runs, predictions, plans, rates, models) + inputs(machines, workloads, rates)
     print("\n".join(lines), flush=True)
