@@ -75,14 +75,14 @@ def choose(graph, analysis, spec, config):
     parts, choices, prediction, trial = best
     basis = "model"
     measured = calibration.measured_seconds(calibrated, per_host)
-    if measured:
+    if measured and config.sync and not fixed:  # a fixed mode's plan would override the user's own choices
         # The real jobs of the fixed modes measured their step; the model's plan replaces the fastest of them only
         # when it is faster still: measured, if it is one of those modes' plans; otherwise its prediction scaled by
         # the model's error on the measured jobs.
-        fixed = {mode: _fixed(workload, mode, spec, config) for mode in measured}
-        same = [m for m in measured if {n: c.method for n, c in fixed[m].items()} ==
+        plans = {mode: _fixed(workload, mode, spec, config) for mode in measured}
+        same = [m for m in measured if {n: c.method for n, c in plans[m].items()} ==
                 {n: c.method for n, c in choices.items()}]
-        scale = statistics.median(measured[m] / cost_model.predict(workload, fixed[m], per_host, calibrated.machine,
+        scale = statistics.median(measured[m] / cost_model.predict(workload, plans[m], per_host, calibrated.machine,
                                                                    backend).seconds for m in measured)
         expected = measured[same[0]] if same and parts == built else prediction.seconds * scale
         fastest = min(measured, key=measured.get)

@@ -107,6 +107,10 @@ def test_auto_runs_a_fixed_modes_plan_when_its_real_job_beat_the_models_best(tmp
     result = parallax.explain(g, TWO_BY_TWO, config)
     assert result.measured == pytest.approx(measured) and result.basis == "measured PS"
     assert "AUTO runs the plan of the fixed mode PS: its real job was faster" in capsys.readouterr().out
+    # The user's own methods, and asynchronous training, are never overridden by a measured mode's plan
+    own = _plan(g, parallax.Config(run_option="AUTO", calibration=path, methods={"small": "AG"}))
+    assert own.variable("small").method == Method.AG and own.methods != {Method.PS}
+    assert _plan(g, parallax.Config(run_option="AUTO", calibration=path, sync=False)).methods == {Method.PS}
     # When the jobs ran as predicted, the model's mixed plan stays
     path = _calibration(tmp_path / "as-predicted", in_job={m: _measured(m, predicted[m]) for m in measured})
     assert _plan(g, parallax.Config(run_option="AUTO", calibration=path)).variable("small").method == Method.AG
