@@ -88,7 +88,7 @@ def choose(graph, analysis, spec, config):
         fastest = min(measured, key=measured.get)
         if measured[fastest] <= expected:
             parts, trial, basis = built, workload, f"measured {fastest}"
-            choices = _fixed(workload, fastest, spec, config)
+            choices = plans[fastest]
             prediction = cost_model.predict(workload, choices, per_host, calibrated.machine, backend)
     la = any(c.local_aggregation for c in choices.values())
     chosen = config.replace(methods={name: c.method for name, c in choices.items()},

@@ -98,14 +98,12 @@ def _compute_cpu(calibrated, workload, reports):
     choices = cost_model.fixed_choices(workload, first["mode"], len(per_host))
     comm = cost_model.predict(dataclasses.replace(workload, compute_cpu=0.0), choices, per_host, calibrated.machine,
                               first["backend"]).host_cpu
-    shared = calibrated.machine.machine_of_host
-    machine_of_host = shared if len(shared) == len(per_host) else tuple(range(len(per_host)))
+    machine_of_host = calibrated.machine.machines_of(len(per_host))
     spent = workers = 0.0
-    for k in sorted(set(machine_of_host)):
+    for k, comm_here in cost_model.per_machine(comm, machine_of_host).items():
         here = [r for r in reports if machine_of_host[r["host"]] == k]
         if here:
-            spent += statistics.median(r["machine_cpu"] for r in here) - \
-                sum(c for c, m in zip(comm, machine_of_host) if m == k)
+            spent += statistics.median(r["machine_cpu"] for r in here) - comm_here
             workers += len(here)
     return spent / workers
 
@@ -165,8 +163,7 @@ def _machine_rows(run, machine_of_host, per_host):
         coefficients = []
         for field, key in parameters:
             p = cost_model.predict(workload, choices, per_host, _unit_machine(field, key), backend)
-            coefficients.append([sum(c for c, m in zip(p.host_cpu, machine_of_host) if m == k)
-                                 for k in sorted(set(machine_of_host))])
+            coefficients.append(cost_model.per_machine(p.host_cpu, machine_of_host))
         for k in sorted(set(machine_of_host)):
             here = [r for r in run if machine_of_host[r["host"]] == k]
             measured = [r["probes"][probe].get("machine_cpu") for r in here]

@@ -46,6 +46,21 @@ class Machine:
     def round_time(self, key, rounds):
         return rounds * self.round_seconds.get(key, self.latency)
 
+    def link_rate(self, key):
+        return self.link_bandwidth.get(key, self.bandwidth)
+
+    def machines_of(self, hosts):
+        """The machine of each of `hosts` hosts: `machine_of_host`, or each host its own."""
+        return self.machine_of_host if len(self.machine_of_host) == hosts else tuple(range(hosts))
+
+
+def per_machine(values, machine_of_host):
+    """{machine: the sum of its hosts' `values`}."""
+    totals = {}
+    for value, k in zip(values, machine_of_host):
+        totals[k] = totals.get(k, 0.0) + value
+    return totals
+
 
 @dataclasses.dataclass(frozen=True)
 class VariableLoad:
@@ -115,15 +130,15 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
         _allgather(load, by_method[AG], workers_per_host, machine, backend)
         _servers(load, by_method[PS], choices, workers_per_host, machine)
         if collectives and by_method[PS] and backend in FENCED_BACKENDS:
-            _fence(load, workers_per_host, machine, backend)
+            # the fence: one scalar allreduce per worker and step, after all its work
+            _allreduce(load, [VariableLoad("fence", "dense", 0)], workers_per_host, machine, backend)
     link = [max(o, i) for o, i in zip(load.out, load.into)]
     link_seconds = max(max(o, i) for o, i in zip(load.out_seconds, load.into_seconds))
     network = link_seconds + load.waits
     compute = workload.compute_seconds + load.worker_cpu
     critical = compute + network
     host_cpu = [w * workload.compute_cpu + c for w, c in zip(workers_per_host, load.cpu)]
-    shared = machine.machine_of_host if len(machine.machine_of_host) == hosts else tuple(range(hosts))
-    cpu_bound = max(sum(c for c, m in zip(host_cpu, shared) if m == k) for k in set(shared)) / machine.cores
+    cpu_bound = max(per_machine(host_cpu, machine.machines_of(hosts)).values()) / machine.cores
     bound = "cpu" if cpu_bound > critical else ("network" if network > compute else "compute")
     return Prediction(max(critical, cpu_bound), critical, cpu_bound, tuple(link), tuple(host_cpu),
                       tuple(load.server), bound, link_seconds)
@@ -140,24 +155,14 @@ def _allreduce(load, variables, workers_per_host, machine, backend):
     n, hosts = sum(workers_per_host), len(workers_per_host)
     b = sum(v.bytes for v in variables)
     moved = 2 * (n - 1) / n * b  # sent by each worker, and received
-    bandwidth = machine.link_bandwidth.get(f"allreduce/{backend}", machine.bandwidth)
     if hosts > 1:
         for h in range(hosts):
-            load.send(h, (h + 1) % hosts, moved, bandwidth)
+            load.send(h, (h + 1) % hosts, moved, machine.link_rate(f"allreduce/{backend}"))
     per_worker = _cost(machine, f"allreduce/{backend}", 2 * moved)
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * per_worker
     load.worker_cpu += per_worker
     load.waits += machine.round_time(f"allreduce/{backend}", 2 * (n - 1))
-
-
-def _fence(load, workers_per_host, machine, backend):
-    """One scalar allreduce per worker and step, after all its work: a collective message and its rounds."""
-    per_worker = _cost(machine, f"allreduce/{backend}", 0)
-    for h, w in enumerate(workers_per_host):
-        load.cpu[h] += w * per_worker
-    load.worker_cpu += per_worker
-    load.waits += machine.round_time(f"allreduce/{backend}", 2 * (sum(workers_per_host) - 1))
 
 
 def _allgather(load, variables, workers_per_host, machine, backend):
@@ -167,8 +172,7 @@ def _allgather(load, variables, workers_per_host, machine, backend):
         moved = (n - 1) * v.alpha * v.bytes
         if hosts > 1:
             for h in range(hosts):
-                load.send(h, (h + 1) % hosts, moved,
-                          machine.link_bandwidth.get(f"allgather/{backend}", machine.bandwidth))
+                load.send(h, (h + 1) % hosts, moved, machine.link_rate(f"allgather/{backend}"))
         per_worker = _cost(machine, f"allgather/{backend}", 2 * moved) + \
             n * v.alpha * v.bytes * machine.update_cpu_per_byte  # every worker applies every worker's rows
         for h, w in enumerate(workers_per_host):
@@ -184,7 +188,7 @@ def _servers(load, variables, choices, workers_per_host, machine):
     step = machine.cpu_per_step.get("ps", 0.0)
     messages = []  # one worker's pushes (and as many pulls): concurrent within a round
     serial = 0.0  # the busiest part's own work at its server
-    bandwidth = machine.link_bandwidth.get("ps", machine.bandwidth)
+    bandwidth = machine.link_rate("ps")
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * step
     for s in sorted({s for v in variables for s in choices[v.name].servers}):
