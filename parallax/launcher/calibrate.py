@@ -33,11 +33,13 @@ def parser():
     p = cli.parser()
     p.prog = "parallax-calibrate"
     p.description = ("Measure the job's hosts and the training script's step for run_option='AUTO' (the cost "
-                     "model's inputs), and write them to DIR/calibration.json.")
+                     "model's inputs): the calibration job in each mode, and the script itself as short jobs in PS, "
+                     "MPI and HYBRID (each ends after 30 steps). Write them to DIR/calibration.json.")
     p.epilog = "example: parallax-calibrate -H node1:2,node2:2 --out calib -- python train.py --batch-size 64"
     p.add_argument("--out", required=True, metavar="DIR", help="where to write calibration.json")
     p.add_argument("--compute-seconds", type=float, metavar="S",
-                   help="one worker step's time, when the script's step cannot be run here (feed_dict input)")
+                   help="one worker step's time, when the script's step cannot be run here (feed_dict input); "
+                        "the script's short jobs are then skipped too")
     return p
 
 
