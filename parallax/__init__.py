@@ -15,7 +15,7 @@ import os
 
 from parallax import _tf_hook
 from parallax.config import Config
-from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, GraphAnalysisError,
+from parallax.errors import (CheckpointError, CollectiveError, ConfigError, FetchNotFoundError, GraphAnalysisError,
                              GraphMismatchError, LaunchError, NoTrainOpError, ParallaxError, ResourceSpecError,
                              UnsupportedError)
 from parallax.launcher.resource_spec import Host, ResourceSpec
@@ -53,7 +53,7 @@ if not log.handlers:
 
 __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",
            "GraphAnalysisError", "NoTrainOpError", "FetchNotFoundError", "UnsupportedError", "LaunchError",
-           "GraphMismatchError", "CollectiveError", "CheckPointConfig", "CommunicationConfig", "MPIConfig",
+           "GraphMismatchError", "CollectiveError", "CheckpointError", "CheckPointConfig", "CommunicationConfig", "MPIConfig",
            "ProfileConfig", "PSConfig", "log", "shard", "partition", *_LAZY]
 
 

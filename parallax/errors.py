@@ -46,3 +46,7 @@ class PipelineError(ParallaxError):
 
 class CollectiveError(ParallaxError):
     """A collective did not complete: another worker failed, stopped or left the job before it."""
+
+
+class CheckpointError(ParallaxError):
+    """A checkpoint could not be written or restored."""

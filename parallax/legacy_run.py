@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from parallax import legacy_config
 from parallax.config import Config
-from parallax.errors import ConfigError, ParallaxError, ResourceSpecError
+from parallax.errors import CheckpointError, ConfigError, ParallaxError, ResourceSpecError
 from parallax.launcher.protocol import current_role
 from parallax.launcher.resource_spec import Host, ResourceSpec
 
@@ -52,7 +52,7 @@ def parallel_run(single_gpu_graph, resource_info, sync=True, parallax_config=Non
     if translated.export_graph_path and runner.is_chief:
         os.makedirs(translated.export_graph_path, exist_ok=True)
         tf1.train.write_graph(runner.graph.as_graph_def(), translated.export_graph_path, "graph.pbtxt")
-    atexit.register(session.close)  # the original's scripts never close it: the last checkpoint is written at exit
+    atexit.register(_close_at_exit, session)  # the original's scripts never close it: the last checkpoint is written
     _exit_cleanly_on_sigterm()
     return session, runner.num_workers, runner.worker_id, REPLICAS_PER_WORKER
 
@@ -73,7 +73,33 @@ def _exit_cleanly_on_sigterm():
     """The original's examples end by sending themselves SIGTERM (`os.system('kill %d' % os.getpid())`); end as
     at the script's end instead, so that the exit hooks write the last checkpoint."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.signal(signal.SIGTERM, _end_on_sigterm)
+
+
+def _end_on_sigterm(*_):
+    sys.exit(0)
+
+
+def _close_at_exit(session):
+    """The exit hook that writes the last checkpoint.
+
+    Python runs a signal's handler at its next check, which can come after the script has returned: the script's
+    own SIGTERM is then handled inside this hook, and its SystemExit would abort the save, with exit status 0 and
+    no checkpoint. The process is already ending as that signal asks, so from here on it is ignored. A last
+    checkpoint that cannot be written fails the process (status 1, the cause printed), never a silent success."""
+    if signal.getsignal(signal.SIGTERM) is _end_on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        session.close()
+    except BaseException as e:  # noqa: B902 -- at exit nothing else would report it
+        error = CheckpointError(f"parallel_run's session failed to close at exit, where it writes the last "
+                                f"checkpoint: {type(e).__name__}: {e}. The last steps may be missing from the "
+                                f"checkpoint directory; see the cause above")
+        error.__cause__ = e
+        sys.excepthook(CheckpointError, error, e.__traceback__)  # a launched worker's hook reports it and exits 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _spec(resource_info):

@@ -2,12 +2,18 @@
 translated (each field honoured or warned about, never an error), its resource-info format, the per-replica
 session's feeds, and the parallax.shard / parallax.partition / parallax.log names."""
 import logging
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
 import parallax
 from parallax import legacy_config, legacy_run
 from parallax.errors import ConfigError, ParallaxError
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
 def test_fields_assigned_after_construction_are_checked_at_once_and_combinations_at_start():
@@ -122,3 +128,45 @@ def test_the_original_module_names():
     with pytest.raises(ParallaxError):
         parallax.partition.get_partitions(0)
     assert isinstance(parallax.log, logging.Logger) and parallax.log.name == "PARALLAX"
+
+
+class _ClosingSession:
+    """A session whose close is hit by the script's own SIGTERM half-way, as when Python handles that signal only
+    after the script has returned, inside the exit hook."""
+
+    def __init__(self):
+        self.saved = False
+
+    def close(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # bytecode boundaries: Python runs the handler at one of them
+            pass
+        self.saved = True
+
+
+def test_a_sigterm_handled_inside_the_exit_hook_does_not_abort_the_last_checkpoint():
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        legacy_run._exit_cleanly_on_sigterm()
+        with pytest.raises(SystemExit):  # during the script: SIGTERM ends it as the script's end does
+            _ClosingSession().close()
+        session = _ClosingSession()
+        legacy_run._close_at_exit(session)
+        assert session.saved
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_last_checkpoint_that_fails_at_exit_fails_the_process():
+    script = ("from parallax import legacy_run\n"
+              "class S:\n"
+              "    def close(self):\n"
+              "        raise OSError('disk full')\n"
+              "legacy_run._close_at_exit(S())\n"
+              "print('not reached')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 1 and "not reached" not in done.stdout
+    assert "CheckpointError: parallel_run's session failed to close at exit" in done.stderr
+    assert "OSError: disk full" in done.stderr
