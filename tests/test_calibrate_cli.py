@@ -5,6 +5,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 
 import parallax
 from parallax import calibration, cost_model
@@ -68,3 +69,25 @@ def test_launch_options_calibration_cannot_honour_are_refused(capsys):
     with pytest.raises(SystemExit) as stopped:
         calibrate.main(["-H", "localhost:2", "--out", "x", "--run-option", "PS", "--dry-run", "--", "python", "t.py"])
     assert stopped.value.code == 2 and "--run-option, --dry-run: parallax-calibrate runs" in capsys.readouterr().err
+
+
+def test_a_calibration_job_that_never_ends_is_stopped_with_its_processes(tmp_path):
+    """A hung calibration job ends the calibration with an error after the time limit, and every process the job
+    started is stopped (its whole process group), instead of waiting forever."""
+    import pytest
+    from parallax.errors import ParallaxError
+    from parallax.launcher import calibrate
+    from parallax.launcher.processes import alive
+    pid_file = tmp_path / "child.pid"
+    fake_python = tmp_path / "python"  # stands in for the launcher: it starts a child and hangs
+    fake_python.write_text(f'#!/bin/sh\n[ "$1" = "-c" ] && exit 1\necho started\nsleep 300 &\n'
+                           f'echo $! > {pid_file}\nwait\n')
+    fake_python.chmod(0o755)
+    with pytest.raises(ParallaxError, match=r"the calibration job in PS/tf did not end within 2 s \(stopped\); "
+                                            r"its output ends:\nstarted"):
+        calibrate.measure_machine(str(fake_python), ["-H", "localhost:1"], dict(os.environ), timeout=2)
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(child)

@@ -22,11 +22,13 @@ import tempfile
 from parallax import calibration
 from parallax.errors import ParallaxError
 from parallax.launcher import cli, local_cluster
+from parallax.launcher.processes import signal_group
 
 MARKER = "parallax-calibration: "  # calibration_job.MARKER (that module imports TensorFlow)
 IN_JOB_STEPS = (10, 30)  # warm-up steps, then the last measured step
 IN_JOB_MODES = ("PS", "MPI", "HYBRID")
-IN_JOB_TIMEOUT = 900
+JOB_TIMEOUT = 900  # seconds for each calibration job and each short job of the script, start-up included
+TEARDOWN_SECONDS = 30  # after SIGTERM, for the launcher to stop its job on every host, before SIGKILL
 
 
 def parser():
@@ -129,27 +131,49 @@ def measure_workload(python, command, compute_seconds=None):
             return json.load(f)
 
 
-def measure_machine(python, where, env):
+def measure_machine(python, where, env, timeout=JOB_TIMEOUT):
     """The calibration job's results, one list per (mode, backend) run, on the hosts that `where` (parallax-launch
     arguments) names."""
     runs = [("PS", "tf"), ("MPI", "tf")]
-    probe = subprocess.run([python, "-c", "from parallax.collectives import horovod_problem as p; print(p() or '')"],
-                           capture_output=True, text=True, env=env)
-    if probe.returncode == 0 and not probe.stdout.strip():
-        runs.append(("MPI", "horovod"))
+    try:
+        probe = subprocess.run([python, "-c", "from parallax.collectives import horovod_problem as p; "
+                                "print(p() or '')"], capture_output=True, text=True, env=env, timeout=timeout)
+        if probe.returncode == 0 and not probe.stdout.strip():
+            runs.append(("MPI", "horovod"))
+    except subprocess.TimeoutExpired:
+        _progress(f"loading Horovod did not end within {timeout:g} s: it is left out of the calibration")
     results = []
     for i, (mode, backend) in enumerate(runs, start=1):
         _progress(f"[{i}/{len(runs)}] the calibration job in {mode} with backend {backend}")
         cmd = [python, "-m", "parallax.launcher.cli", *where, "--run-option", mode, "--",
                python, "-m", "parallax.calibration_job", mode, backend]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
-        found = [json.loads(line.split(MARKER, 1)[1]) for line in done.stdout.splitlines() if MARKER in line]
-        if done.returncode != 0 or not found:
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            raise ParallaxError(f"the calibration job in {mode}/{backend} failed (exit status {done.returncode}):"
-                                f"\n{tail}")
+        code, out = _run_job(cmd, env, timeout)
+        found = [json.loads(line.split(MARKER, 1)[1]) for line in out.splitlines() if MARKER in line]
+        if code != 0 or not found:
+            tail = "\n".join(out.strip().splitlines()[-15:])
+            what = f"did not end within {timeout:g} s (stopped)" if code is None else f"failed (exit status {code})"
+            raise ParallaxError(f"the calibration job in {mode}/{backend} {what}; its output ends:\n{tail}")
         results.append(sorted(found, key=lambda r: r["worker"]))
     return results
+
+
+def _run_job(cmd, env, timeout):
+    """Run a parallax-launch command to its end, or stop it after `timeout` s: its process group gets SIGTERM,
+    and the launcher tears its job down on every host. Returns (exit status, or None when stopped; its output)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"), start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        signal_group(proc.pid, signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=TEARDOWN_SECONDS)
+        except subprocess.TimeoutExpired:
+            signal_group(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        return None, out
+
 
 
 def measure_in_jobs(python, where, env, command, modes=IN_JOB_MODES):
@@ -157,7 +181,7 @@ def measure_in_jobs(python, where, env, command, modes=IN_JOB_MODES):
     return {mode: measure_in_job(python, where, env, command, mode) for mode in modes}
 
 
-def measure_in_job(python, where, env, command, mode, steps=IN_JOB_STEPS, timeout=IN_JOB_TIMEOUT):
+def measure_in_job(python, where, env, command, mode, steps=IN_JOB_STEPS, timeout=JOB_TIMEOUT):
     """The training script as a real job in `mode` that ends after `steps[1]` steps: each worker's report
     (step_measure.py), or None, said why, when the script ran fewer steps or failed (AUTO then has only the
     model for that mode)."""
@@ -165,20 +189,15 @@ def measure_in_job(python, where, env, command, mode, steps=IN_JOB_STEPS, timeou
     _progress(f"[in job] the training script in {mode} mode, steps {steps[0] + 1}-{steps[1]} measured")
     cmd = [python, "-m", "parallax.launcher.cli", *where, "--run-option", mode, "-x",
            f"{ENV}={steps[0]},{steps[1]}", "--", python, *command[1:]]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"), start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # the launcher tears its job down on every host
-        out, _ = proc.communicate()
-        _progress(f"[in job] {mode}: no report within {timeout} s; AUTO will have only the model for it")
+    code, out = _run_job(cmd, env, timeout)
+    if code is None:
+        _progress(f"[in job] {mode}: no report within {timeout:g} s; AUTO will have only the model for it")
         return None
     found = [json.loads(line.split(STEP_MARKER, 1)[1]) for line in out.splitlines() if STEP_MARKER in line]
-    if proc.returncode != 0 or not found or len(found) != found[0]["workers"]:
+    if code != 0 or not found or len(found) != found[0]["workers"]:
         tail = "\n".join(out.strip().splitlines()[-10:])
         _progress(f"[in job] the script did not run {steps[1]} steps in {mode} mode (exit status "
-                  f"{proc.returncode}); AUTO will have only the model for it. Its output ends:\n{tail}")
+                  f"{code}); AUTO will have only the model for it. Its output ends:\n{tail}")
         return None
     return sorted(found, key=lambda r: r["worker"])
 
