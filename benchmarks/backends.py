@@ -103,7 +103,7 @@ def main():
             with LocalCluster(2, 2, rate=rate) as cluster:
                 run_rounds(cluster, work, data_dirs, models, rate, bench.repeats if rate == rates[0] else 1, runs)
                 if rate == rates[0]:
-                    spec = os.path.join(work, "hosts.txt")
+                    spec = cluster.spec_file()
                     predicted = {(model, mode): predicted_bytes(model, mode, data_dirs, spec) for model in models
                                  for mode in MODES}
     lines += tables(runs, predicted, rates, models)

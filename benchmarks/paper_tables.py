@@ -138,7 +138,7 @@ def main():
                         testbed.progress(f"{rate} round {round_ + 1}/{repeats} [{i + 1}/{len(todo)}] {model} "
                                          f"{mode} {opts}: {m.rate:.0f} {m.unit}/s, {m.wire_bytes / 1e6:.2f} MB "
                                          f"wire + {m.local_bytes / 1e6:.2f} MB local per worker-step")
-                spec = os.path.join(work, "hosts.txt")
+                spec = cluster.spec_file()
                 if rate_key == "rate" and bench.trace_dir and "LM" in MODELS:
                     for mode in ("PS", "HYBRID"):
                         script, args = script_args("LM", data_dirs, ALL)

@@ -36,17 +36,6 @@ SAVED = os.path.join(common.RESULTS, "predictions.json")
 CALIBRATIONS = os.path.join(common.RESULTS, "predictions")
 
 
-def testbed_env(cluster):
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT, OMPI_MCA_btl="tcp,self",
-                OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_btl_tcp_if_include=str(cluster.network),
-                OMPI_MCA_oob_tcp_if_include=str(cluster.network))
-
-
-def where(cluster, spec):
-    return ["--resource-spec", spec, "--ssh-identity-file", cluster.client_key, "--ssh-option",
-            f"UserKnownHostsFile={cluster.known_hosts}", "--ssh-option", "StrictHostKeyChecking=yes"]
-
-
 def predicted(model, data_dirs, spec, path, backend):
     """parallax.explain's predicted step seconds per mode for `model`, from the calibration at `path`."""
     script, args = script_args(model, data_dirs, ALL)
@@ -65,15 +54,15 @@ def predicted(model, data_dirs, spec, path, backend):
                                        "measured": data.get("measured_seconds") or {}}
 
 
-def calibrate_rate(cluster, spec, rate, models, data_dirs, workloads, backend):
+def calibrate_rate(cluster, rate, models, data_dirs, workloads, backend):
     """The machine's calibration at `rate`, and each model's (its in-job half too), saved under CALIBRATIONS."""
-    runs_ = calibrate.measure_machine(sys.executable, where(cluster, spec), testbed_env(cluster))
+    runs_ = calibrate.measure_machine(sys.executable, cluster.launch_options(), testbed.environment(cluster))
     machine = calibration.fit_machine(runs_)
     for model in models:
         w = workloads[model]
         script, args = script_args(model, data_dirs, ALL)
         testbed.progress(f"{rate}: {model} in real jobs (the in-job half of the calibration)")
-        in_job = calibrate.measure_in_jobs(sys.executable, where(cluster, spec), testbed_env(cluster),
+        in_job = calibrate.measure_in_jobs(sys.executable, cluster.launch_options(), testbed.environment(cluster),
                                            ["python", os.path.join(common.ROOT, script), *args,
                                             "--collective-backend", backend])
         calibration.Calibration(machine, w["compute_seconds"], w["compute_cpu"], w["alpha"], cluster.num_hosts,
@@ -85,17 +74,14 @@ def calibrate_rate(cluster, spec, rate, models, data_dirs, workloads, backend):
 def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines, specs,
              reuse=False):
     with LocalCluster(2, 2, rate=rate) as cluster:
-        spec = os.path.join(work, "hosts.txt")
-        specs[rate] = cluster.spec_text()
-        with open(spec, "w") as f:
-            f.write(specs[rate])
+        spec, specs[rate] = cluster.spec_file(), cluster.spec_text()
         saved = {model: os.path.join(CALIBRATIONS, rate, model, calibration.FILE) for model in models}
         if reuse and all(os.path.exists(path) for path in saved.values()):
             testbed.progress(f"{cluster}: the calibrations of an earlier run at {rate}, as saved")
             machine = calibration.load(saved[models[0]]).machine
         else:
             testbed.progress(f"{cluster}: calibrating the machine")
-            machine = calibrate_rate(cluster, spec, rate, models, data_dirs, workloads, backend)
+            machine = calibrate_rate(cluster, rate, models, data_dirs, workloads, backend)
         machines[rate] = machine
         for model in models:
             predictions[(rate, model)], plans[(rate, model)] = predicted(model, data_dirs, spec, saved[model], backend)

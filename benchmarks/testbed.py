@@ -86,6 +86,13 @@ def _python_for(root):
     return wrapper
 
 
+def environment(cluster, root=ROOT):
+    """The environment of a parallax-launch run on the test bed: MPI kept on its network, and yielding while idle
+    (its ranks share 2 cores with everything else)."""
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, OMPI_MCA_mpi_yield_when_idle="1",
+                **cluster.mpi_environment())
+
+
 def run_job(cluster, workdir, script, script_args, run_option, steps, log_every, warmup_steps, timeout=900,
             at_snapshot=None, root=ROOT, launch_env=(), launch_args=(), count_launcher=False):
     """Launch `python script script_args` on the cluster with parallax-launch and measure it. The script takes
@@ -94,19 +101,14 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
     checkout, to compare versions side by side). `launch_env`: NAME=VALUE settings every process gets
     (parallax-launch -x). `launch_args`: more parallax-launch options (--transport ssh); `count_launcher`: the CPU
     figure also counts the launcher's process tree on this machine."""
-    spec = os.path.join(workdir, "hosts.txt")
-    with open(spec, "w") as f:
-        f.write(cluster.spec_text())
+    spec = cluster.spec_file()
     num_workers = cluster.num_hosts * cluster.slots
-    cmd = [sys.executable, "-m", "parallax.launcher.cli", "--resource-spec", spec,
-           "--ssh-identity-file", cluster.client_key, "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}",
-           "--ssh-option", "StrictHostKeyChecking=yes", "--run-option", run_option, *launch_args,
+    cmd = [sys.executable, "-m", "parallax.launcher.cli", *cluster.launch_options(), "--run-option", run_option,
+           *launch_args,
            *[w for setting in launch_env for w in ("-x", setting)], "--",
            _python_for(root), os.path.join(root, script), *script_args, "--resource-spec", spec,
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, OMPI_MCA_btl="tcp,self",
-               OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_btl_tcp_if_include=str(cluster.network),
-               OMPI_MCA_oob_tcp_if_include=str(cluster.network))
+    env = environment(cluster, root)
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGTERM))

@@ -62,22 +62,11 @@ def main(argv=None):
         if args.local_cluster:
             hosts, slots, rate = local_cluster.parse_shape(args.local_cluster)
             with local_cluster.LocalCluster(hosts, slots, rate=rate) as cluster:
-                with tempfile.TemporaryDirectory(prefix="parallax-calibrate-") as work:
-                    spec = os.path.join(work, "hosts.txt")
-                    with open(spec, "w") as f:
-                        f.write(cluster.spec_text())
-                    where = ["--resource-spec", spec, "--ssh-identity-file", cluster.client_key,
-                             "--ssh-option", f"UserKnownHostsFile={cluster.known_hosts}"]
-                    env = dict(os.environ, OMPI_MCA_btl="tcp,self",
-                               OMPI_MCA_btl_tcp_if_include=str(cluster.network),
-                               OMPI_MCA_oob_tcp_if_include=str(cluster.network))
-                    runs = measure_machine(python, where + _launch_options(args), env)
-                    in_job = None if args.compute_seconds else measure_in_jobs(python, where + _launch_options(args),
-                                                                               env, command)
+                runs, in_job = _measure(python, cluster.launch_options() + _launch_options(args),
+                                        dict(os.environ, **cluster.mpi_environment()), command, args.compute_seconds)
         else:
-            where, env = _where(args) + _launch_options(args), dict(os.environ)
-            runs = measure_machine(python, where, env)
-            in_job = None if args.compute_seconds else measure_in_jobs(python, where, env, command)
+            runs, in_job = _measure(python, _where(args) + _launch_options(args), dict(os.environ), command,
+                                    args.compute_seconds)
         machine = calibration.fit_machine(runs)
         result = calibration.Calibration(machine, workload["compute_seconds"], workload["compute_cpu"],
                                          workload.get("alpha", {}), len({r["host"] for run in runs for r in run}),
@@ -88,6 +77,13 @@ def main(argv=None):
         return 2
     _summary(result, path)
     return 0
+
+
+def _measure(python, where, env, command, compute_seconds):
+    """Steps 2 and 3 on the hosts `where` names: the calibration jobs' results, and the script's short jobs'
+    reports (None with --compute-seconds)."""
+    runs = measure_machine(python, where, env)
+    return runs, None if compute_seconds else measure_in_jobs(python, where, env, command)
 
 
 def _where(args):

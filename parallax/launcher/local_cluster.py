@@ -161,6 +161,24 @@ class LocalCluster:
         """Keep MPI's own connections on the cluster's network (this machine has other interfaces too)."""
         return ["-mca", "oob_tcp_if_include", str(self.network), "-mca", "btl_tcp_if_include", str(self.network)]
 
+    def mpi_environment(self):
+        """mpi_args as OMPI_MCA_* environment settings, for a parallax-launch run from outside --local-cluster."""
+        return {"OMPI_MCA_btl": "tcp,self", "OMPI_MCA_btl_tcp_if_include": str(self.network),
+                "OMPI_MCA_oob_tcp_if_include": str(self.network)}
+
+    def spec_file(self):
+        """This cluster's resource spec as a file in its own directory (written once); its path."""
+        path = os.path.join(self.dir, "hosts.txt")
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(self.spec_text())
+        return path
+
+    def launch_options(self):
+        """The parallax-launch options that run a job on this cluster's hosts, from outside --local-cluster."""
+        return ["--resource-spec", self.spec_file(), "--ssh-identity-file", self.client_key,
+                "--ssh-option", f"UserKnownHostsFile={self.known_hosts}", "--ssh-option", "StrictHostKeyChecking=yes"]
+
     def ssh_command(self, address, command):
         return ["ssh", *self.ssh_options(), "-o", "ConnectTimeout=5", address, command]
 

@@ -144,10 +144,13 @@ def test_malformed_hostfile_names_the_line(cluster, tmp_path):
 
 
 def test_dry_run_lists_every_process_and_starts_nothing(cluster, tmp_path):
-    (tmp_path / "hosts.txt").write_text(cluster.spec_text())
-    # PS: the job's plan puts its two variables on two servers (the plan is made here first, by running the script)
-    result = _launch_cli(cluster, ["--resource-spec", str(tmp_path / "hosts.txt"), "--dry-run"],
-                         env_extra={"JOB_RUN_OPTION": "PS"})
+    # The options the test bed gives benchmarks and parallax-calibrate, which launch on it from outside
+    # --local-cluster. PS: the job's plan puts its two variables on two servers (the plan is made here first).
+    cmd = [*LAUNCH, *cluster.launch_options(), "--dry-run", "--", sys.executable, JOB]
+    env = dict(os.environ, PYTHONPATH=ROOT, JOB_RUN_OPTION="PS", **cluster.mpi_environment())
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    with open(cluster.spec_file()) as f:
+        assert f.read() == cluster.spec_text()
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith(tuple(cluster.hosts))]
     assert [(r[0], r[1], r[2]) for r in rows] == [
