@@ -8,8 +8,13 @@ import os
 import statistics
 from typing import Optional
 
-from parallax import calibration, cost_model
+from parallax import calibration, cost_model, placement
 from parallax.analysis import static_sparsity
+from parallax.config import Config
+from parallax.plan import make_plan
+
+
+REPARTITION_GAIN = 0.01  # a shard count other than the graph's must be predicted at least 1% faster
 
 
 def workers_per_host(spec):
@@ -17,10 +22,12 @@ def workers_per_host(spec):
     return tuple(counts.get(h, 0) for h in range(spec.num_hosts))
 
 
-def workload_of(graph, analysis, calibrated):
+def workload_of(graph, analysis, calibrated, spec=None, config=None):
     """The cost model's workload: the analysis' variables with the calibration's a (or the static estimate from
-    the gradient's shape, parallax.explain's, or 1 when neither is known), its step time, and the step's CPU as the
-    script's real job showed it (calibration.compute_cpu_in_job)."""
+    the gradient's shape, parallax.explain's, or 1 when neither is known), the state its steps write, what a
+    worker's step reads of each on a server (read off the graph of the PS plan on `spec`, when given), its step
+    time, and the step's CPU as the script's real job showed it (calibration.compute_cpu_in_job)."""
+    reads = _server_reads(graph, analysis, spec, config) if spec is not None and spec.num_workers > 1 else {}
     loads = []
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
         alpha = 1.0
@@ -28,9 +35,28 @@ def workload_of(graph, analysis, calibrated):
             alpha = calibrated.alpha.get(v.name)
             alpha = static_sparsity(graph, v) if alpha is None else alpha
             alpha = 1.0 if alpha is None else alpha
-        loads.append(cost_model.VariableLoad(v.name, v.kind, v.bytes or 0, alpha, len(v.parts)))
-    workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads))
+        loads.append(cost_model.VariableLoad(v.name, v.kind, v.bytes or 0, alpha, len(v.parts),
+                                             _known(reads.get(v.name), v.bytes)))
+    state = tuple(cost_model.StateLoad(s.name, s.bytes or 0, s.kind == "update_ops", s.colocated_with,
+                                       s.kind == "optimizer", _known(reads.get(s.name), s.bytes) or (0, 0.0))
+                  for s in analysis.state)
+    workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads), state)
     return dataclasses.replace(workload, compute_cpu=calibration.compute_cpu_in_job(calibrated, workload))
+
+
+def _server_reads(graph, analysis, spec, config):
+    """placement.server_reads of the plan that holds every variable on servers: where a variable is held does
+    not change what a worker's step reads of it."""
+    ps_config = (config or Config()).replace(run_option="PS", methods={}, sync=True)
+    return placement.server_reads(graph, make_plan(analysis, spec, ps_config))
+
+
+def _known(reads, size):
+    """(tensors, bytes) of a worker's reads; bytes not static: a copy of the variable per read."""
+    if reads is None:
+        return None
+    tensors, nbytes = reads
+    return (tensors, float(nbytes if nbytes is not None else tensors * (size or 0)))
 
 
 def backend_for(config):
@@ -51,9 +77,10 @@ class AutoChoice:
 def choose(graph, analysis, spec, config):
     """AUTO's choice for `graph` on `spec`: each variable's method and local aggregation, and the number of shards
     of the variables parallax.get_partitioner split (the paper's partition search: every count from 1 to twice the
-    servers, by predicted step time; a tie keeps the graph's own)."""
+    servers, by predicted step time; the graph's own count stays unless another is predicted REPARTITION_GAIN
+    faster, since a new count means running the script again and the model is no finer than that)."""
     calibrated = calibration.load(calibration.path_for(config))
-    workload = workload_of(graph, analysis, calibrated)
+    workload = workload_of(graph, analysis, calibrated, spec, config)
     fixed = dict(config.methods)  # the user's own choices stay
 
     def allowed(v):
@@ -66,11 +93,11 @@ def choose(graph, analysis, spec, config):
     counts = sorted(set(range(1, 2 * spec.num_hosts + 1)) | {built}) if split and spec.num_hosts > 1 else [None]
     per_host, backend = workers_per_host(spec), backend_for(config)
     best = None
-    for parts in sorted(counts, key=lambda p: p != built):  # the graph's own count first: it wins ties
+    for parts in sorted(counts, key=lambda p: p != built):  # the graph's own count first
         trial = workload if parts is None else dataclasses.replace(workload, variables=tuple(
             dataclasses.replace(v, parts=parts) if v.name in split else v for v in workload.variables))
         choices, prediction = cost_model.search(trial, per_host, calibrated.machine, backend, allowed)
-        if best is None or prediction.seconds < best[2].seconds * (1 - 1e-9):
+        if best is None or prediction.seconds < best[2].seconds * (1 - REPARTITION_GAIN):
             best = (parts, choices, prediction, trial)
     parts, choices, prediction, trial = best
     basis = "model"

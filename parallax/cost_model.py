@@ -6,6 +6,12 @@ Bytes follow the Parallax paper's Table 3, counted per host link and per server 
 - AG (ring allgather of every worker's a*b rows): each ring edge carries (N-1) a b.
 - PS: each worker pushes its gradient (b, or a*b rows) to the part's server and pulls as much back; with local
   aggregation (LA) a host's workers hand their rows to its first worker, which sends them in one message.
+- A dense variable on a server costs each worker what its step reads of it, read off the graph
+  (placement.server_reads): each read a worker consumes is a transfer, so a variable read twice is pulled twice.
+- State a step writes (the global step, batch-norm statistics, EMA shadows) lives on a server when the plan has
+  servers (plan._place_state): the chief's write is one message; averaged state (batch-norm statistics) also takes
+  every worker's value first; and workers pull what they read of it. Without servers each worker updates its own
+  copy, at no cost beyond its compute.
 The rewrite's own rules per backend are modelled too: with TF's collectives a step that uses collectives and
 servers ends with a fence (one more scalar allreduce), and local aggregation is off (collectives/__init__.py).
 Time is the larger of two bounds:
@@ -18,7 +24,7 @@ Time is the larger of two bounds:
 """
 import dataclasses
 import math
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 AR, AG, PS = "AR", "AG", "PS"
 FENCED_BACKENDS = ("tf",)  # steps with collectives and servers end with a scalar allreduce (step_fence.py)
@@ -69,6 +75,21 @@ class VariableLoad:
     bytes: int
     alpha: float = 1.0  # rows one worker's step touches / rows (1 for dense)
     parts: int = 1
+    # A dense variable on servers: what a worker's step reads of it (placement.server_reads), all parts together:
+    # each read a worker consumes is a transfer. None: one copy of the variable.
+    reads: Optional[Tuple[int, float]] = None  # (tensors, bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class StateLoad:
+    """Non-trainable state a step writes (analysis.StateRecord): where it lives follows the plan's rule
+    (plan._place_state), and on a server it costs messages like a variable does."""
+    name: str
+    bytes: int
+    averaged: bool = False  # every worker sends its value (batch-norm statistics), the chief writes the mean
+    colocated_with: Optional[str] = None
+    optimizer: bool = False  # optimizer state (Adam's beta powers) goes to a server even beside a replica
+    reads: Tuple[int, float] = (0, 0.0)  # what a worker's step reads of it on a server: (tensors, bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +97,7 @@ class Workload:
     compute_seconds: float  # one worker's step on one device (forward, backward, dense updates), wall time
     compute_cpu: float  # CPU seconds of that step
     variables: Tuple[VariableLoad, ...]
+    state: Tuple[StateLoad, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +150,7 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     if n > 1:
         _allreduce(load, by_method[AR], workers_per_host, machine, backend)
         _allgather(load, by_method[AG], workers_per_host, machine, backend)
-        _servers(load, by_method[PS], choices, workers_per_host, machine)
+        _servers(load, by_method[PS], choices, workers_per_host, machine, workload.state)
         if collectives and by_method[PS] and backend in FENCED_BACKENDS:
             # the fence: one scalar allreduce per worker and step, after all its work
             _allreduce(load, [VariableLoad("fence", "dense", 0)], workers_per_host, machine, backend)
@@ -181,14 +203,15 @@ def _allgather(load, variables, workers_per_host, machine, backend):
         load.waits += machine.round_time(f"allgather/{backend}", n - 1)
 
 
-def _servers(load, variables, choices, workers_per_host, machine):
+def _servers(load, variables, choices, workers_per_host, machine, state=()):
     if not variables:
-        return
+        return  # no servers: every worker keeps its own copy of the state (plan._place_state)
     load.waits += machine.round_time("ps", 3)  # push, the servers' barrier, pull
     step = machine.cpu_per_step.get("ps", 0.0)
     messages = []  # one worker's pushes (and as many pulls): concurrent within a round
     serial = 0.0  # the busiest part's own work at its server
     bandwidth = machine.link_rate("ps")
+    n = sum(workers_per_host)
     for h, w in enumerate(workers_per_host):
         load.cpu[h] += w * step
     for s in sorted({s for v in variables for s in choices[v.name].servers}):
@@ -197,26 +220,68 @@ def _servers(load, variables, choices, workers_per_host, machine):
         choice = choices[v.name]
         part = v.bytes / max(len(choice.servers), 1)
         rows = v.alpha * part if v.kind == "sparse" else part
+        # what a worker pulls from each part: its rows, or the reads of a dense variable (one transfer each)
+        pulled, pulls = (rows, 1.0) if v.kind == "sparse" or v.reads is None else \
+            (v.reads[1] / len(choice.servers), v.reads[0] / len(choice.servers))
         la = choice.local_aggregation and v.kind == "sparse"
         for s in choice.servers:
             for h, w in enumerate(workers_per_host):
                 pushers = 1 if la and w > 1 else w  # LA: the host's first worker sends every row of the host
                 load.send(h, s, w * rows, bandwidth)  # the same bytes either way; LA saves messages, not bytes
-                load.send(s, h, w * rows, bandwidth)  # each worker pulls its own rows
-                load.server[s] += 2 * w * rows
-                load.cpu[s] += _cost(machine, "ps", 2 * w * rows, pushers + w)  # the server's side
-                load.cpu[h] += _cost(machine, "ps", 2 * w * rows, pushers + w)  # the workers' side
+                load.send(s, h, w * pulled, bandwidth)  # each worker pulls its own
+                load.server[s] += w * (rows + pulled)
+                load.cpu[s] += _cost(machine, "ps", w * (rows + pulled), pushers + w * pulls)  # the server's side
+                load.cpu[h] += _cost(machine, "ps", w * (rows + pulled), pushers + w * pulls)  # the workers' side
                 if la and w > 1:
                     load.cpu[h] += _cost(machine, "ps", 2 * (w - 1) * rows, 2 * (w - 1))  # the local hop
-            applied = min(1.0, sum(workers_per_host) * v.alpha) * part if v.kind == "sparse" else part
+            applied = min(1.0, n * v.alpha) * part if v.kind == "sparse" else part
             load.cpu[s] += applied * machine.update_cpu_per_byte
             messages.append(_cost(machine, "ps", rows))
             # One part's accumulator takes the pushes one at a time and its update follows them: however many
             # cores the server has, the step waits for its busiest part (why the paper partitions variables).
-            n = sum(workers_per_host)
             serial = max(serial, _cost(machine, "ps", n * rows, n) + applied * machine.update_cpu_per_byte)
+    for item, s in _state_on_servers(state, variables, choices, len(workers_per_host)):
+        # Averaged state: every worker's value into an accumulator at its server, then the chief's write; other
+        # state: the chief's write alone. Both sides pay per message, as for a variable.
+        senders = workers_per_host if item.averaged else [1 if h == 0 else 0 for h in range(len(workers_per_host))]
+        read_tensors, read_bytes = item.reads
+        for h, (w, sending) in enumerate(zip(workers_per_host, senders)):
+            load.send(h, s, sending * item.bytes, bandwidth)
+            load.send(s, h, w * read_bytes, bandwidth)
+            load.server[s] += sending * item.bytes + w * read_bytes
+            for side in (s, h):
+                load.cpu[side] += _cost(machine, "ps", sending * item.bytes + w * read_bytes,
+                                        sending + w * read_tensors)
+        if item.averaged:
+            load.cpu[s] += _cost(machine, "ps", 0, 1)  # the chief's write of the mean
+        messages.append(_cost(machine, "ps", item.bytes))
+        serial = max(serial, _cost(machine, "ps", sum(senders) * item.bytes, sum(senders) + item.averaged))
     round_ = max(max(messages, default=0.0), sum(messages) / machine.cores)
     load.worker_cpu += step + 2 * round_ + serial
+
+
+def _state_on_servers(state, variables, choices, hosts):
+    """(state, server host) for the state that lives on a server when the plan has servers, by plan._place_state's
+    rule: beside the variable it is colocated with when that one is on a server; replicated beside a replica
+    (optimizer state excepted); otherwise on the least loaded server, largest first."""
+    server_of = {}
+    for v in variables:  # a variable's parts are named as TF's partitioner names them
+        for k, s in enumerate(choices[v.name].servers):
+            server_of.setdefault(v.name, s)
+            server_of[f"{v.name}/part_{k}"] = s
+    load = [0.0] * hosts
+    for v in variables:
+        for s in choices[v.name].servers:
+            load[s] += v.bytes / len(choices[v.name].servers)
+    out = []
+    for item in sorted(state, key=lambda x: (-x.bytes, x.name)):
+        if item.colocated_with in server_of:
+            out.append((item, server_of[item.colocated_with]))
+        elif item.colocated_with is None or item.optimizer:
+            s = min(range(hosts), key=lambda t: (load[t], t))
+            load[s] += item.bytes
+            out.append((item, s))
+    return out
 
 
 # ---- fixed modes, as plan.py decides them ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ worker for a collective), and that is also where its raw value goes. Nothing cha
 set, and every device runs the same kernels.
 """
 from parallax import graph_utils
-from parallax.plan import WORKER_DEVICE, Aggregation, ps_device
+from parallax.plan import WORKER_DEVICE, Aggregation, Method, ps_device
 
 OPAU = "place_post_aggregation_ops"
 OPSW = "place_boundary_ops"
@@ -223,3 +223,49 @@ def _crossing(view, op, side):
 def _bytes(t):
     n = t.shape.num_elements()
     return None if n is None else n * t.dtype.size
+
+
+def server_reads(graph, plan):
+    """{dense variable or state held on servers: (tensors, bytes)} its servers send a worker in one training step,
+    read off the graph as the rewrite will leave it (the placements applied). Each read that a worker consumes is
+    its own transfer: a variable read twice (forward, and a weight decay) is sent twice; a light op the placement
+    moved onto the server sends its output instead (an L2Loss: a scalar). bytes is None when a crossing tensor's
+    shape is not static. The step is what the updates need (the ancestors of the update ops): a read that only a
+    fetched loss needs is not counted, and a read inside a loop counts once. The cost model charges these rather
+    than one copy per variable."""
+    view = _View(graph, plan)
+    for _, moves in decide_placements(graph, plan):
+        for name, device in moves:
+            view.move(graph.get_operation_by_name(name), device)
+    step = graph_utils.ancestors([graph.get_operation_by_name(n) for p in plan.parts for n in p.update_ops])
+    held = [(v.name, [(p.name, p.device) for p in v.parts]) for v in plan.variables
+            if v.kind == "dense" and v.method == Method.PS]
+    held += [(s.name, [(s.name, s.device)]) for s in plan.state if s.ps_task is not None]
+    out = {}
+    for name, parts in held:
+        tensors, nbytes = 0, 0
+        for op_name, device in parts:
+            crossing = _crossing_from(view, graph.get_operation_by_name(op_name), device, step)
+            tensors += len(crossing)
+            sizes = [_bytes(t) for t in crossing]
+            nbytes = None if nbytes is None or None in sizes else nbytes + sum(sizes)
+        out[name] = (tensors, nbytes)
+    return out
+
+
+def _crossing_from(view, variable_op, device, step):
+    """The tensors of the ops on `device` that hang off `variable_op` (its reads, and what runs there on them)
+    which ops of the step on a worker consume."""
+    region, todo, crossing = {variable_op}, [variable_op], set()
+    while todo:
+        op = todo.pop()
+        for t in op.outputs:
+            for c in t.consumers():
+                if c not in step or c in region:
+                    continue
+                if view.side(c) == device:
+                    region.add(c)
+                    todo.append(c)
+                elif view.side(c) == WORKER:
+                    crossing.add(t)
+    return crossing

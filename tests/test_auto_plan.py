@@ -160,3 +160,18 @@ def test_when_the_models_best_plan_is_a_fixed_modes_its_measured_step_counts(tmp
     path = _calibration(tmp_path / "measured", servers, in_job={m: _measured(m, t) for m, t in measured.items()})
     plan = _plan(g, parallax.Config(run_option="AUTO", calibration=path))
     assert plan.variable("dense/kernel").method == Method.AR and plan.variable("big").method == Method.PS
+
+
+def test_autos_workload_charges_what_a_workers_step_reads_on_servers(tmp_path):
+    from parallax import auto_plan
+    g = two_embeddings()
+    calibrated = calibration.load(_calibration(tmp_path))
+    workload = auto_plan.workload_of(g, parallax.analyze(g), calibrated, TWO_BY_TWO,
+                                     parallax.Config(run_option="AUTO"))
+    loads = {v.name: v for v in workload.variables}
+    assert loads["dense/kernel"].reads == (1, 68 * 1 * 4)
+    # the mean of a linear layer: no gradient needs the bias's value, so a training step never reads it
+    assert loads["dense/bias"].reads == (0, 0)
+    assert loads["big"].reads is None  # sparse: the rows a step gathers (a), not reads of the whole variable
+    alone = auto_plan.workload_of(g, parallax.analyze(g), calibrated)  # no spec: one copy per variable
+    assert all(v.reads is None for v in alone.variables)

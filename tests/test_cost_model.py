@@ -152,3 +152,38 @@ def test_a_methods_transport_may_get_less_of_the_link():
         pytest.approx(2 * cm.predict(w, on_host_0, TWO_BY_TWO, full).critical_path)
     ring = {"w": cm.Choice(cm.AR)}
     assert cm.predict(w, ring, TWO_BY_TWO, half_for_grpc) == cm.predict(w, ring, TWO_BY_TWO, full)
+
+
+def test_state_on_servers_costs_its_messages_and_none_without_servers():
+    machine = cm.Machine(1e12, 0, cores=1, cpu_per_byte={}, cpu_per_message={"ps": 1e-3})
+    stats = (cm.StateLoad("bn/moving_mean", 64, averaged=True), cm.StateLoad("global_step", 8))
+    plain = _workload(cm.VariableLoad("w", "dense", 8), compute=0.0)
+    with_state = dataclasses.replace(plain, state=stats)
+    on_server = {"w": cm.Choice(cm.PS, (0,))}
+    before, after = (cm.predict(w, on_server, TWO_BY_TWO, machine) for w in (plain, with_state))
+    # placed by plan._place_state's balance: w's server (host 0) is loaded, so the largest state goes to host 1,
+    # then the global step to host 0. Averaged statistics: 4 workers' values (2 per host, both ends) + the chief's
+    # write at the server; the global step: the chief's write (host 0 to its own server, both ends).
+    extra = [a - b for a, b in zip(after.host_cpu, before.host_cpu)]
+    assert extra == pytest.approx((2e-3 + 2e-3, 2e-3 + 4e-3 + 1e-3))
+    assert after.server_bytes[1] - before.server_bytes[1] == pytest.approx(4 * 64)
+    replicated = {"w": cm.Choice(cm.AR)}
+    assert cm.predict(with_state, replicated, TWO_BY_TWO, machine) == cm.predict(plain, replicated, TWO_BY_TWO,
+                                                                                  machine)
+
+
+def test_state_follows_the_variable_it_is_colocated_with():
+    machine = cm.Machine(1e12, 0, cores=1, cpu_per_byte={}, cpu_per_message={"ps": 1e-3})
+    w = cm.Workload(0.0, 0.0, (cm.VariableLoad("a", "dense", 8), cm.VariableLoad("b", "dense", 8, parts=2)),
+                    (cm.StateLoad("a/ema", 8, colocated_with="a"), cm.StateLoad("b/ema", 8, colocated_with="b/part_1"),
+                     cm.StateLoad("b/beta_power", 8, colocated_with="b", optimizer=True)))
+    on_servers = cm.predict(w, {"a": cm.Choice(cm.PS, (1,)), "b": cm.Choice(cm.PS, (0, 1))}, TWO_BY_TWO, machine)
+    plain = cm.predict(dataclasses.replace(w, state=()), {"a": cm.Choice(cm.PS, (1,)), "b": cm.Choice(cm.PS, (0, 1))},
+                       TWO_BY_TWO, machine)
+    # a/ema and b/part_1's EMA beside their variables on host 1's server, the beta power beside b's first part
+    assert [x - y for x, y in zip(on_servers.server_bytes, plain.server_bytes)] == pytest.approx((8, 16))
+    # beside a replica, an EMA shadow stays replicated (no message); optimizer state still goes to a server
+    mixed = {"a": cm.Choice(cm.AR), "b": cm.Choice(cm.PS, (0, 1))}
+    mixed_state = cm.predict(w, mixed, TWO_BY_TWO, machine).server_bytes
+    mixed_plain = cm.predict(dataclasses.replace(w, state=()), mixed, TWO_BY_TWO, machine).server_bytes
+    assert sum(mixed_state) - sum(mixed_plain) == pytest.approx(16)

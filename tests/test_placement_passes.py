@@ -123,3 +123,55 @@ def test_heavy_gradient_ops_stay_in_the_workers():
         if op.name.startswith("gradients/") and op.type in ("MatMul", "BatchMatMulV2", "Conv2D"):
             assert op.device == "" and graph_utils.colocation_target(op) in (None, op.name), op.name
             assert not any(graph_utils.colocation_target(c) == op.name and c.device for c in out.graph.get_operations())
+
+
+def _reads_graph():
+    """w (resource) read twice by the model and once by a weight decay; v (ref) used twice; batch norm's state."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [8, 100], name="x")
+        w = tf.compat.v1.get_variable("w", [100, 50], use_resource=True)
+        v = tf.compat.v1.get_variable("v", [50], use_resource=False)
+        h = tf.matmul(x, w) + tf.matmul(2 * x, w.read_value()) + v
+        h = tf.compat.v1.layers.batch_normalization(h * v, training=True, name="bn")
+        loss = tf.reduce_mean(h) + 0.01 * tf.nn.l2_loss(w)
+        with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
+            tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g
+
+
+def _crossings_in_the_rewritten_step(g, plan, rewritten, worker):
+    """Tensors that ops on a server send to a worker's ops in its training step: the rewritten graph's truth."""
+    from parallax import collectives
+    from parallax.sync_step import SyncSteps
+    out = rewritten.graph
+
+    def device(op):  # where TF puts it: its device, or its variable's (through a handle or colocation)
+        if op.device:
+            return op.device
+        handles = [t.op for t in op.inputs if t.dtype == tf.resource or t.dtype._is_ref_dtype]
+        target = graph_utils.colocation_target(op)
+        return device(handles[0]) if handles else device(out.get_operation_by_name(target)) if target else ""
+    train = [out.get_operation_by_name(op.name) for op in g.get_collection(tf.compat.v1.GraphKeys.TRAIN_OP)]
+    train = train or [out.get_operation_by_name("GradientDescent")]
+    variant = SyncSteps(out, rewritten.sync, worker, plan.num_workers, collectives.step_fence_for(plan)).variant(
+        tuple(op.name for op in train), train)
+    step = graph_utils.ancestors(list(variant.targets))
+    return {t.name for op in step if device(op).startswith("/job:ps") for t in op.outputs
+            if any(c in step and not device(c).startswith("/job:ps") for c in t.consumers())}
+
+
+def test_server_reads_count_each_read_a_worker_consumes_as_the_rewritten_step_sends_it():
+    from parallax.placement import server_reads
+    g = _reads_graph()
+    analysis = parallax.analyze(g)
+    config = parallax.Config(run_option="PS")
+    plan = plan_job(g, analysis, TWO_HOSTS, config)
+    reads = server_reads(g, plan)
+    # w: two reads of 20 KB by the model, and the weight decay's: its L2Loss moves onto the server and sends a
+    # scalar, but its gradient (w itself, scaled) is computed on the worker from that read
+    assert reads["w"] == (4, 3 * 100 * 50 * 4 + 4)
+    assert reads["v"] == (1, 50 * 4)  # a ref variable's value is sent once, however many ops use it
+    assert {"bn/moving_mean", "bn/moving_variance"} <= set(reads)
+    truth = _crossings_in_the_rewritten_step(g, plan, rewrite(g, plan, config), worker=1)
+    assert sum(tensors for tensors, _ in reads.values()) == len(truth), truth
