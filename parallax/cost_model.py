@@ -15,8 +15,9 @@ Bytes follow the Parallax paper's Table 3, counted per host link and per server 
 The rewrite's own rules per backend are modelled too: with TF's collectives a step that uses collectives and
 servers ends with a fence (one more scalar allreduce), and local aggregation is off (collectives/__init__.py).
 Time is the larger of two bounds:
-- the critical path: one worker's compute, its own communication CPU, the busiest link's bytes / bandwidth and the
-  message rounds * latency. A worker sends its server messages of one round (push, then pull) concurrently, so a
+- the critical path: one worker's compute, its own communication CPU, the link time and the message rounds *
+  latency. The link time has two phases, pushes and collectives, then pulls: each takes its busiest host's
+  busier direction (bytes / bandwidth), since the pulls wait for the update. A worker sends its server messages of one round (push, then pull) concurrently, so a
   round costs its largest message, or all of them over the host's cores when that is more; between the rounds,
   the busiest part's server work (taking every worker's push, then the update), which runs serially;
 - the CPU bound: every process's CPU seconds on a host (compute, and a per-byte and per-message cost of each
@@ -117,24 +118,36 @@ class Prediction:
     host_cpu: Tuple[float, ...]  # per host: CPU seconds per step, every process
     server_bytes: Tuple[float, ...]  # per host's server: bytes in + out per step
     bound: str  # "cpu" | "network" | "compute"
-    link_seconds: float = 0.0  # the busiest link's time per step, each method's bytes at its transport's rate
+    link_seconds: float = 0.0  # the links' time per step (both phases), each method's bytes at its transport's rate
+
+
+PHASES = ("push", "pull")  # a step's traffic before the servers' update (gradients, collectives), and after it
 
 
 class _Load:
     def __init__(self, hosts):
         self.out, self.into = [0.0] * hosts, [0.0] * hosts
-        self.out_seconds, self.into_seconds = [0.0] * hosts, [0.0] * hosts
+        # per phase and host: seconds of its link's outgoing and incoming traffic
+        self.out_seconds = {phase: [0.0] * hosts for phase in PHASES}
+        self.into_seconds = {phase: [0.0] * hosts for phase in PHASES}
         self.cpu = [0.0] * hosts
         self.server = [0.0] * hosts
         self.worker_cpu = 0.0  # communication CPU of one worker (the busiest), on the critical path
         self.waits = 0.0  # seconds of message rounds on the critical path
 
-    def send(self, src, dst, nbytes, bandwidth):
+    def send(self, src, dst, nbytes, bandwidth, phase="push"):
         if src != dst:
             self.out[src] += nbytes
             self.into[dst] += nbytes
-            self.out_seconds[src] += nbytes / bandwidth
-            self.into_seconds[dst] += nbytes / bandwidth
+            self.out_seconds[phase][src] += nbytes / bandwidth
+            self.into_seconds[phase][dst] += nbytes / bandwidth
+
+    def link_seconds(self):
+        """The phases follow each other (the pulls wait for the update the pushes feed), so each phase takes its
+        busiest link direction: a server whose variables are larger than the other's sends its pulls while the
+        other direction idles, which the step's total bytes per direction would hide."""
+        return sum(max(max(o, i) for o, i in zip(self.out_seconds[phase], self.into_seconds[phase]))
+                   for phase in PHASES)
 
 
 def predict(workload, choices, workers_per_host, machine, backend="tf"):
@@ -155,7 +168,7 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
             # the fence: one scalar allreduce per worker and step, after all its work
             _allreduce(load, [VariableLoad("fence", "dense", 0)], workers_per_host, machine, backend)
     link = [max(o, i) for o, i in zip(load.out, load.into)]
-    link_seconds = max(max(o, i) for o, i in zip(load.out_seconds, load.into_seconds))
+    link_seconds = load.link_seconds()
     network = link_seconds + load.waits
     compute = workload.compute_seconds + load.worker_cpu
     critical = compute + network
@@ -228,7 +241,7 @@ def _servers(load, variables, choices, workers_per_host, machine, state=()):
             for h, w in enumerate(workers_per_host):
                 pushers = 1 if la and w > 1 else w  # LA: the host's first worker sends every row of the host
                 load.send(h, s, w * rows, bandwidth)  # the same bytes either way; LA saves messages, not bytes
-                load.send(s, h, w * pulled, bandwidth)  # each worker pulls its own
+                load.send(s, h, w * pulled, bandwidth, "pull")  # each worker pulls its own
                 load.server[s] += w * (rows + pulled)
                 load.cpu[s] += _cost(machine, "ps", w * (rows + pulled), pushers + w * pulls)  # the server's side
                 load.cpu[h] += _cost(machine, "ps", w * (rows + pulled), pushers + w * pulls)  # the workers' side
@@ -247,7 +260,7 @@ def _servers(load, variables, choices, workers_per_host, machine, state=()):
         read_tensors, read_bytes = item.reads
         for h, (w, sending) in enumerate(zip(workers_per_host, senders)):
             load.send(h, s, sending * item.bytes, bandwidth)
-            load.send(s, h, w * read_bytes, bandwidth)
+            load.send(s, h, w * read_bytes, bandwidth, "pull")
             load.server[s] += sending * item.bytes + w * read_bytes
             for side in (s, h):
                 load.cpu[side] += _cost(machine, "ps", sending * item.bytes + w * read_bytes,

@@ -187,3 +187,17 @@ def test_state_follows_the_variable_it_is_colocated_with():
     mixed_state = cm.predict(w, mixed, TWO_BY_TWO, machine).server_bytes
     mixed_plain = cm.predict(dataclasses.replace(w, state=()), mixed, TWO_BY_TWO, machine).server_bytes
     assert sum(mixed_state) - sum(mixed_plain) == pytest.approx(16)
+
+
+def test_pushes_and_pulls_are_phases_so_an_unbalanced_servers_link_is_busy_twice():
+    one_each = (1, 1)
+    net = cm.Machine(bandwidth=1e6, latency=0, cores=64, cpu_per_byte={}, cpu_per_message={})
+    w = _workload(cm.VariableLoad("a", "dense", 1_000_000), cm.VariableLoad("b", "dense", 1_000_000), compute=0.0)
+    # balanced: each phase moves 1 MB each way on both links at once, 1 s per phase
+    balanced = cm.predict(w, {"a": cm.Choice(cm.PS, (0,)), "b": cm.Choice(cm.PS, (1,))}, one_each, net)
+    assert balanced.link_seconds == pytest.approx(2.0)
+    # both on host 0's server: host 1's worker pushes 2 MB to it (host 1 out, host 0 in), then pulls 2 MB back
+    # (host 0 out); per direction the step moves 2 MB, as balanced, but one direction idles in each phase
+    hot = cm.predict(w, {"a": cm.Choice(cm.PS, (0,)), "b": cm.Choice(cm.PS, (0,))}, one_each, net)
+    assert hot.link_bytes == balanced.link_bytes == pytest.approx((2e6, 2e6))
+    assert hot.link_seconds == pytest.approx(4.0)
