@@ -103,17 +103,14 @@ def choose(graph, analysis, spec, config):
     basis = "model"
     measured = calibration.measured_seconds(calibrated, per_host)
     if measured and config.sync and not fixed:  # a fixed mode's plan would override the user's own choices
-        # The real jobs of the fixed modes measured their step; the model's plan replaces the fastest of them only
-        # when it is faster still: measured, if it is one of those modes' plans; otherwise its prediction scaled by
-        # the model's error on the measured jobs.
         plans = {mode: _fixed(workload, mode, spec, config) for mode in measured}
+        expected, scale = expected_seconds(measured, {m: cost_model.predict(
+            workload, plans[m], per_host, calibrated.machine, backend).seconds for m in measured})
         same = [m for m in measured if {n: c.method for n, c in plans[m].items()} ==
                 {n: c.method for n, c in choices.items()}]
-        scale = statistics.median(measured[m] / cost_model.predict(workload, plans[m], per_host, calibrated.machine,
-                                                                   backend).seconds for m in measured)
-        expected = measured[same[0]] if same and parts == built else prediction.seconds * scale
-        fastest = min(measured, key=measured.get)
-        if measured[fastest] <= expected:
+        mine = expected[same[0]] if same and parts == built else prediction.seconds * scale
+        fastest = min(expected, key=expected.get)
+        if expected[fastest] < mine * (1 - 1e-9):
             parts, trial, basis = built, workload, f"measured {fastest}"
             choices = plans[fastest]
             prediction = cost_model.predict(workload, choices, per_host, calibrated.machine, backend)
@@ -121,6 +118,25 @@ def choose(graph, analysis, spec, config):
     chosen = config.replace(methods={name: c.method for name, c in choices.items()},
                             local_aggregation=config.local_aggregation and la)
     return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, basis)
+
+
+MEASUREMENT_SPREAD = 0.25  # how far one short job's step may be from the same mode's later runs (test bed: 4-25%)
+
+
+def expected_seconds(measured, predicted):
+    """({mode: expected step seconds}, the model's error) of the fixed modes whose real jobs the calibration ran.
+
+    Two estimates of each mode's step: its short real job, and its prediction scaled by the model's error on those
+    jobs (the median of measured / predicted). Where they agree within MEASUREMENT_SPREAD, each is as likely off as
+    the other, so their mean counts: a short job measured a few percent fast cannot override a plan the model
+    rates well ahead. Where they disagree by more, the model is wrong about that mode, and the job counts alone."""
+    scale = statistics.median(measured[m] / predicted[m] for m in measured)
+    expected = {}
+    for m in measured:
+        model = predicted[m] * scale
+        agree = 1 - MEASUREMENT_SPREAD <= measured[m] / model <= 1 / (1 - MEASUREMENT_SPREAD)
+        expected[m] = (measured[m] + model) / 2 if agree else measured[m]
+    return expected, scale
 
 
 def _fixed(workload, mode, spec, config):

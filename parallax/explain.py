@@ -101,10 +101,10 @@ class Explanation:
                 lines.append("measured step time (the calibration's real jobs): " + ", ".join(
                     f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in sorted(self.measured.items())))
             if p.run_option == "AUTO" and self.basis != "model":
-                lines.append(f"AUTO runs the plan of the fixed mode {self.basis.split()[-1]}: its real job was "
-                             f"faster than the model's best plan would be (that plan's measured step when it is a "
-                             f"fixed mode's, otherwise its prediction scaled by the model's error on the measured "
-                             f"jobs)")
+                lines.append(f"AUTO runs the plan of the fixed mode {self.basis.split()[-1]}: its expected step "
+                             f"(the mean of its real job's and of its prediction scaled by the model's error on "
+                             f"the real jobs) is below that of the model's best plan (the same, when that is a fixed "
+                             f"mode's plan; otherwise its scaled prediction)")
             if p.run_option == "AUTO":
                 lines += [f"  {name}: {_METHOD_NAMES[str(p.variable(name).method)]}; {why}"
                           for name, why in sorted(self.reasons.items())]
