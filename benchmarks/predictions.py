@@ -51,7 +51,18 @@ def predicted(model, data_dirs, spec, path, backend):
     data = json.loads("\n".join(lines[start:]))
     return data["predicted_seconds"], {"methods": {v["name"]: v["method"] for v in data["plan"]["variables"]},
                                        "basis": data.get("auto_basis") or "model",
-                                       "measured": data.get("measured_seconds") or {}}
+                                       "measured": data.get("measured_seconds") or {},
+                                       "kinds": {v["name"]: v["kind"] for v in data["plan"]["variables"]}}
+
+
+def fixed_mode_of(plan):
+    """The fixed mode whose rule gives `plan`'s methods (dense AR or PS, sparse AG or PS), or None: a mixed plan."""
+    rules = {"PS": {"dense": "PS", "sparse": "PS"}, "MPI": {"dense": "AR", "sparse": "AG"},
+             "HYBRID": {"dense": "AR", "sparse": "PS"}}
+    for mode, rule in rules.items():
+        if all(rule[plan["kinds"][name]] == method for name, method in plan["methods"].items()):
+            return mode
+    return None
 
 
 def calibrate_rate(cluster, rate, models, data_dirs, workloads, backend):
@@ -101,7 +112,9 @@ def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, p
                                      f"{m.cpu_seconds:.2f} CPU s/step")
 
 
-def tables(runs, predictions, plans, rates, models):
+def tables(runs, predictions, plans, rates, models, now=None):
+    """`now`: the plans the current code's AUTO makes from the saved calibrations (--from-saved), set beside the
+    plans AUTO ran: where one is a fixed mode's plan, that mode's rounds in the same run measured it."""
     def med(key, attr):
         return common.median([getattr(m, attr) for m in runs[key]])
 
@@ -124,8 +137,9 @@ def tables(runs, predictions, plans, rates, models):
               f"{max(ratios):.2f})."]
     lines += ["", "## AUTO against the best fixed mode", "",
               "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method) | chosen by | "
-              "calibration's in-job step ms (PS, MPI, HYBRID) |",
-              "|---|---|---|---|---|---|---|"]
+              "calibration's in-job step ms (PS, MPI, HYBRID) |" + (" AUTO's plan now: its fixed mode's rounds / best |"
+                                                                   if now else ""),
+              "|---|---|---|---|---|---|---|" + ("---|" if now else "")]
     for model in models:
         for rate in rates:
             fixed = {mode: med((rate, model, mode), "rate") for mode in MODES[:3]}
@@ -138,8 +152,16 @@ def tables(runs, predictions, plans, rates, models):
                                for m in MODES[:3])
             lines.append(f"| {model} | {rate} | {best} | {med((rate, model, 'AUTO'), 'rate') / fixed[best]:.2f}x | "
                          + ", ".join(f"{m} {k}" for m, k in sorted(methods.items()))
-                         + f" | {plan['basis']} | {in_job} |")
+                         + f" | {plan['basis']} | {in_job} |" + (f" {_now_cell(now[(rate, model)], fixed, best)} |"
+                                                                  if now else ""))
     return lines
+
+
+def _now_cell(plan, fixed, best):
+    mode = fixed_mode_of(plan)
+    if mode is None:
+        return "a mixed plan (not measured)"
+    return f"{mode}'s plan ({plan['basis']}): {fixed[mode] / fixed[best]:.2f}x"
 
 
 def inputs(machines, workloads, rates):
@@ -208,13 +230,14 @@ def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
 
 
 def from_saved():
-    """(runs, predictions made by the current model, plans as run, rates, models, workloads, machines)."""
+    """(runs, predictions made by the current model, plans as run, rates, models, workloads, machines, repeats,
+    the plans the current code's AUTO makes)."""
     with open(SAVED) as f:
         data = json.load(f)
     runs = {(r["rate"], r["model"], r["mode"]): [testbed.Measurement(**x) for x in r["measurements"]]
             for r in data["runs"]}
     plans = {(p["rate"], p["model"]): p["plan"] for p in data["predictions"]}
-    predictions, machines = {}, {}
+    predictions, machines, now = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
         data_dirs = make_data(data["models"], work)
         for rate in data["rates"]:
@@ -224,11 +247,13 @@ def from_saved():
             for model in data["models"]:
                 path = os.path.join(CALIBRATIONS, rate, model, calibration.FILE)
                 machines[rate] = calibration.load(path).machine
-                predictions[(rate, model)], plan = predicted(model, data_dirs, spec, path, "tf")
+                predictions[(rate, model)], now[(rate, model)] = predicted(model, data_dirs, spec, path, "tf")
+                plan = now[(rate, model)]
                 if plan["methods"] != plans[(rate, model)]["methods"]:
                     testbed.progress(f"{rate} {model}: the current model would run AUTO with another plan "
                                      f"({plan}) than the measured one")
-    return runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"]
+    return (runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"],
+            now)
 
 
 def main():
@@ -244,7 +269,7 @@ def main():
                         "the predictions beside the saved measurements")
     bench = p.parse_args()
     if bench.from_saved:
-        runs, predictions, plans, rates, models, workloads, machines, bench.repeats = from_saved()
+        runs, predictions, plans, rates, models, workloads, machines, bench.repeats, now = from_saved()
         settings = {"source": f"{os.path.relpath(SAVED, common.ROOT)} (measured earlier), predicted again now"}
     else:
         models = chosen_models(p, bench.only)
@@ -257,7 +282,7 @@ def main():
         **{m: f"{' '.join(MODELS[m][2])}, {MODELS[m][3][0]} steps, the first {MODELS[m][3][1]} for warm-up"
            for m in models}})
     if not bench.from_saved:
-        runs, predictions, plans, machines, specs = {}, {}, {}, {}, {}
+        runs, predictions, plans, machines, specs, now = {}, {}, {}, {}, {}, None
         with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
             data_dirs = make_data(models, work)
             workloads = {}
@@ -270,7 +295,7 @@ def main():
                 run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions,
                          plans, machines, specs, bench.reuse_calibrations)
         save(runs, predictions, plans, rates, models, workloads, specs, bench.repeats)
-    lines += tables(runs, predictions, plans, rates, models) + inputs(machines, workloads, rates)
+    lines += tables(runs, predictions, plans, rates, models, now) + inputs(machines, workloads, rates)
     print("\n".join(lines), flush=True)
     common.write("predictions.md", lines)
     plot(runs, predictions, rates, models, os.path.join(common.RESULTS, "predictions.png"))
