@@ -53,8 +53,8 @@ if not log.handlers:
 
 __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",
            "GraphAnalysisError", "NoTrainOpError", "FetchNotFoundError", "UnsupportedError", "LaunchError",
-           "GraphMismatchError", "CollectiveError", "CheckpointError", "CheckPointConfig", "CommunicationConfig", "MPIConfig",
-           "ProfileConfig", "PSConfig", "log", "shard", "partition", *_LAZY]
+           "GraphMismatchError", "CollectiveError", "CheckpointError", "CheckPointConfig", "CommunicationConfig",
+           "MPIConfig", "ProfileConfig", "PSConfig", "log", "shard", "partition", *_LAZY]
 
 
 def __getattr__(name):

@@ -11,6 +11,7 @@ from typing import Optional
 from parallax import calibration, cost_model, placement
 from parallax.analysis import static_sparsity
 from parallax.config import Config
+from parallax.errors import ParallaxError
 from parallax.plan import make_plan
 
 
@@ -46,9 +47,13 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
 
 def _server_reads(graph, analysis, spec, config):
     """placement.server_reads of the plan that holds every variable on servers: where a variable is held does
-    not change what a worker's step reads of it."""
+    not change what a worker's step reads of it. A graph that plan cannot hold gets {}: one copy per variable."""
     ps_config = (config or Config()).replace(run_option="PS", methods={}, sync=True)
-    return placement.server_reads(graph, make_plan(analysis, spec, ps_config))
+    try:
+        plan = make_plan(analysis, spec, ps_config)
+    except ParallaxError:
+        return {}
+    return placement.server_reads(graph, plan)
 
 
 def _known(reads, size):

@@ -17,9 +17,10 @@ servers ends with a fence (one more scalar allreduce), and local aggregation is 
 Time is the larger of two bounds:
 - the critical path: one worker's compute, its own communication CPU, the link time and the message rounds *
   latency. The link time has two phases, pushes and collectives, then pulls: each takes its busiest host's
-  busier direction (bytes / bandwidth), since the pulls wait for the update. A worker sends its server messages of one round (push, then pull) concurrently, so a
-  round costs its largest message, or all of them over the host's cores when that is more; between the rounds,
-  the busiest part's server work (taking every worker's push, then the update), which runs serially;
+  busier direction (bytes / bandwidth), since the pulls wait for the update. A worker sends its server messages
+  of one round (push, then pull) concurrently, so a round costs its largest message, or all of them over the
+  host's cores when that is more; between the rounds, the busiest part's server work (taking every worker's push,
+  then the update), which runs serially;
 - the CPU bound: every process's CPU seconds on a host (compute, and a per-byte and per-message cost of each
   method, which `parallax calibrate` measures) / the host's cores. This is the bound the 2-core test bed hits.
 """

@@ -91,7 +91,7 @@ def _close_at_exit(session):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         session.close()
-    except BaseException as e:  # noqa: B902 -- at exit nothing else would report it
+    except BaseException as e:  # at exit nothing else would report it
         error = CheckpointError(f"parallel_run's session failed to close at exit, where it writes the last "
                                 f"checkpoint: {type(e).__name__}: {e}. The last steps may be missing from the "
                                 f"checkpoint directory; see the cause above")
