@@ -180,3 +180,15 @@ def test_autos_workload_charges_what_a_workers_step_reads_on_servers(tmp_path):
     assert loads["big"].reads is None  # sparse: the rows a step gathers (a), not reads of the whole variable
     alone = auto_plan.workload_of(g, parallax.analyze(g), calibrated)  # no spec: one copy per variable
     assert all(v.reads is None for v in alone.variables)
+
+
+def test_autos_read_count_falls_back_to_one_copy_when_no_all_servers_plan_exists(tmp_path, monkeypatch):
+    from parallax.errors import UnsupportedError
+
+    def cannot(*_):
+        raise UnsupportedError("no plan")
+    monkeypatch.setattr(auto_plan, "make_plan", cannot)
+    g = two_embeddings()
+    workload = auto_plan.workload_of(g, parallax.analyze(g), calibration.load(_calibration(tmp_path)), TWO_BY_TWO,
+                                     parallax.Config(run_option="AUTO"))
+    assert all(v.reads is None for v in workload.variables)
