@@ -18,9 +18,13 @@ def machine():
         pass
     import tensorflow as tf
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB; Linux {platform.release()}; Python "
-            f"{platform.python_version()}; TensorFlow {tf.__version__}; parallax at {git.strip() or '?'}")
+            f"{platform.python_version()}; TensorFlow {tf.__version__}; parallax at {commit()}")
+
+
+def commit():
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    return git.strip() or "?"
 
 
 def header(title, settings):

@@ -9,7 +9,9 @@ Each round runs every mode of a model back to back; a configuration's figure is 
     python benchmarks/predictions.py --from-saved   # the saved measurements and calibrations, the current model
 
 Every run saves what it measured (results/predictions.json) and each calibration (results/predictions/<rate>/
-<model>/calibration.json), so that a change to the cost model can be checked against the same measurements.
+<model>/calibration.json), so that a change to the cost model can be checked against the same measurements. A run
+of some models (--only) keeps the others' saved measurements (each model's rows come from one run, whose commit
+predictions.json records), and the table then predicts every model with the current model.
 """
 import argparse
 import json
@@ -220,13 +222,26 @@ def plot(runs, predictions, rates, models, path):
 
 
 def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
+    """Write what this run measured to SAVED. A run of some models (--only) at the saved rates keeps the other
+    models' saved measurements, each model's rows from one run: returns the models kept that way."""
     data = {"repeats": repeats, "rates": rates, "models": models, "workloads": workloads, "specs": specs,
-            "runs": [{"rate": r, "model": m, "mode": mode, "measurements": [dataclasses.asdict(x) for x in xs]}
-                     for (r, m, mode), xs in runs.items()],
+            "runs": [{"rate": r, "model": m, "mode": mode, "measurements": [dataclasses.asdict(x) for x in xs],
+                      "measured_at": common.commit()} for (r, m, mode), xs in runs.items()],
             "predictions": [{"rate": r, "model": m, "seconds": p, "plan": plans[(r, m)]}
                             for (r, m), p in predictions.items()]}
+    kept = []
+    if os.path.exists(SAVED):
+        with open(SAVED) as f:
+            old = json.load(f)
+        kept = [m for m in old["models"] if m not in models] if old["rates"] == rates else []
+        data["models"] = [m for m in old["models"] if m in models or m in kept] + \
+            [m for m in models if m not in old["models"]]
+        data["workloads"] = {**{m: old["workloads"][m] for m in kept}, **workloads}
+        data["runs"] += [r for r in old["runs"] if r["model"] in kept]
+        data["predictions"] += [p for p in old["predictions"] if p["model"] in kept]
     with open(SAVED, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
+    return kept
 
 
 def from_saved():
@@ -294,7 +309,11 @@ def main():
             for rate in rates:
                 run_rate(rate, models, data_dirs, workloads, work, bench.repeats, bench.backend, runs, predictions,
                          plans, machines, specs, bench.reuse_calibrations)
-        save(runs, predictions, plans, rates, models, workloads, specs, bench.repeats)
+        kept = save(runs, predictions, plans, rates, models, workloads, specs, bench.repeats)
+        if kept:  # one table of every saved model, each predicted by the current model
+            runs, predictions, plans, rates, models, workloads, machines, bench.repeats, now = from_saved()
+            lines[2:2] = [f"Measured now: {', '.join(m for m in models if m not in kept)}; measured by an earlier "
+                          f"run and kept: {', '.join(kept)} (predictions.json records each run's commit)", ""]
     lines += tables(runs, predictions, plans, rates, models, now) + inputs(machines, workloads, rates)
     print("\n".join(lines), flush=True)
     common.write("predictions.md", lines)
