@@ -129,11 +129,13 @@ def tables(runs, predictions, plans, rates, models, now=None):
         for rate in rates:
             for mode in MODES:
                 key, p = (rate, model, mode), predictions[(rate, model)][mode]
-                lines.append(f"| {model} | {rate} | {mode} | {p * 1000:.0f} | {med(key, 'step_seconds') * 1000:.0f} | "
-                             f"{p / med(key, 'step_seconds'):.2f} | {med(key, 'rate'):,.0f} | "
+                measured = med(key, 'step_seconds')
+                predicted_cells = f"- | {measured * 1000:.0f} | - |" if p is None else \
+                    f"{p * 1000:.0f} | {measured * 1000:.0f} | {p / measured:.2f} |"
+                lines.append(f"| {model} | {rate} | {mode} | {predicted_cells} {med(key, 'rate'):,.0f} | "
                              f"{med(key, 'cpu_seconds'):.2f} |")
     ratios = [predictions[(rate, model)][mode] / med((rate, model, mode), "step_seconds")
-              for model in models for rate in rates for mode in MODES]
+              for model in models for rate in rates for mode in MODES if predictions[(rate, model)][mode]]
     within = sum(1 for r in ratios if abs(r - 1) <= 0.2)
     lines += ["", f"Within 20%: {within} of {len(ratios)} points (predicted / measured from {min(ratios):.2f} to "
               f"{max(ratios):.2f})."]
@@ -203,6 +205,8 @@ def plot(runs, predictions, rates, models, path):
     fig, ax = plt.subplots(figsize=(6, 6))
     markers = dict(zip(MODES, "osD*"))
     for (rate, model, mode), ms in runs.items():
+        if predictions[(rate, model)][mode] is None:
+            continue  # a mixed AUTO plan that ran, which the current code does not make
         measured = common.median([m.step_seconds for m in ms]) * 1000
         ax.scatter(measured, predictions[(rate, model)][mode] * 1000, marker=markers[mode],
                    color={"LM": "C0", "NMT": "C1", "ResNet": "C2"}.get(model, "C3"),
@@ -265,8 +269,13 @@ def from_saved():
                 predictions[(rate, model)], now[(rate, model)] = predicted(model, data_dirs, spec, path, "tf")
                 plan = now[(rate, model)]
                 if plan["methods"] != plans[(rate, model)]["methods"]:
-                    testbed.progress(f"{rate} {model}: the current model would run AUTO with another plan "
-                                     f"({plan}) than the measured one")
+                    # The AUTO row sets the plan that ran beside its measurement: a fixed mode's plan is predicted
+                    # as that mode is; a mixed one cannot be predicted again here.
+                    ran = fixed_mode_of(dict(plans[(rate, model)], kinds=plan["kinds"]))
+                    predictions[(rate, model)]["AUTO"] = predictions[(rate, model)][ran] if ran else None
+                    testbed.progress(f"{rate} {model}: the current code's AUTO would run "
+                                     f"{fixed_mode_of(plan) or 'a mixed'} plan; the AUTO row is the plan that ran "
+                                     f"({ran or 'mixed'})")
     return (runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"],
             now)
 
