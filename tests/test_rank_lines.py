@@ -1,7 +1,7 @@
-"""mpirun's tagged output back into whole lines per rank (supervisor.RankLines). With PYTHONUNBUFFERED a print is
+"""mpirun's tagged output back into whole lines per rank (rank_output.RankLines). With PYTHONUNBUFFERED a print is
 two writes (the text, then the newline), and mpirun tags each; a rank's stdout and stderr pieces then share
 physical lines. A user's line must never be glued to a control line (which the launcher hides)."""
-from parallax.launcher.supervisor import RankLines
+from parallax.launcher.rank_output import RankLines
 
 
 def test_a_control_line_split_around_a_user_line_keeps_both():

@@ -10,7 +10,7 @@ import pytest
 
 from parallax.config import Config
 from parallax.errors import ConfigError
-from parallax.launcher import spawn, supervisor
+from parallax.launcher import rank_output, spawn
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
@@ -65,10 +65,10 @@ def test_mpi_and_horovod_are_refused_with_ssh_transport(tmp_path, env, refused):
 def test_spawn_reports_a_failed_worker_in_the_words_the_supervisor_reads():
     local = {"rank": 3, "host": "h", "stdin": None}
     remote = {"rank": 2, "host": "h", "stdin": "{}\n"}
-    assert supervisor._failed_rank(spawn.describe_end(local, 10, -9)) == (3, "was killed by signal 9 (SIGKILL)")
-    assert supervisor._failed_rank(spawn.describe_end(remote, 10, 128 + 15)) == (2, "was killed by signal 15 "
+    assert rank_output.failed_rank(spawn.describe_end(local, 10, -9)) == (3, "was killed by signal 9 (SIGKILL)")
+    assert rank_output.failed_rank(spawn.describe_end(remote, 10, 128 + 15)) == (2, "was killed by signal 15 "
                                                                                    "(SIGTERM)")
-    assert supervisor._failed_rank(spawn.describe_end(local, 10, 3)) == (3, "exited with code 3")
+    assert rank_output.failed_rank(spawn.describe_end(local, 10, 3)) == (3, "exited with code 3")
 
 
 def test_transport_must_be_direct_or_ssh():

@@ -44,7 +44,7 @@ def start(worker):
 
 
 def describe_end(worker, pid, code):
-    """mpirun's words for a rank that failed (supervisor._failed_rank reads them); the host agent reports a
+    """mpirun's words for a rank that failed (rank_output.failed_rank reads them); the host agent reports a
     signal N as 128+N."""
     where = f"process rank {worker['rank']} with PID {pid} on node {worker['host']}"
     signum = -code if code < 0 else code - 128 if worker.get("stdin") and 128 < code < 160 else None

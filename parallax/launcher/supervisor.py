@@ -18,13 +18,10 @@ import time
 from parallax.launcher import host_agent, mpirun, ssh
 from parallax.launcher.processes import signal_group, terminate_when_parent_dies
 from parallax.launcher.protocol import CONTROL_PREFIX
+from parallax.launcher.rank_output import RankLines, describe_exit, failed_rank, lines_of
 from parallax.launcher.step_ledger import StepLedger
 from parallax.launcher.watchdog import Watchdog
 
-_TAG = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:")
-_FAILED_RANK = (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(r"process rank (\d+) with PID"))
-_EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
-_EXIT_SIGNAL = re.compile(r"exited on signal (\d+)")
 _HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied")
 TAIL_LINES = 20
 GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL at teardown (the whole teardown must fit in 5 s)
@@ -100,7 +97,7 @@ class Supervisor:
             return 128 + self._stopping
         if isinstance(problem, _Proc):
             code = self.exit_codes.get(problem.label, problem.popen.returncode)
-            self._report(f"{problem.label} {_describe_exit(code)} while the workers ran", problem.label)
+            self._report(f"{problem.label} {describe_exit(code)} while the workers ran", problem.label)
             return 1
         if self.step_problem:  # the workers' collective or barrier errors are its consequences
             self._report(self.step_problem, None)
@@ -186,9 +183,9 @@ class Supervisor:
         """(rank, how it ended) of the first rank mpirun reports dead within `seconds`, or None."""
         deadline = time.time() + seconds
         while True:
-            found = _failed_rank("\n".join(self.launcher_lines))
+            found = failed_rank("\n".join(self.launcher_lines))
             if found or time.time() > deadline or self.main.popen.poll() is not None:
-                return found or _failed_rank("\n".join(self.launcher_lines))
+                return found or failed_rank("\n".join(self.launcher_lines))
             time.sleep(0.05)
 
     def _dead_service_after(self, seconds):
@@ -259,7 +256,7 @@ class Supervisor:
     # ---- output -----------------------------------------------------------------------------------------------
     def _forward_mpirun(self, proc):
         lines = RankLines()
-        for line in _lines(proc.popen):
+        for line in lines_of(proc.popen):
             for rank, text in lines.feed(line):
                 if rank is None:
                     self._launcher_line(text)
@@ -269,7 +266,7 @@ class Supervisor:
             self._process_line(self._rank_label(rank), text)
 
     def _forward_plain(self, proc):
-        for line in _lines(proc.popen):
+        for line in lines_of(proc.popen):
             self._process_line(proc.label, line)
 
     def _rank_label(self, rank):
@@ -338,7 +335,7 @@ class Supervisor:
 
     def _report_rank_failure(self, code):
         text = "\n".join(self.launcher_lines)
-        rank, detail = _failed_rank(text) or (None, None)
+        rank, detail = failed_rank(text) or (None, None)
         detail = detail or f"failed (mpirun exit status {code})"
         if rank is None:
             self._report(f"a worker {detail}", None)
@@ -386,60 +383,3 @@ def on_remote_hosts(spec, settings, argv_for, timeout=REMOTE_STOP_TIMEOUT):
             except Exception as e:  # noqa: BLE001 - reported by the caller
                 results[futures[future]] = e
     return results
-
-
-def _describe_exit(code):
-    if code is not None and code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = "?"
-        return f"was killed by signal {-code} ({name})"
-    if code == 255:
-        return "lost its ssh connection (ssh exit status 255)"
-    return f"exited with code {code}"
-
-
-def _lines(popen):
-    for raw in iter(popen.stdout.readline, b""):
-        yield raw.decode(errors="replace").rstrip("\n")
-
-
-def _failed_rank(text):
-    """(rank, how it ended) of the first failed rank in mpirun's output, or None; how it ended may be None."""
-    rank = next((int(m.group(1)) for m in (p.search(text) for p in _FAILED_RANK) if m), None)
-    if rank is None:
-        return None
-    m_sig, m_code = _EXIT_SIGNAL.search(text), _EXIT_CODE.search(text)
-    return rank, (_describe_exit(-int(m_sig.group(1))) if m_sig else
-                  _describe_exit(int(m_code.group(1))) if m_code else None)
-
-
-class RankLines:
-    """Whole lines per rank from mpirun's --tag-output. mpirun tags every write of a rank's stdout or stderr, so
-    one line may come in pieces, and a piece of a rank's stderr (a control line) may sit in the middle of a piece
-    of its stdout: pieces are joined per rank *and stream*, or a user's line would be glued to a control line (and
-    hidden with it)."""
-
-    def __init__(self):
-        self._partial = collections.defaultdict(str)
-
-    def feed(self, line):
-        """The (rank, text) lines that `line` (one line of mpirun's output) completes; rank None: mpirun's own."""
-        pieces = _TAG.split(line)
-        if len(pieces) == 1:
-            return [(None, line)]
-        out = [(None, pieces[0])] if pieces[0].strip() else []
-        segments = [((int(r), stream), text) for r, stream, text in zip(pieces[1::3], pieces[2::3], pieces[3::3])]
-        for key, text in segments[:-1]:
-            self._partial[key] += text
-        key, text = segments[-1]
-        out.append((key[0], self._partial.pop(key, "") + text))
-        return out
-
-    def rest(self):
-        """Pieces that never got their end of line (a rank that died mid-line)."""
-        rest = [(rank, text) for (rank, _), text in self._partial.items()]
-        self._partial.clear()
-        return rest
-
