@@ -27,7 +27,7 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
     """The cost model's workload: the analysis' variables with the calibration's a (or the static estimate from
     the gradient's shape, parallax.explain's, or 1 when neither is known), the state its steps write, what a
     worker's step reads of each on a server (read off the graph of the PS plan on `spec`, when given), its step
-    time, and the step's CPU as the script's real job showed it (calibration.compute_cpu_in_job)."""
+    time, and the step's CPU as the script's real jobs showed it (calibration.fit_in_job)."""
     reads = _server_reads(graph, analysis, spec, config) if spec is not None and spec.num_workers > 1 else {}
     loads = []
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
@@ -42,7 +42,7 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
                                        s.kind == "optimizer", _known(reads.get(s.name), s.bytes) or (0, 0.0))
                   for s in analysis.state)
     workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads), state)
-    return dataclasses.replace(workload, compute_cpu=calibration.compute_cpu_in_job(calibrated, workload))
+    return dataclasses.replace(workload, compute_cpu=calibration.fit_in_job(calibrated, workload).compute_cpu)
 
 
 def _server_reads(graph, analysis, spec, config):
@@ -77,6 +77,8 @@ class AutoChoice:
     calibration: calibration.Calibration
     partitions: Optional[int] = None  # shards of the variables get_partitioner split; None: none did
     basis: str = "model"  # "model", or "measured <MODE>" when a fixed mode's real job was faster (calibration)
+    machine: Optional[cost_model.Machine] = None  # the calibration's, its CPU costs fitted to the real jobs
+    cpu_scales: Optional[dict] = None  # {method group: how much its CPU costs were scaled} (fit_in_job)
 
 
 def choose(graph, analysis, spec, config):
@@ -86,6 +88,8 @@ def choose(graph, analysis, spec, config):
     faster, since a new count means running the script again and the model is no finer than that)."""
     calibrated = calibration.load(calibration.path_for(config))
     workload = workload_of(graph, analysis, calibrated, spec, config)
+    in_job = calibration.fit_in_job(calibrated, workload)
+    machine, scales = in_job.machine, in_job.scales
     fixed = dict(config.methods)  # the user's own choices stay
 
     def allowed(v):
@@ -101,7 +105,7 @@ def choose(graph, analysis, spec, config):
     for parts in sorted(counts, key=lambda p: p != built):  # the graph's own count first
         trial = workload if parts is None else dataclasses.replace(workload, variables=tuple(
             dataclasses.replace(v, parts=parts) if v.name in split else v for v in workload.variables))
-        choices, prediction = cost_model.search(trial, per_host, calibrated.machine, backend, allowed)
+        choices, prediction = cost_model.search(trial, per_host, machine, backend, allowed)
         if best is None or prediction.seconds < best[2].seconds * (1 - REPARTITION_GAIN):
             best = (parts, choices, prediction, trial)
     parts, choices, prediction, trial = best
@@ -110,7 +114,7 @@ def choose(graph, analysis, spec, config):
     if measured and config.sync and not fixed:  # a fixed mode's plan would override the user's own choices
         plans = {mode: _fixed(workload, mode, spec, config) for mode in measured}
         expected, scale = expected_seconds(measured, {m: cost_model.predict(
-            workload, plans[m], per_host, calibrated.machine, backend).seconds for m in measured})
+            workload, plans[m], per_host, machine, backend).seconds for m in measured})
         same = [m for m in measured if {n: c.method for n, c in plans[m].items()} ==
                 {n: c.method for n, c in choices.items()}]
         mine = expected[same[0]] if same and parts == built else prediction.seconds * scale
@@ -118,11 +122,11 @@ def choose(graph, analysis, spec, config):
         if expected[fastest] < mine * (1 - 1e-9):
             parts, trial, basis = built, workload, f"measured {fastest}"
             choices = plans[fastest]
-            prediction = cost_model.predict(workload, choices, per_host, calibrated.machine, backend)
+            prediction = cost_model.predict(workload, choices, per_host, machine, backend)
     la = any(c.local_aggregation for c in choices.values())
     chosen = config.replace(methods={name: c.method for name, c in choices.items()},
                             local_aggregation=config.local_aggregation and la)
-    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, basis)
+    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, basis, machine, scales)
 
 
 MEASUREMENT_SPREAD = 0.25  # how far one short job's step may be from the same mode's later runs (test bed: 4-25%)
@@ -159,15 +163,15 @@ def partitioned_variables(graph, analysis):
 def predictions(graph, analysis, spec, config):
     """For parallax.explain: ({"PS"|"MPI"|"HYBRID"|"AUTO": predicted step seconds}, {variable: why its method},
     bound of the AUTO plan, {mode: step seconds measured in the calibration's real jobs}, what AUTO's choice rests
-    on), or None without a calibration."""
+    on, {method group: the scale of its CPU costs from those jobs}), or None without a calibration."""
     path = calibration.path_for(config)
     if spec.num_workers < 2 or not path or (config.run_option != "AUTO" and not os.path.exists(path)):
         return None
     auto = choose(graph, analysis, spec, config)
-    choices, prediction, workload, calibrated = auto.choices, auto.prediction, auto.workload, auto.calibration
+    choices, prediction, workload, machine = auto.choices, auto.prediction, auto.workload, auto.machine
     per_host, backend = workers_per_host(spec), backend_for(config)
-    seconds = {mode: cost_model.predict(workload, _fixed(workload, mode, spec, config), per_host, calibrated.machine,
+    seconds = {mode: cost_model.predict(workload, _fixed(workload, mode, spec, config), per_host, machine,
                                         backend).seconds for mode in ("PS", "MPI", "HYBRID")}
     seconds["AUTO"] = prediction.seconds
-    return (seconds, cost_model.reasons(workload, choices, per_host, calibrated.machine, backend), prediction.bound,
-            calibration.measured_seconds(calibrated, per_host), auto.basis)
+    return (seconds, cost_model.reasons(workload, choices, per_host, machine, backend), prediction.bound,
+            calibration.measured_seconds(auto.calibration, per_host), auto.basis, auto.cpu_scales)

@@ -83,20 +83,99 @@ def measured_seconds(calibrated, workers_per_host):
             if reports and tuple(reports[0]["workers_per_host"]) == tuple(workers_per_host)}
 
 
-def compute_cpu_in_job(calibrated, workload):
+def compute_cpu_in_job(calibrated, workload, machine=None):
     """One worker's compute CPU per step as the script's real jobs showed it: each machine's CPU per step, less
-    what the model charges for that job's communication there, over its workers; the median over the jobs. At
-    least the one-process figure; that figure alone without in-job reports."""
-    found = [_compute_cpu(calibrated, workload, reports) for reports in (calibrated.in_job or {}).values()
-             if reports and all(r.get("machine_cpu") is not None for r in reports)]
+    what the model (on `machine`, by default the calibrated one) charges for that job's communication there, over
+    its workers; the median over the jobs. At least the one-process figure; that figure alone without in-job
+    reports."""
+    machine = machine or calibrated.machine
+    found = [_compute_cpu(calibrated, workload, reports, machine) for reports in _in_job(calibrated)]
     return max(statistics.median(found), calibrated.compute_cpu) if found else calibrated.compute_cpu
 
 
-def _compute_cpu(calibrated, workload, reports):
+def _in_job(calibrated):
+    return [reports for reports in (calibrated.in_job or {}).values()
+            if reports and all(r.get("machine_cpu") is not None for r in reports)]
+
+
+def method_groups(backend):
+    """The cost keys whose CPU costs move together in a real job: the servers', and one backend's collectives."""
+    return {"ps": ("ps",), f"collectives/{backend}": (f"allreduce/{backend}", f"allgather/{backend}")}
+
+
+@dataclasses.dataclass(frozen=True)
+class InJobFit:
+    compute_cpu: float  # one worker's compute CPU per step (compute_cpu_in_job)
+    machine: cost_model.Machine  # the calibrated machine, each method group's CPU costs times its scale
+    scales: dict  # {method group: scale}, for the groups the real jobs used
+
+
+def fit_in_job(calibrated, workload):
+    """The workers' compute CPU, and each method's CPU scale, as the script's real jobs showed them.
+
+    The calibration job's probes fix how a method's CPU grows with bytes and messages, from a few synthetic
+    messages; a script moves its own mix (many small reads, say), and the probes' per-message figure is the
+    noisiest. The in-job reports measure the machine's CPU of the script's own step in each fixed mode. The
+    compute is the median over the jobs of what the probes' communication leaves (compute_cpu_in_job); each
+    method's scale is then the non-negative least-squares fit of what that compute leaves to the model's CPU of
+    the method in those jobs. (Fitting the two in turn to a fixed point drifts: compute and communication trade
+    off, and the test bed's LM ended with free collectives.) A method no job used keeps its probe costs, and so
+    does every method of a calibration without in-job reports."""
+    compute = compute_cpu_in_job(calibrated, workload)
+    scales = _scales(calibrated, workload, compute)
+    return InJobFit(compute, _scaled(calibrated.machine, scales),
+                    {group: scale for group, (_, scale) in scales.items()})
+
+
+def _scales(calibrated, workload, compute):
+    bare = dataclasses.replace(workload, compute_cpu=0.0)
+    members, rows = {}, []
+    for reports in _in_job(calibrated):
+        first = reports[0]
+        per_host, backend = tuple(first["workers_per_host"]), first["backend"]
+        groups = method_groups(backend)
+        members.update(groups)
+        choices = cost_model.fixed_choices(workload, first["mode"], len(per_host))
+        machine_of_host = calibrated.machine.machines_of(len(per_host))
+
+        def cpu(machine):
+            return cost_model.per_machine(cost_model.predict(bare, choices, per_host, machine, backend).host_cpu,
+                                          machine_of_host)
+        unscaled = cpu(_only(calibrated.machine, (), keep_updates=True))  # applying rows: not a method's transport
+        coefficients = {g: cpu(_only(calibrated.machine, keys)) for g, keys in groups.items()}
+        for k in sorted(set(machine_of_host)):
+            here = [r for r in reports if machine_of_host[r["host"]] == k]
+            if here:
+                workers = sum(w for w, m in zip(per_host, machine_of_host) if m == k)
+                spent = statistics.median(r["machine_cpu"] for r in here) - compute * workers - unscaled[k]
+                rows.append(({g: c[k] for g, c in coefficients.items()}, spent))
+    names = [g for g in members if any(c.get(g, 0.0) > 0 for c, _ in rows)]
+    if not names:
+        return {}
+    fitted = _nonnegative_fit([([c.get(g, 0.0) for g in names], y) for c, y in rows])
+    return {g: (members[g], float(x)) for g, x in zip(names, fitted)}
+
+
+def _only(machine, keys, keep_updates=False):
+    """`machine` with every CPU cost but those of `keys` (and the updates' if `keep_updates`) set to 0."""
+    kept = {f: {k: v for k, v in getattr(machine, f).items() if k in keys}
+            for f in ("cpu_per_byte", "cpu_per_message", "cpu_per_step")}
+    return dataclasses.replace(machine, update_cpu_per_byte=machine.update_cpu_per_byte if keep_updates else 0.0,
+                               **kept)
+
+
+def _scaled(machine, scales):
+    """`machine` with the CPU costs of each group of `scales` ({group: (its keys, scale)}) times its scale."""
+    factor = {key: scale for keys, scale in scales.values() for key in keys}
+    return dataclasses.replace(machine, **{f: {k: v * factor.get(k, 1.0) for k, v in getattr(machine, f).items()}
+                                           for f in ("cpu_per_byte", "cpu_per_message", "cpu_per_step")})
+
+
+def _compute_cpu(calibrated, workload, reports, machine):
     first = reports[0]
     per_host = tuple(first["workers_per_host"])
     choices = cost_model.fixed_choices(workload, first["mode"], len(per_host))
-    comm = cost_model.predict(dataclasses.replace(workload, compute_cpu=0.0), choices, per_host, calibrated.machine,
+    comm = cost_model.predict(dataclasses.replace(workload, compute_cpu=0.0), choices, per_host, machine,
                               first["backend"]).host_cpu
     machine_of_host = calibrated.machine.machines_of(len(per_host))
     spent = workers = 0.0

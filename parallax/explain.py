@@ -52,12 +52,13 @@ class Explanation:
     bound: str = ""
     measured: Optional[Dict[str, float]] = None  # the calibration's real jobs: step seconds per fixed mode
     basis: str = ""  # what AUTO's choice rests on: "model", or "measured <MODE>"
+    cpu_scales: Optional[Dict[str, float]] = None  # each method's CPU costs, scaled to the real jobs (calibration.py)
 
     def to_data(self):
         from parallax import plan_json
         return {"plan": plan_json.to_data(self.plan), "traffic": [dataclasses.asdict(t) for t in self.traffic],
                 "bytes_per_step": self.bytes_per_step, "premise": self.premise, "predicted_seconds": self.predicted,
-                "measured_seconds": self.measured, "auto_basis": self.basis,
+                "measured_seconds": self.measured, "auto_basis": self.basis, "cpu_scales": self.cpu_scales,
                 "reasons": self.reasons,
                 "placements": {k: [list(p) for p in v] for k, v in self.placements.items()}}
 
@@ -100,6 +101,9 @@ class Explanation:
             if self.measured:
                 lines.append("measured step time (the calibration's real jobs): " + ", ".join(
                     f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in sorted(self.measured.items())))
+            if self.cpu_scales:
+                lines.append("communication CPU, the probes' costs scaled to the real jobs: " + ", ".join(
+                    f"{group} x{scale:.2f}" for group, scale in sorted(self.cpu_scales.items())))
             if p.run_option == "AUTO" and self.basis != "model":
                 lines.append(f"AUTO runs the plan of the fixed mode {self.basis.split()[-1]}: its expected step "
                              f"(the mean of its real job's and of its prediction scaled by the model's error on "
@@ -151,7 +155,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
     from parallax.auto_plan import predictions
     predicted = predictions(graph, analysis, spec, config)
     result = Explanation(plan, traffic, placements, premise(plan, analysis),
-                         *(predicted if predicted else (None, None, "", None, "")))
+                         *(predicted if predicted else (None, None, "", None, "", None)))
     if print_table:
         print(result, flush=True)
     return result

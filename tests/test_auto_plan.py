@@ -192,3 +192,18 @@ def test_autos_read_count_falls_back_to_one_copy_when_no_all_servers_plan_exists
     workload = auto_plan.workload_of(g, parallax.analyze(g), calibration.load(_calibration(tmp_path)), TWO_BY_TWO,
                                      parallax.Config(run_option="AUTO"))
     assert all(v.reads is None for v in workload.variables)
+
+
+def test_explain_shows_each_methods_cpu_scaled_to_the_calibrations_real_jobs(tmp_path, capsys):
+    g = two_embeddings()
+    # Every job's machine spent 0.5 CPU s per step; the workers' compute (4 x 0.05) leaves each mode's
+    # communication 0.3 s, far above what MIXING's probes charge the servers
+    reports = {m: [dict(r, machine_cpu=0.5) for r in _measured(m, 0.2)] for m in ("PS", "MPI", "HYBRID")}
+    config = parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path, in_job=reports))
+    result = parallax.explain(g, TWO_BY_TWO, config)
+    assert set(result.cpu_scales) == {"ps", "collectives/tf"} and result.cpu_scales["ps"] > 1
+    assert "communication CPU, the probes' costs scaled to the real jobs: collectives/tf x" in capsys.readouterr().out
+    assert result.to_data()["cpu_scales"] == result.cpu_scales
+    unscaled = parallax.explain(g, TWO_BY_TWO, config.replace(calibration=_calibration(tmp_path / "no-jobs")),
+                                print_table=False)
+    assert unscaled.cpu_scales == {} and result.predicted["PS"] > unscaled.predicted["PS"]

@@ -108,6 +108,47 @@ def test_the_in_job_compute_is_what_the_job_spent_beyond_the_models_communicatio
     assert calibration.compute_cpu_in_job(quiet, workload) == 0.01  # never below the one-process figure
 
 
+def _scaled_truth(machine, factors):
+    """`machine` with each key's CPU costs times factors[key]."""
+    return dataclasses.replace(machine, **{f: {k: v * factors.get(k, 1.0) for k, v in getattr(machine, f).items()}
+                                           for f in ("cpu_per_byte", "cpu_per_message", "cpu_per_step")})
+
+
+def _machine_cpu(workload, mode, machine):
+    """The one machine's CPU per step that `machine` predicts for `mode`'s job of `workload` (2 x 2 workers)."""
+    return sum(cost_model.predict(workload, cost_model.fixed_choices(workload, mode, 2), (2, 2), machine,
+                                  "tf").host_cpu)
+
+
+def test_the_in_job_fit_scales_each_methods_cpu_to_what_the_script_spent():
+    workload = cost_model.Workload(0.01, 0.01, (cost_model.VariableLoad("d", "dense", 1 << 20),
+                                                cost_model.VariableLoad("e", "sparse", 4 << 20, 0.01, 2)))
+    probed = dataclasses.replace(TRUTH, machine_of_host=(0, 0))
+    # The script's own messages cost the servers half again what the probes showed, the collectives a fifth less
+    truth = _scaled_truth(probed, {"ps": 1.5, "allreduce/tf": 0.8, "allgather/tf": 0.8})
+    measured = {mode: _machine_cpu(workload, mode, truth) for mode in ("PS", "MPI")}
+    cal = calibration.Calibration(probed, 0.01, 0.01, {}, 2,
+                                  in_job={m: _reports(m, 0.05, cpu) for m, cpu in measured.items()})
+    fit = calibration.fit_in_job(cal, workload)
+    assert set(fit.scales) == {"ps", "collectives/tf"}
+    assert fit.scales["ps"] > 1.2 and fit.scales["collectives/tf"] < 1.0
+    fitted = dataclasses.replace(workload, compute_cpu=fit.compute_cpu)
+    for mode, cpu in measured.items():  # the fitted model accounts for each job's CPU
+        assert _machine_cpu(fitted, mode, fit.machine) == pytest.approx(cpu, rel=1e-6)
+    # Jobs that spent what the probes predict leave the probes' costs as they are
+    honest = dataclasses.replace(cal, in_job={m: _reports(m, 0.05, _machine_cpu(workload, m, probed))
+                                              for m in ("PS", "MPI", "HYBRID")})
+    fit = calibration.fit_in_job(honest, workload)
+    assert fit.scales == pytest.approx({"ps": 1.0, "collectives/tf": 1.0}) and fit.compute_cpu == pytest.approx(0.01)
+    # Only a PS job: the collectives keep their probe costs; no job at all: nothing changes
+    only_ps = dataclasses.replace(cal, in_job={"PS": _reports("PS", 0.05, measured["PS"]), "MPI": None})
+    fit = calibration.fit_in_job(only_ps, workload)
+    assert set(fit.scales) == {"ps"} and fit.machine.cpu_per_byte["allreduce/tf"] == probed.cpu_per_byte[
+        "allreduce/tf"]
+    bare = calibration.fit_in_job(dataclasses.replace(cal, in_job=None), workload)
+    assert (bare.machine, bare.scales, bare.compute_cpu) == (probed, {}, 0.01)
+
+
 def test_a_saved_calibration_loads_back(tmp_path):
     machine = cost_model.Machine(1e9, 1e-4, 2, {"ps": 1e-10}, {"ps": 1e-3}, machine_of_host=(0, 0))
     path = calibration.Calibration(machine, 0.1, 0.2, {"emb": 0.01}, 2).save(str(tmp_path))
