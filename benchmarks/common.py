@@ -9,7 +9,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
-def machine():
+def machine(with_commit=True):
     cpu = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
@@ -19,7 +19,8 @@ def machine():
     import tensorflow as tf
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
     return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB; Linux {platform.release()}; Python "
-            f"{platform.python_version()}; TensorFlow {tf.__version__}; parallax at {commit()}")
+            f"{platform.python_version()}; TensorFlow {tf.__version__}" + (f"; parallax at {commit()}" if with_commit
+                                                                           else ""))
 
 
 def commit():

@@ -53,6 +53,7 @@ def predicted(model, data_dirs, spec, path, backend):
     data = json.loads("\n".join(lines[start:]))
     return data["predicted_seconds"], {"methods": {v["name"]: v["method"] for v in data["plan"]["variables"]},
                                        "basis": data.get("auto_basis") or "model",
+                                       "cpu_scales": data.get("cpu_scales") or {},
                                        "measured": data.get("measured_seconds") or {},
                                        "kinds": {v["name"]: v["kind"] for v in data["plan"]["variables"]}}
 
@@ -81,7 +82,6 @@ def calibrate_rate(cluster, rate, models, data_dirs, workloads, backend):
         calibration.Calibration(machine, w["compute_seconds"], w["compute_cpu"], w["alpha"], cluster.num_hosts,
                                 {f"{run[0]['mode']}/{run[0]['backend']}": run for run in runs_}, in_job,
                                 ).save(os.path.join(CALIBRATIONS, rate, model))
-    return machine
 
 
 def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, predictions, plans, machines, specs,
@@ -91,12 +91,11 @@ def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, p
         saved = {model: os.path.join(CALIBRATIONS, rate, model, calibration.FILE) for model in models}
         if reuse and all(os.path.exists(path) for path in saved.values()):
             testbed.progress(f"{cluster}: the calibrations of an earlier run at {rate}, as saved")
-            machine = calibration.load(saved[models[0]]).machine
         else:
             testbed.progress(f"{cluster}: calibrating the machine")
-            machine = calibrate_rate(cluster, rate, models, data_dirs, workloads, backend)
-        machines[rate] = machine
+            calibrate_rate(cluster, rate, models, data_dirs, workloads, backend)
         for model in models:
+            machines[(rate, model)] = calibration.load(saved[model]).machine
             predictions[(rate, model)], plans[(rate, model)] = predicted(model, data_dirs, spec, saved[model], backend)
         testbed.progress(f"{rate}: {len(models)} models x {len(MODES)} modes x {repeats} rounds")
         for round_ in range(repeats):
@@ -168,17 +167,23 @@ def _now_cell(plan, fixed, best):
     return f"{mode}'s plan ({plan['basis']}): {fixed[mode] / fixed[best]:.2f}x"
 
 
-def inputs(machines, workloads, rates):
-    """The measured inputs of the predictions, so that a wrong one can be found."""
+def inputs(machines, workloads, rates, scales):
+    """The measured inputs of the predictions, so that a wrong one can be found. `machines`: {(rate, model): the
+    machine its calibration fitted}; `scales`: {(rate, model): {method group: the in-job scale of its CPU costs}}."""
     lines = ["", "## The model's inputs, as measured", "",
-             "| rate | link Gbit/s | latency ms | cores | method | CPU s per GB | ms CPU per message | ms CPU per step | "
-             "ms per round |", "|---|---|---|---|---|---|---|---|---|"]
-    for rate, m in machines.items():
+             "Each model's calibration at each rate: the calibration job's fit, and the factor the model's own real "
+             "jobs (in-job) scaled each method's CPU costs by (calibration.fit_in_job).", "",
+             "| model | rate | link Gbit/s | latency ms | cores | method | CPU s per GB | ms CPU per message | "
+             "ms CPU per step | ms per round | in-job CPU scale |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (rate, model), m in sorted(machines.items(), key=lambda item: (list(workloads).index(item[0][1]),
+                                                                         rates.index(item[0][0]))):
+        scale_of = {key: f"{scale:.2f}" for group, scale in (scales.get((rate, model)) or {}).items()
+                    for key in calibration.method_groups(group.split("/")[-1])[group]}
         for key in sorted(m.cpu_per_byte):
-            lines.append(f"| {rate} | {m.bandwidth * 8 / 1e9:.2f} | {m.latency * 1000:.2f} | {m.cores:g} | {key} | "
-                         f"{m.cpu_per_byte[key] * 1e9:.2f} | {m.cpu_per_message.get(key, 0) * 1000:.2f} | "
+            lines.append(f"| {model} | {rate} | {m.bandwidth * 8 / 1e9:.2f} | {m.latency * 1000:.2f} | {m.cores:g} | "
+                         f"{key} | {m.cpu_per_byte[key] * 1e9:.2f} | {m.cpu_per_message.get(key, 0) * 1000:.2f} | "
                          f"{m.cpu_per_step.get(key, 0) * 1000:.2f} | "
-                         f"{m.round_seconds.get(key, m.latency) * 1000:.2f} |")
+                         f"{m.round_seconds.get(key, m.latency) * 1000:.2f} | {scale_of.get(key, '-')} |")
     lines += ["", "One worker's step: timed alone in one process, and in the calibration's real jobs (ms per step: the "
               "wall time, and the machine's CPU over its workers, communication included).", "",
               "| model | rate | one process: wall, CPU | PS job: wall, CPU / worker | MPI job | HYBRID job |",
@@ -230,7 +235,8 @@ def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
     models' saved measurements, each model's rows from one run: returns the models kept that way."""
     data = {"repeats": repeats, "rates": rates, "models": models, "workloads": workloads, "specs": specs,
             "runs": [{"rate": r, "model": m, "mode": mode, "measurements": [dataclasses.asdict(x) for x in xs],
-                      "measured_at": common.commit()} for (r, m, mode), xs in runs.items()],
+                      "measured_at": common.commit(), "measured_on": common.machine(with_commit=False)}
+                     for (r, m, mode), xs in runs.items()],
             "predictions": [{"rate": r, "model": m, "seconds": p, "plan": plans[(r, m)]}
                             for (r, m), p in predictions.items()]}
     kept = []
@@ -265,7 +271,7 @@ def from_saved():
                 f.write(data["specs"][rate])
             for model in data["models"]:
                 path = os.path.join(CALIBRATIONS, rate, model, calibration.FILE)
-                machines[rate] = calibration.load(path).machine
+                machines[(rate, model)] = calibration.load(path).machine
                 predictions[(rate, model)], now[(rate, model)] = predicted(model, data_dirs, spec, path, "tf")
                 plan = now[(rate, model)]
                 if plan["methods"] != plans[(rate, model)]["methods"]:
@@ -276,8 +282,9 @@ def from_saved():
                     testbed.progress(f"{rate} {model}: the current code's AUTO would run "
                                      f"{fixed_mode_of(plan) or 'a mixed'} plan; the AUTO row is the plan that ran "
                                      f"({ran or 'mixed'})")
+    measured_on = sorted({r.get("measured_on", "not recorded") for r in data["runs"]})
     return (runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"],
-            now)
+            now, measured_on)
 
 
 def main():
@@ -293,7 +300,7 @@ def main():
                         "the predictions beside the saved measurements")
     bench = p.parse_args()
     if bench.from_saved:
-        runs, predictions, plans, rates, models, workloads, machines, bench.repeats, now = from_saved()
+        runs, predictions, plans, rates, models, workloads, machines, bench.repeats, now, measured_on = from_saved()
         settings = {"source": f"{os.path.relpath(SAVED, common.ROOT)} (measured earlier), predicted again now"}
     else:
         models = chosen_models(p, bench.only)
@@ -320,10 +327,15 @@ def main():
                          plans, machines, specs, bench.reuse_calibrations)
         kept = save(runs, predictions, plans, rates, models, workloads, specs, bench.repeats)
         if kept:  # one table of every saved model, each predicted by the current model
-            runs, predictions, plans, rates, models, workloads, machines, bench.repeats, now = from_saved()
+            runs, predictions, plans, rates, models, workloads, machines, bench.repeats, now, measured_on = \
+                from_saved()
             lines[2:2] = [f"Measured now: {', '.join(m for m in models if m not in kept)}; measured by an earlier "
                           f"run and kept: {', '.join(kept)} (predictions.json records each run's commit)", ""]
-    lines += tables(runs, predictions, plans, rates, models, now) + inputs(machines, workloads, rates)
+    if bench.from_saved or now is not None:  # the header's machine is the one predicting; say where it was measured
+        lines[2:2] = ["Measured on: " + " | ".join(measured_on) + " (the machine below predicted from those "
+                      "measurements)", ""]
+    scales = {key: plan.get("cpu_scales") for key, plan in (now or plans).items()}
+    lines += tables(runs, predictions, plans, rates, models, now) + inputs(machines, workloads, rates, scales)
     print("\n".join(lines), flush=True)
     common.write("predictions.md", lines)
     plot(runs, predictions, rates, models, os.path.join(common.RESULTS, "predictions.png"))
