@@ -58,14 +58,18 @@ def predicted(model, data_dirs, spec, path, backend):
                                        "kinds": {v["name"]: v["kind"] for v in data["plan"]["variables"]}}
 
 
-def fixed_mode_of(plan):
-    """The fixed mode whose rule gives `plan`'s methods (dense AR or PS, sparse AG or PS), or None: a mixed plan."""
+def fixed_modes_of(plan):
+    """The fixed modes whose rule gives `plan`'s methods (dense AR or PS, sparse AG or PS): a plan of dense
+    variables alone on AllReduce is both MPI's and HYBRID's; none, a mixed plan."""
     rules = {"PS": {"dense": "PS", "sparse": "PS"}, "MPI": {"dense": "AR", "sparse": "AG"},
              "HYBRID": {"dense": "AR", "sparse": "PS"}}
-    for mode, rule in rules.items():
-        if all(rule[plan["kinds"][name]] == method for name, method in plan["methods"].items()):
-            return mode
-    return None
+    return [mode for mode, rule in rules.items()
+            if all(rule[plan["kinds"][name]] == method for name, method in plan["methods"].items())]
+
+
+def fixed_mode_of(plan):
+    """The first of fixed_modes_of(plan), or None."""
+    return next(iter(fixed_modes_of(plan)), None)
 
 
 def calibrate_rate(cluster, rate, models, data_dirs, workloads, backend):
@@ -161,10 +165,11 @@ def tables(runs, predictions, plans, rates, models, now=None):
 
 
 def _now_cell(plan, fixed, best):
-    mode = fixed_mode_of(plan)
-    if mode is None:
+    modes = fixed_modes_of(plan)
+    if not modes:
         return "a mixed plan (not measured)"
-    return f"{mode}'s plan ({plan['basis']}): {fixed[mode] / fixed[best]:.2f}x"
+    return f"{' and '.join(modes)}'s plan ({plan['basis']}): " + ", ".join(f"{fixed[m] / fixed[best]:.2f}x"
+                                                                            for m in modes)
 
 
 def inputs(machines, workloads, rates, scales):
@@ -282,7 +287,11 @@ def from_saved():
                     testbed.progress(f"{rate} {model}: the current code's AUTO would run "
                                      f"{fixed_mode_of(plan) or 'a mixed'} plan; the AUTO row is the plan that ran "
                                      f"({ran or 'mixed'})")
-    measured_on = sorted({r.get("measured_on", "not recorded") for r in data["runs"]})
+    machines_of = {}
+    for r in data["runs"]:
+        machines_of.setdefault(r.get("measured_on", "not recorded"), set()).add(r["model"])
+    measured_on = [f"{', '.join(m for m in data['models'] if m in models_)} on {where}"
+                   for where, models_ in sorted(machines_of.items())]
     return (runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"],
             now, measured_on)
 
@@ -332,8 +341,8 @@ def main():
             lines[2:2] = [f"Measured now: {', '.join(m for m in models if m not in kept)}; measured by an earlier "
                           f"run and kept: {', '.join(kept)} (predictions.json records each run's commit)", ""]
     if bench.from_saved or now is not None:  # the header's machine is the one predicting; say where it was measured
-        lines[2:2] = ["Measured on: " + " | ".join(measured_on) + " (the machine below predicted from those "
-                      "measurements)", ""]
+        lines[2:2] = ["Measured (the machine below predicted from those measurements):", "",
+                      *[f"- {line}" for line in measured_on], ""]
     scales = {key: plan.get("cpu_scales") for key, plan in (now or plans).items()}
     lines += tables(runs, predictions, plans, rates, models, now) + inputs(machines, workloads, rates, scales)
     print("\n".join(lines), flush=True)
