@@ -183,7 +183,7 @@ def inputs(machines, workloads, rates, scales):
     for (rate, model), m in sorted(machines.items(), key=lambda item: (list(workloads).index(item[0][1]),
                                                                          rates.index(item[0][0]))):
         scale_of = {key: f"{scale:.2f}" for group, scale in (scales.get((rate, model)) or {}).items()
-                    for key in calibration.method_groups(group.split("/")[-1])[group]}
+                    for key in calibration.keys_of_group(group)}
         for key in sorted(m.cpu_per_byte):
             lines.append(f"| {model} | {rate} | {m.bandwidth * 8 / 1e9:.2f} | {m.latency * 1000:.2f} | {m.cores:g} | "
                          f"{key} | {m.cpu_per_byte[key] * 1e9:.2f} | {m.cpu_per_message.get(key, 0) * 1000:.2f} | "

@@ -27,7 +27,8 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
     """The cost model's workload: the analysis' variables with the calibration's a (or the static estimate from
     the gradient's shape, parallax.explain's, or 1 when neither is known), the state its steps write, what a
     worker's step reads of each on a server (read off the graph of the PS plan on `spec`, when given), its step
-    time, and the step's CPU as the script's real jobs showed it (calibration.fit_in_job)."""
+    time, and the step's CPU as the script's real jobs showed it (calibration.compute_cpu_in_job, which
+    fit_in_job takes as it is)."""
     reads = _server_reads(graph, analysis, spec, config) if spec is not None and spec.num_workers > 1 else {}
     loads = []
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
@@ -42,7 +43,7 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
                                        s.kind == "optimizer", _known(reads.get(s.name), s.bytes) or (0, 0.0))
                   for s in analysis.state)
     workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads), state)
-    return dataclasses.replace(workload, compute_cpu=calibration.fit_in_job(calibrated, workload).compute_cpu)
+    return dataclasses.replace(workload, compute_cpu=calibration.compute_cpu_in_job(calibrated, workload))
 
 
 def _server_reads(graph, analysis, spec, config):

@@ -103,6 +103,11 @@ def method_groups(backend):
     return {"ps": ("ps",), f"collectives/{backend}": (f"allreduce/{backend}", f"allgather/{backend}")}
 
 
+def keys_of_group(group):
+    """The cost keys of a group that method_groups names."""
+    return method_groups(group.split("/")[-1])[group]
+
+
 @dataclasses.dataclass(frozen=True)
 class InJobFit:
     compute_cpu: float  # one worker's compute CPU per step (compute_cpu_in_job)
