@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from parallax.collectives import tf_ops
 from parallax.errors import LaunchError
+from parallax.launcher import bind_shim
 from parallax.launcher.protocol import ENV_CLUSTER
 
 tf1 = tf.compat.v1
@@ -41,11 +42,13 @@ def start_worker_server(role, local_chiefs=(), tf_collectives=False):
 def start_tf_server(cluster, job_name, task_index, config=None):
     """This process's TF gRPC server; a port someone else took is a LaunchError naming the host and the port
     (TF says only "Could not start gRPC server")."""
+    address = cluster[job_name][task_index]
+    # TF binds its server on the wildcard; the launcher's preloaded bind shim turns that into this address.
+    os.environ[bind_shim.ENV_BIND_MAP] = bind_shim.server_map(address)
     try:
         return tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job_name, task_index=task_index,
                                     config=config, start=True)
     except tf.errors.OpError as e:
-        address = cluster[job_name][task_index]
         host, _, port = address.rpartition(":")
         if not _port_taken(host.strip("[]"), int(port)):
             raise

@@ -149,12 +149,13 @@ def test_host_agent_stops_only_processes_of_its_job(tmp_path):
     assert not job_dir.exists()
 
 
-def test_bind_shim_environment_maps_each_port_to_its_address():
-    spec = ResourceSpec.load("localhost:2")
-    env = bind_shim.environment(spec, {"ps": ["127.0.0.1:4000", "localhost:4001"], "worker": ["10.1.2.3:4002"]})
-    assert env[bind_shim.ENV_BIND_MAP] == "4000=127.0.0.1,4001=127.0.0.1,4002=10.1.2.3"
+def test_bind_shim_environment_names_the_hosts_and_each_server_maps_its_own_port():
+    env = bind_shim.environment(ResourceSpec.load("localhost:2"))
+    assert bind_shim.ENV_BIND_MAP not in env  # the job has no map: each server process sets its own entry
     assert env[bind_shim.ENV_BIND_HOSTS] == "127.0.0.1"
     assert os.path.isfile(env["LD_PRELOAD"].split()[0])
+    assert bind_shim.server_map("localhost:4001") == "4001=127.0.0.1"
+    assert bind_shim.server_map("10.1.2.3:4002") == "4002=10.1.2.3"
 
 
 def test_bind_hosts_end_with_the_launchers_own_address_when_it_is_no_host_of_the_job(monkeypatch):

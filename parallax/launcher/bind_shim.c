@@ -3,6 +3,7 @@
  * wildcard whatever their *_if_include says; neither can be told otherwise.
  *
  * - PARALLAX_BIND_MAP ("port=ipv4,..."): a wildcard bind of one of these ports (a TF server's) binds that address.
+ *   The process starting a TF server sets it to its own server's entry (getenv reads it at each bind).
  * - PARALLAX_BIND_HOSTS ("ipv4,..."): any other wildcard bind binds the first of these that is an address of this
  *   machine (the job's address for this host), with the port asked for.
  * - listen() on a socket that was never bound (the kernel would pick the wildcard) binds that address first.

@@ -10,7 +10,7 @@ import socket
 
 from parallax.errors import LaunchError
 
-ENV_BIND_MAP = "PARALLAX_BIND_MAP"  # port=ipv4,...: the TF servers' ports and their cluster addresses
+ENV_BIND_MAP = "PARALLAX_BIND_MAP"  # port=ipv4: this process's own TF server's port and cluster address
 ENV_BIND_HOSTS = "PARALLAX_BIND_HOSTS"  # ipv4,...: each process binds the first one that is an address of its host
 VARIABLES = (ENV_BIND_MAP, ENV_BIND_HOSTS, "LD_PRELOAD")
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,19 +24,19 @@ def library_path():
     return found[0]
 
 
-def environment(spec, cluster=None, loopback_only=False):
+def environment(spec, loopback_only=False):
     """The environment every process of a job on `spec` needs so that it binds only its own address in the job:
-    the TF servers' ports map to their cluster addresses; anything else binds its host's address (its loopback
-    with `loopback_only`: transport ssh)."""
-    env = {ENV_BIND_HOSTS: "127.0.0.1" if loopback_only else ",".join(host_addresses(spec)),
-           "LD_PRELOAD": " ".join(filter(None, [library_path(), os.environ.get("LD_PRELOAD")]))}
-    if cluster:
-        entries = []
-        for address in cluster.get("ps", []) + cluster.get("worker", []):
-            host, _, port = address.rpartition(":")
-            entries.append(f"{port}={ipv4(host)}")
-        env[ENV_BIND_MAP] = ",".join(entries)
-    return env
+    anything it binds on a wildcard binds its host's address (its loopback with `loopback_only`: transport ssh).
+    A TF server's own address comes from `server_map`, set by the process that starts it: only that process knows
+    which task it is (each host draws its ports on its own, so two hosts can have the same port)."""
+    return {ENV_BIND_HOSTS: "127.0.0.1" if loopback_only else ",".join(host_addresses(spec)),
+            "LD_PRELOAD": " ".join(filter(None, [library_path(), os.environ.get("LD_PRELOAD")]))}
+
+
+def server_map(address):
+    """$PARALLAX_BIND_MAP for the process whose TF server is at `address` ("host:port" of the cluster spec)."""
+    host, _, port = address.rpartition(":")
+    return f"{int(port)}={ipv4(host.strip('[]'))}"
 
 
 def host_addresses(spec):

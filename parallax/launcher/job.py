@@ -213,7 +213,7 @@ def _job_environment(spec, layout, options, run_option, with_plan, partitions=No
         env[protocol.ENV_CLUSTER] = json.dumps(layout.cluster)
     if options.transport == "ssh":
         env[protocol.ENV_TRANSPORT] = "ssh"
-    env.update(bind_shim.environment(spec, layout.cluster, loopback_only=options.transport == "ssh"))
+    env.update(bind_shim.environment(spec, loopback_only=options.transport == "ssh"))
     return env
 
 
