@@ -29,7 +29,7 @@ import dataclasses  # noqa: E402
 import testbed  # noqa: E402
 from paper_tables import ALL, MODELS, add_rate_arguments, chosen_models, make_data, script_args  # noqa: E402
 
-from parallax import calibration  # noqa: E402
+from parallax import calibration, collectives  # noqa: E402
 from parallax.launcher import calibrate  # noqa: E402
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
@@ -55,16 +55,48 @@ def predicted(model, data_dirs, spec, path, backend):
                                        "basis": data.get("auto_basis") or "model",
                                        "cpu_scales": data.get("cpu_scales") or {},
                                        "measured": data.get("measured_seconds") or {},
-                                       "kinds": {v["name"]: v["kind"] for v in data["plan"]["variables"]}}
+                                       "kinds": {v["name"]: v["kind"] for v in data["plan"]["variables"]},
+                                       "local_aggregation": {v["name"]: v["local_aggregation"]
+                                                             for v in data["plan"]["variables"]},
+                                       "backend": backend}
 
 
 def fixed_modes_of(plan):
-    """The fixed modes whose rule gives `plan`'s methods (dense AR or PS, sparse AG or PS): a plan of dense
-    variables alone on AllReduce is both MPI's and HYBRID's; none, a mixed plan."""
+    """The fixed modes whose rule gives `plan`: its methods (dense AR or PS, sparse AG or PS; a plan of dense
+    variables alone on AllReduce is both MPI's and HYBRID's) and, where the plan records it, its local aggregation
+    (a fixed mode aggregates every sparse variable on servers on the test bed's hosts of two workers, unless its
+    backend cannot beside collectives). None: a plan no fixed mode makes."""
     rules = {"PS": {"dense": "PS", "sparse": "PS"}, "MPI": {"dense": "AR", "sparse": "AG"},
              "HYBRID": {"dense": "AR", "sparse": "PS"}}
     return [mode for mode, rule in rules.items()
-            if all(rule[plan["kinds"][name]] == method for name, method in plan["methods"].items())]
+            if all(rule[plan["kinds"][name]] == method for name, method in plan["methods"].items())
+            and plan.get("local_aggregation", {}) in ({}, fixed_local_aggregation(plan))]
+
+
+def fixed_local_aggregation(plan):
+    """{variable: aggregated locally} as a fixed mode with `plan`'s methods has it (Config's default, sync)."""
+    with_collectives = any(method != "PS" for method in plan["methods"].values())
+    allowed = not with_collectives or collectives.allows_local_aggregation(plan.get("backend", "tf"))
+    return {name: allowed and method == "PS" and plan["kinds"][name] == "sparse"
+            for name, method in plan["methods"].items()}
+
+
+def describe(plan):
+    """`plan`'s variables per method, and local aggregation where a fixed mode with its methods would differ."""
+    counts = {}
+    for method in plan["methods"].values():
+        counts[method] = counts.get(method, 0) + 1
+    text = ", ".join(f"{m} {k}" for m, k in sorted(counts.items()))
+    mine, fixed = plan.get("local_aggregation"), fixed_local_aggregation(plan)
+    if mine and mine != fixed:
+        on = sorted(n for n, la in mine.items() if la)
+        text += f"; local aggregation: {', '.join(on) if on else 'none'} (a fixed mode: " + \
+            f"{', '.join(sorted(n for n, la in fixed.items() if la)) or 'none'})"
+    return text
+
+
+def same_plan(a, b):
+    return a["methods"] == b["methods"] and a.get("local_aggregation") == b.get("local_aggregation")
 
 
 def fixed_mode_of(plan):
@@ -143,31 +175,33 @@ def tables(runs, predictions, plans, rates, models, now=None):
     lines += ["", f"Within 20%: {within} of {len(ratios)} points (predicted / measured from {min(ratios):.2f} to "
               f"{max(ratios):.2f})."]
     lines += ["", "## AUTO against the best fixed mode", "",
-              "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method) | chosen by | "
-              "calibration's in-job step ms (PS, MPI, HYBRID) |" + (" AUTO's plan now: its fixed mode's rounds / best |"
-                                                                   if now else ""),
+              "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method; local "
+              "aggregation where a fixed mode's differs) | chosen by | calibration's in-job step ms (PS, MPI, HYBRID) |"
+              + (" AUTO's plan now: the rounds of the mode that ran it / best |" if now else ""),
               "|---|---|---|---|---|---|---|" + ("---|" if now else "")]
     for model in models:
         for rate in rates:
             fixed = {mode: med((rate, model, mode), "rate") for mode in MODES[:3]}
             best = max(fixed, key=fixed.get)
-            methods = {}
-            for name, method in plans[(rate, model)]["methods"].items():
-                methods[method] = methods.get(method, 0) + 1
             plan = plans[(rate, model)]
             in_job = ", ".join(f"{plan['measured'][m] * 1000:.0f}" if m in plan["measured"] else "-"
                                for m in MODES[:3])
-            lines.append(f"| {model} | {rate} | {best} | {med((rate, model, 'AUTO'), 'rate') / fixed[best]:.2f}x | "
-                         + ", ".join(f"{m} {k}" for m, k in sorted(methods.items()))
-                         + f" | {plan['basis']} | {in_job} |" + (f" {_now_cell(now[(rate, model)], fixed, best)} |"
-                                                                  if now else ""))
+            auto = med((rate, model, "AUTO"), "rate")
+            now_cell = f" {_now_cell(now[(rate, model)], plan, fixed, best, auto)} |" if now else ""
+            lines.append(f"| {model} | {rate} | {best} | {auto / fixed[best]:.2f}x | {describe(plan)} | "
+                         f"{plan['basis']} | {in_job} |{now_cell}")
+    inferred = sorted({p["local_aggregation_from"] for p in plans.values() if "local_aggregation_from" in p})
+    if inferred:
+        lines += ["", f"Where a run recorded its plan's methods only (before local aggregation was recorded), the "
+                      f"plan's local aggregation is {inferred[0]}'s for the same methods."]
     return lines
 
 
-def _now_cell(plan, fixed, best):
+def _now_cell(plan, ran, fixed, best, auto):
     modes = fixed_modes_of(plan)
     if not modes:
-        return "a mixed plan (not measured)"
+        return (f"a plan no fixed mode makes: AUTO's rounds {auto / fixed[best]:.2f}x" if same_plan(plan, ran) else
+                "a plan no fixed mode makes (not measured)")
     return f"{' and '.join(modes)}'s plan ({plan['basis']}): " + ", ".join(f"{fixed[m] / fixed[best]:.2f}x"
                                                                             for m in modes)
 
@@ -279,10 +313,14 @@ def from_saved():
                 machines[(rate, model)] = calibration.load(path).machine
                 predictions[(rate, model)], now[(rate, model)] = predicted(model, data_dirs, spec, path, "tf")
                 plan = now[(rate, model)]
-                if plan["methods"] != plans[(rate, model)]["methods"]:
+                ran = plans[(rate, model)]
+                if plan["methods"] == ran["methods"] and "local_aggregation" not in ran:
+                    ran["local_aggregation"] = plan["local_aggregation"]  # runs before 2026-11-25 kept methods only
+                    ran["local_aggregation_from"] = "the current code's AUTO"
+                if not same_plan(plan, ran):
                     # The AUTO row sets the plan that ran beside its measurement: a fixed mode's plan is predicted
                     # as that mode is; a mixed one cannot be predicted again here.
-                    ran = fixed_mode_of(dict(plans[(rate, model)], kinds=plan["kinds"]))
+                    ran = fixed_mode_of(dict(ran, kinds=plan["kinds"]))
                     predictions[(rate, model)]["AUTO"] = predictions[(rate, model)][ran] if ran else None
                     testbed.progress(f"{rate} {model}: the current code's AUTO would run "
                                      f"{fixed_mode_of(plan) or 'a mixed'} plan; the AUTO row is the plan that ran "
