@@ -1,12 +1,17 @@
 """Ports for the job's servers come from outside the kernel's ephemeral range, where the job's own outgoing
 connections cannot take them between the reservation and the servers' bind (it happened in CI)."""
 import itertools
+import json
 import socket
+import sys
 
 import pytest
 
 from parallax.errors import LaunchError
-from parallax.launcher import ports
+from parallax.launcher import ports, preflight
+from parallax.launcher.preflight import HostReport
+from parallax.launcher.resource_spec import ResourceSpec
+from parallax.launcher.ssh import SshSettings
 
 
 def _range_file(tmp_path, low, high):
@@ -49,3 +54,30 @@ def test_no_free_port_is_a_launch_error_saying_what_to_do(tmp_path, monkeypatch)
     monkeypatch.setattr(ports, "_bindable", lambda port: False)
     with pytest.raises(LaunchError, match="cannot find 2 free TCP ports in 16384-32767"):
         ports.reserve_local_ports(2, _range_file(tmp_path, 32768, 60999))
+
+
+def test_preflight_gives_each_host_ports_no_other_host_has():
+    spec = ResourceSpec.load("a.invalid:1,b.invalid:2,c.invalid:1,d.invalid:1")
+    drawn = {0: HostReport([5000, 5001, 5002], "a"), 1: HostReport([5000, 5001, 5003, 5004], "b"),
+             2: HostReport([5003, 5005], "c"), 3: HostReport([], "d")}
+    got = preflight.distinct_ports(spec, drawn, {0: 2, 1: 2, 2: 1})
+    assert {i: r.ports for i, r in got.items()} == {0: [5000, 5001], 1: [5003, 5004], 2: [5005], 3: []}
+    assert got[1].hostname == "b"
+    with pytest.raises(LaunchError, match=r"b.invalid: of the 4 free ports drawn there, 2 are not another host's, "
+                                          r"and it needs 3; start the job again"):
+        preflight.distinct_ports(spec, drawn, {0: 2, 1: 3})
+
+
+def test_preflight_draws_spare_ports_and_keeps_what_the_host_needs(monkeypatch):
+    spec = ResourceSpec.load("localhost:2")
+    report = preflight.run_preflight(spec, {0: 3}, sys.executable, None, None, SshSettings())[0]
+    assert len(report.ports) == len(set(report.ports)) == 3
+    asked = []
+    real = preflight._run_here
+
+    def recording(argv, request):
+        asked.append(json.loads(request)["ports"])
+        return real(argv, request)
+    monkeypatch.setattr(preflight, "_run_here", recording)
+    preflight.run_preflight(spec, {0: 3}, sys.executable, None, None, SshSettings())
+    assert asked == [3 + preflight.SPARE_PORTS]

@@ -132,7 +132,6 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
                                      partitions=plan.partitions if plan else None)
         services = [_server_process(p, python, env_extra, options) for p in layout.servers()]
         if over_ssh:
-            ssh_transport.check_ports(layout)
             services = ssh_transport.tunnels(layout, options) + services
             main_cmd, main_env, main_stdin = ssh_transport.spawner(layout, command, env_extra, options,
                                                                    _local_environment())

@@ -14,6 +14,10 @@ from parallax.errors import LaunchError
 from parallax.launcher import host_agent, ssh
 
 AGENT = ["-m", "parallax.launcher.host_agent"]
+# Each host draws its ports on its own, so two hosts can draw the same one. Drawing a few more than a host needs
+# lets the job's ports be distinct across hosts: the ssh transport needs that (every host sees every server on
+# its loopback), and a port then names one task in every log and message.
+SPARE_PORTS = 4
 
 
 class PreflightError(LaunchError):
@@ -33,7 +37,8 @@ def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progr
 
     def check_one(index):
         host = spec.hosts[index]
-        request = json.dumps({"script": script, "ports": ports_per_host.get(index, 0), "job_dir": job_dir,
+        wanted = ports_per_host.get(index, 0)
+        request = json.dumps({"script": script, "ports": wanted + SPARE_PORTS if wanted else 0, "job_dir": job_dir,
                               "files": files or {}}) + "\n"
         argv = [python, *AGENT, "check", "-"]
         try:
@@ -74,7 +79,23 @@ def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progr
                                f"started:\n{lines}")
         error.causes = [e for _, e in errors]
         raise error
-    return results
+    return distinct_ports(spec, results, ports_per_host)
+
+
+def distinct_ports(spec, reports, ports_per_host):
+    """`reports` with each host's ports cut to what it needs, none of them another host's (hosts in spec order
+    take their first drawn ports that an earlier host did not take)."""
+    taken, out = set(), {}
+    for index in sorted(reports):
+        wanted = ports_per_host.get(index, 0)
+        mine = [p for p in reports[index].ports if p not in taken][:wanted]
+        if len(mine) < wanted:
+            raise LaunchError(f"{spec.hosts[index].hostname}: of the {len(reports[index].ports)} free ports drawn "
+                              f"there, {len(mine)} are not another host's, and it needs {wanted}; start the job "
+                              f"again (ports are drawn at random)")
+        taken.update(mine)
+        out[index] = dataclasses.replace(reports[index], ports=mine)
+    return out
 
 
 def _run_here(argv, stdin_text):

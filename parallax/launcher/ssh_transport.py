@@ -1,6 +1,6 @@
 """Transport "ssh": no job port is reachable from the network. Every TF server listens on its own host's loopback
-(the cluster lists every task as 127.0.0.1:<port>, ports distinct across hosts), and each host reaches the others'
-servers through ssh port forwards over one connection per remote host from the launcher:
+(the cluster lists every task as 127.0.0.1:<port>; preflight makes the ports distinct across hosts), and each host
+reaches the others' servers through ssh port forwards over one connection per remote host from the launcher:
 
 - `-L`: the launcher's loopback port P leads to P on that host (its servers, for this machine's processes);
 - `-R`: that host's loopback port P leads back to P here: this machine's servers, or the `-L` of a third host.
@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from parallax.errors import LaunchError, UnsupportedError
+from parallax.errors import UnsupportedError
 from parallax.launcher import mpirun, preflight, protocol
 from parallax.launcher.ssh import command as ssh_command
 
@@ -29,15 +29,6 @@ def check_supported(run_option, backend):
             f"transport='ssh' cannot carry {what}: MPI (and Horovod on it) opens its own connections between "
             f"hosts, which no ssh forward can carry. Use run_option 'PS', 'HYBRID' or 'AUTO' with "
             f"collective_backend 'tf' or 'auto' (TF's gRPC is tunnelled), or transport='direct' on a trusted network")
-
-
-def check_ports(layout):
-    """Every task's port must be distinct across hosts: each host sees all of them on its one loopback."""
-    ports = [p.port for p in layout.processes if p.port is not None]
-    if len(set(ports)) != len(ports):
-        taken = sorted({p for p in ports if ports.count(p) > 1})
-        raise LaunchError(f"transport ssh: two hosts reserved the same port {taken}, and every host must see all "
-                          f"servers on its loopback; start the job again (ports are drawn at random)")
 
 
 def tunnels(layout, options):
