@@ -320,11 +320,11 @@ def from_saved():
                 if not same_plan(plan, ran):
                     # The AUTO row sets the plan that ran beside its measurement: a fixed mode's plan is predicted
                     # as that mode is; a mixed one cannot be predicted again here.
-                    ran = fixed_mode_of(dict(ran, kinds=plan["kinds"]))
-                    predictions[(rate, model)]["AUTO"] = predictions[(rate, model)][ran] if ran else None
+                    ran_mode = fixed_mode_of(dict(ran, kinds=plan["kinds"]))
+                    predictions[(rate, model)]["AUTO"] = predictions[(rate, model)][ran_mode] if ran_mode else None
                     testbed.progress(f"{rate} {model}: the current code's AUTO would run "
                                      f"{fixed_mode_of(plan) or 'a mixed'} plan; the AUTO row is the plan that ran "
-                                     f"({ran or 'mixed'})")
+                                     f"({ran_mode or 'mixed'})")
     machines_of = {}
     for r in data["runs"]:
         machines_of.setdefault(r.get("measured_on", "not recorded"), set()).add(r["model"])
