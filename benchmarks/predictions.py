@@ -54,6 +54,7 @@ def predicted(model, data_dirs, spec, path, backend):
     return data["predicted_seconds"], {"methods": {v["name"]: v["method"] for v in data["plan"]["variables"]},
                                        "basis": data.get("auto_basis") or "model",
                                        "cpu_scales": data.get("cpu_scales") or {},
+                                       "overlap_exponent": data.get("overlap_exponent"),
                                        "measured": data.get("measured_seconds") or {},
                                        "kinds": {v["name"]: v["kind"] for v in data["plan"]["variables"]},
                                        "local_aggregation": {v["name"]: v["local_aggregation"]
@@ -206,23 +207,31 @@ def _now_cell(plan, ran, fixed, best, auto):
                                                                             for m in modes)
 
 
-def inputs(machines, workloads, rates, scales):
+def inputs(machines, workloads, rates, plans):
     """The measured inputs of the predictions, so that a wrong one can be found. `machines`: {(rate, model): the
-    machine its calibration fitted}; `scales`: {(rate, model): {method group: the in-job scale of its CPU costs}}."""
+    machine its calibration fitted}; `plans`: {(rate, model): what explain said: "cpu_scales" ({method group: the
+    in-job scale of its CPU costs}), "overlap_exponent"}."""
     lines = ["", "## The model's inputs, as measured", "",
-             "Each model's calibration at each rate: the calibration job's fit, and the factor the model's own real "
-             "jobs (in-job) scaled each method's CPU costs by (calibration.fit_in_job).", "",
+             "Each model's calibration at each rate: the calibration job's fit, the factor the model's own real "
+             "jobs (in-job) scaled each method's CPU costs by, and the exponent p of the p-norm that combines the "
+             "critical path and the CPU bound, fitted to the same jobs' step times (calibration.fit_in_job; "
+             "max: p -> inf, 1 adds them).", "",
              "| model | rate | link Gbit/s | latency ms | cores | method | CPU s per GB | ms CPU per message | "
-             "ms CPU per step | ms per round | in-job CPU scale |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "ms CPU per step | ms per round | in-job CPU scale | in-job p |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (rate, model), m in sorted(machines.items(), key=lambda item: (list(workloads).index(item[0][1]),
                                                                          rates.index(item[0][0]))):
-        scale_of = {key: f"{scale:.2f}" for group, scale in (scales.get((rate, model)) or {}).items()
+        said = plans.get((rate, model)) or {}
+        scale_of = {key: f"{scale:.2f}" for group, scale in (said.get("cpu_scales") or {}).items()
                     for key in calibration.keys_of_group(group)}
+        exponent = said.get("overlap_exponent")
+        exponent = "max" if exponent is None else f"{exponent:g}"
         for key in sorted(m.cpu_per_byte):
             lines.append(f"| {model} | {rate} | {m.bandwidth * 8 / 1e9:.2f} | {m.latency * 1000:.2f} | {m.cores:g} | "
                          f"{key} | {m.cpu_per_byte[key] * 1e9:.2f} | {m.cpu_per_message.get(key, 0) * 1000:.2f} | "
                          f"{m.cpu_per_step.get(key, 0) * 1000:.2f} | "
-                         f"{m.round_seconds.get(key, m.latency) * 1000:.2f} | {scale_of.get(key, '-')} |")
+                         f"{m.round_seconds.get(key, m.latency) * 1000:.2f} | {scale_of.get(key, '-')} | "
+                         f"{exponent} |")
     lines += ["", "One worker's step: timed alone in one process, and in the calibration's real jobs (ms per step: the "
               "wall time, and the machine's CPU over its workers, communication included).", "",
               "| model | rate | one process: wall, CPU | PS job: wall, CPU / worker | MPI job | HYBRID job |",
@@ -381,8 +390,7 @@ def main():
     if bench.from_saved or now is not None:  # the header's machine is the one predicting; say where it was measured
         lines[2:2] = ["Measured (the machine below predicted from those measurements):", "",
                       *[f"- {line}" for line in measured_on], ""]
-    scales = {key: plan.get("cpu_scales") for key, plan in (now or plans).items()}
-    lines += tables(runs, predictions, plans, rates, models, now) + inputs(machines, workloads, rates, scales)
+    lines += tables(runs, predictions, plans, rates, models, now) + inputs(machines, workloads, rates, now or plans)
     print("\n".join(lines), flush=True)
     common.write("predictions.md", lines)
     plot(runs, predictions, rates, models, os.path.join(common.RESULTS, "predictions.png"))

@@ -80,6 +80,7 @@ class AutoChoice:
     basis: str = "model"  # "model", or "measured <MODE>" when a fixed mode's real job was faster (calibration)
     machine: Optional[cost_model.Machine] = None  # the calibration's, its CPU costs fitted to the real jobs
     cpu_scales: Optional[dict] = None  # {method group: how much its CPU costs were scaled} (fit_in_job)
+    overlap_exponent: Optional[float] = None  # how the model's two bounds combine on these hosts (fit_in_job)
 
 
 def choose(graph, analysis, spec, config):
@@ -127,7 +128,8 @@ def choose(graph, analysis, spec, config):
     la = any(c.local_aggregation for c in choices.values())
     chosen = config.replace(methods={name: c.method for name, c in choices.items()},
                             local_aggregation=config.local_aggregation and la)
-    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, basis, machine, scales)
+    return AutoChoice(chosen, choices, prediction, trial, calibrated, parts, basis, machine, scales,
+                      in_job.overlap_exponent)
 
 
 MEASUREMENT_SPREAD = 0.25  # how far one short job's step may be from the same mode's later runs (test bed: 4-25%)
@@ -164,7 +166,8 @@ def partitioned_variables(graph, analysis):
 def predictions(graph, analysis, spec, config):
     """For parallax.explain: ({"PS"|"MPI"|"HYBRID"|"AUTO": predicted step seconds}, {variable: why its method},
     bound of the AUTO plan, {mode: step seconds measured in the calibration's real jobs}, what AUTO's choice rests
-    on, {method group: the scale of its CPU costs from those jobs}), or None without a calibration."""
+    on, {method group: the scale of its CPU costs from those jobs}, the exponent that combines the model's bounds),
+    or None without a calibration."""
     path = calibration.path_for(config)
     if spec.num_workers < 2 or not path or (config.run_option != "AUTO" and not os.path.exists(path)):
         return None
@@ -175,4 +178,5 @@ def predictions(graph, analysis, spec, config):
                                         backend).seconds for mode in ("PS", "MPI", "HYBRID")}
     seconds["AUTO"] = prediction.seconds
     return (seconds, cost_model.reasons(workload, choices, per_host, machine, backend), prediction.bound,
-            calibration.measured_seconds(auto.calibration, per_host), auto.basis, auto.cpu_scales)
+            calibration.measured_seconds(auto.calibration, per_host), auto.basis, auto.cpu_scales,
+            auto.overlap_exponent)

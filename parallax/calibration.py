@@ -7,6 +7,7 @@ report of the script's steps in a real job of that mode (step_measure.py), or nu
 """
 import dataclasses
 import json
+import math
 import os
 import statistics
 from typing import Optional
@@ -113,6 +114,7 @@ class InJobFit:
     compute_cpu: float  # one worker's compute CPU per step (compute_cpu_in_job)
     machine: cost_model.Machine  # the calibrated machine, each method group's CPU costs times its scale
     scales: dict  # {method group: scale}, for the groups the real jobs used
+    overlap_exponent: Optional[float] = None  # the machine's, fitted to the real jobs' step times (fit_overlap)
 
 
 def fit_in_job(calibrated, workload):
@@ -125,11 +127,44 @@ def fit_in_job(calibrated, workload):
     method's scale is then the non-negative least-squares fit of what that compute leaves to the model's CPU of
     the method in those jobs. (Fitting the two in turn to a fixed point drifts: compute and communication trade
     off, and the test bed's LM ended with free collectives.) A method no job used keeps its probe costs, and so
-    does every method of a calibration without in-job reports."""
+    does every method of a calibration without in-job reports. Last, the jobs' step times give the exponent that
+    combines the model's two bounds (fit_overlap)."""
     compute = compute_cpu_in_job(calibrated, workload)
     scales = _scales(calibrated, workload, compute)
-    return InJobFit(compute, _scaled(calibrated.machine, scales),
-                    {group: scale for group, (_, scale) in scales.items()})
+    machine = _scaled(calibrated.machine, scales)
+    exponent = fit_overlap(calibrated, dataclasses.replace(workload, compute_cpu=compute), machine)
+    return InJobFit(compute, dataclasses.replace(machine, overlap_exponent=exponent),
+                    {group: scale for group, (_, scale) in scales.items()}, exponent)
+
+
+# From no overlap (1: the bounds add) to the max (None); the jobs are few and short, so a coarse grid is enough
+OVERLAP_EXPONENTS = (None, 16.0, 8.0, 6.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.25, 1.0)
+
+
+def fit_overlap(calibrated, workload, machine):
+    """cost_model.Machine.overlap_exponent from the real jobs: the exponent of OVERLAP_EXPONENTS whose predicted
+    step times are nearest the jobs' measured ones (the least squares of log(predicted / measured)); the max
+    (None) unless another is nearer. It measures how far the CPU and the links of the user's hosts overlap, which
+    neither the probes (one method at a time, no compute) nor the CPU fit sees."""
+    jobs = [(reports[0], median_wall(reports)) for reports in (calibrated.in_job or {}).values()
+            if reports and all(r.get("wall") for r in reports)]
+    if not jobs:
+        return None
+    bounds = []
+    for first, wall in jobs:
+        per_host = tuple(first["workers_per_host"])
+        p = cost_model.predict(workload, cost_model.fixed_choices(workload, first["mode"], len(per_host)),
+                               per_host, machine, first["backend"])
+        bounds.append((p.critical_path, p.cpu_bound, wall))
+
+    def error(exponent):
+        return sum(math.log(max(cost_model.combine_bounds(c, b, exponent), 1e-12) / wall) ** 2
+                   for c, b, wall in bounds)
+    best = OVERLAP_EXPONENTS[0]
+    for exponent in OVERLAP_EXPONENTS[1:]:
+        if error(exponent) < error(best) * (1 - 1e-9):
+            best = exponent
+    return best
 
 
 def _scales(calibrated, workload, compute):

@@ -14,7 +14,7 @@ Bytes follow the Parallax paper's Table 3, counted per host link and per server 
   copy, at no cost beyond its compute.
 The rewrite's own rules per backend are modelled too: with TF's collectives a step that uses collectives and
 servers ends with a fence (one more scalar allreduce), and local aggregation is off (collectives/__init__.py).
-Time is the larger of two bounds:
+Time combines two bounds:
 - the critical path: one worker's compute, its own communication CPU, the link time and the message rounds *
   latency. The link time has two phases, pushes and collectives, then pulls: each takes its busiest host's
   busier direction (bytes / bandwidth), since the pulls wait for the update. A worker sends its server messages
@@ -23,6 +23,10 @@ Time is the larger of two bounds:
   then the update), which runs serially;
 - the CPU bound: every process's CPU seconds on a host (compute, and a per-byte and per-message cost of each
   method, which `parallax calibrate` measures) / the host's cores. This is the bound the 2-core test bed hits.
+Their max holds only if the two overlap perfectly: no worker ever waits for a core, and no core ever idles. A host's
+synchronous workers compute in the same phase of the step and wait on the link together, so the step is longer
+than either bound, most so where the two are close. The step is their p-norm (combine_bounds), whose exponent the
+script's own short real jobs measure (calibration.fit_in_job): p = 1 adds them (no overlap), p -> inf is the max.
 """
 import dataclasses
 import math
@@ -50,6 +54,8 @@ class Machine:
     # the same keys: bytes/s a method's transport gets from a host's link (default: `bandwidth`); gRPC over TCP
     # may get less of a fast link than MPI over verbs does
     link_bandwidth: Dict[str, float] = dataclasses.field(default_factory=dict)
+    # p of the p-norm that combines the critical path and the CPU bound (combine_bounds); None: their max
+    overlap_exponent: Optional[float] = None
 
     def round_time(self, key, rounds):
         return rounds * self.round_seconds.get(key, self.latency)
@@ -176,8 +182,17 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     host_cpu = [w * workload.compute_cpu + c for w, c in zip(workers_per_host, load.cpu)]
     cpu_bound = max(per_machine(host_cpu, machine.machines_of(hosts)).values()) / machine.cores
     bound = "cpu" if cpu_bound > critical else ("network" if network > compute else "compute")
-    return Prediction(max(critical, cpu_bound), critical, cpu_bound, tuple(link), tuple(host_cpu),
+    return Prediction(combine_bounds(critical, cpu_bound, machine.overlap_exponent), critical, cpu_bound, tuple(link),
+                      tuple(host_cpu),
                       tuple(load.server), bound, link_seconds)
+
+
+def combine_bounds(critical, cpu_bound, exponent=None):
+    """The step from its two bounds: (critical^p + cpu_bound^p)^(1/p) with p = `exponent`, their max for None."""
+    larger = max(critical, cpu_bound)
+    if exponent is None or larger <= 0:
+        return larger
+    return larger * ((critical / larger) ** exponent + (cpu_bound / larger) ** exponent) ** (1 / exponent)
 
 
 def _cost(machine, key, nbytes, messages=1.0):

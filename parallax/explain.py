@@ -53,13 +53,14 @@ class Explanation:
     measured: Optional[Dict[str, float]] = None  # the calibration's real jobs: step seconds per fixed mode
     basis: str = ""  # what AUTO's choice rests on: "model", or "measured <MODE>"
     cpu_scales: Optional[Dict[str, float]] = None  # each method's CPU costs, scaled to the real jobs (calibration.py)
+    overlap_exponent: Optional[float] = None  # p of the p-norm of the model's two bounds (None: their max)
 
     def to_data(self):
         from parallax import plan_json
         return {"plan": plan_json.to_data(self.plan), "traffic": [dataclasses.asdict(t) for t in self.traffic],
                 "bytes_per_step": self.bytes_per_step, "premise": self.premise, "predicted_seconds": self.predicted,
                 "measured_seconds": self.measured, "auto_basis": self.basis, "cpu_scales": self.cpu_scales,
-                "reasons": self.reasons,
+                "overlap_exponent": self.overlap_exponent, "reasons": self.reasons,
                 "placements": {k: [list(p) for p in v] for k, v in self.placements.items()}}
 
     @property
@@ -104,6 +105,10 @@ class Explanation:
             if self.cpu_scales:
                 lines.append("communication CPU, the probes' costs scaled to the real jobs: " + ", ".join(
                     f"{group} x{scale:.2f}" for group, scale in sorted(self.cpu_scales.items())))
+            if self.measured:
+                lines.append("the step from its critical path and CPU bound, as the real jobs overlapped them: "
+                             + ("their max" if self.overlap_exponent is None else
+                                f"their {self.overlap_exponent:g}-norm (1 would add them)"))
             if p.run_option == "AUTO" and self.basis != "model":
                 lines.append(f"AUTO runs the plan of the fixed mode {self.basis.split()[-1]}: its expected step "
                              f"(the mean of its real job's and of its prediction scaled by the model's error on "
@@ -155,7 +160,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
     from parallax.auto_plan import predictions
     predicted = predictions(graph, analysis, spec, config)
     result = Explanation(plan, traffic, placements, premise(plan, analysis),
-                         *(predicted if predicted else (None, None, "", None, "", None)))
+                         *(predicted if predicted else (None, None, "", None, "", None, None)))
     if print_table:
         print(result, flush=True)
     return result

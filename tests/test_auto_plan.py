@@ -202,8 +202,13 @@ def test_explain_shows_each_methods_cpu_scaled_to_the_calibrations_real_jobs(tmp
     config = parallax.Config(run_option="AUTO", calibration=_calibration(tmp_path, in_job=reports))
     result = parallax.explain(g, TWO_BY_TWO, config)
     assert set(result.cpu_scales) == {"ps", "collectives/tf"} and result.cpu_scales["ps"] > 1
-    assert "communication CPU, the probes' costs scaled to the real jobs: collectives/tf x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "communication CPU, the probes' costs scaled to the real jobs: collectives/tf x" in out
     assert result.to_data()["cpu_scales"] == result.cpu_scales
+    # The jobs' step times fix how the two bounds combine, and explain says so
+    assert "the step from its critical path and CPU bound, as the real jobs overlapped them: " in out
+    assert result.to_data()["overlap_exponent"] == result.overlap_exponent
     unscaled = parallax.explain(g, TWO_BY_TWO, config.replace(calibration=_calibration(tmp_path / "no-jobs")),
                                 print_table=False)
     assert unscaled.cpu_scales == {} and result.predicted["PS"] > unscaled.predicted["PS"]
+    assert unscaled.overlap_exponent is None

@@ -149,6 +149,32 @@ def test_the_in_job_fit_scales_each_methods_cpu_to_what_the_script_spent():
     assert (bare.machine, bare.scales, bare.compute_cpu) == (probed, {}, 0.01)
 
 
+def test_the_in_job_fit_measures_how_the_two_bounds_overlap_from_the_jobs_step_times():
+    workload = cost_model.Workload(0.01, 0.01, (cost_model.VariableLoad("d", "dense", 1 << 20),
+                                                cost_model.VariableLoad("e", "sparse", 4 << 20, 0.01, 2)))
+    probed = dataclasses.replace(TRUTH, machine_of_host=(0, 0))
+    cpu = {m: _machine_cpu(workload, m, probed) for m in ("PS", "MPI", "HYBRID")}
+
+    def jobs(exponent):
+        """Real jobs whose step times the model explains with `exponent` (and their CPU, with the probes' costs)."""
+        machine = dataclasses.replace(probed, overlap_exponent=exponent)
+        return {m: _reports(m, cost_model.predict(workload, cost_model.fixed_choices(workload, m, 2), (2, 2),
+                                                  machine, "tf").seconds, cpu[m]) for m in cpu}
+    for exponent in (2.0, 1.25, None):
+        cal = calibration.Calibration(probed, 0.01, 0.01, {}, 2, in_job=jobs(exponent))
+        fit = calibration.fit_in_job(cal, workload)
+        assert fit.overlap_exponent == exponent and fit.machine.overlap_exponent == exponent
+    # Jobs faster than either bound (the model overcharges): the max, the nearest the model can come
+    cal = calibration.Calibration(probed, 0.01, 0.01, {}, 2,
+                                  in_job={m: [dict(r, wall=r["wall"] / 2) for r in reports]
+                                          for m, reports in jobs(None).items()})
+    assert calibration.fit_in_job(cal, workload).overlap_exponent is None
+    # No real job, or none with step times: the max, as before any job ran
+    assert calibration.fit_in_job(dataclasses.replace(cal, in_job=None), workload).overlap_exponent is None
+    timeless = {m: [dict(r, wall=0.0) for r in reports] for m, reports in jobs(2.0).items()}
+    assert calibration.fit_in_job(dataclasses.replace(cal, in_job=timeless), workload).overlap_exponent is None
+
+
 def test_a_saved_calibration_loads_back(tmp_path):
     machine = cost_model.Machine(1e9, 1e-4, 2, {"ps": 1e-10}, {"ps": 1e-3}, machine_of_host=(0, 0))
     path = calibration.Calibration(machine, 0.1, 0.2, {"emb": 0.01}, 2).save(str(tmp_path))

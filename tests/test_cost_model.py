@@ -58,6 +58,23 @@ def test_the_cpu_bound_wins_when_every_process_shares_few_cores():
     assert p.seconds == p.cpu_bound > p.critical_path
 
 
+def test_the_step_combines_its_two_bounds_by_the_machines_measured_overlap():
+    assert cm.combine_bounds(0.03, 0.04) == 0.04  # perfect overlap: the larger bound
+    assert cm.combine_bounds(0.03, 0.04, 1.0) == pytest.approx(0.07)  # none: they add
+    assert cm.combine_bounds(0.03, 0.04, 2.0) == pytest.approx(0.05)
+    assert cm.combine_bounds(0.0, 0.0, 2.0) == 0.0
+    # Bounds far apart barely interact; equal bounds lose most to the lack of overlap
+    assert cm.combine_bounds(0.01, 0.1, 3.0) / 0.1 < 1.001 < 1.25 < cm.combine_bounds(0.1, 0.1, 3.0) / 0.1
+    machine = cm.Machine(1e9, 1e-5, cores=1, cpu_per_byte={"allreduce/tf": 1e-8}, cpu_per_message={})
+    w = _workload(cm.VariableLoad("w", "dense", 10_000_000), compute=0.2)
+    perfect = cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, machine)
+    partial = cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, dataclasses.replace(machine, overlap_exponent=2.0))
+    assert (partial.critical_path, partial.cpu_bound, partial.bound) == \
+        (perfect.critical_path, perfect.cpu_bound, perfect.bound)
+    assert partial.seconds == pytest.approx((perfect.critical_path ** 2 + perfect.cpu_bound ** 2) ** 0.5)
+    assert partial.seconds > perfect.seconds == perfect.cpu_bound
+
+
 def test_one_worker_moves_nothing():
     w = _workload(cm.VariableLoad("w", "dense", 10_000_000))
     assert cm.predict(w, {"w": cm.Choice(cm.AR)}, (1,), NET).seconds == pytest.approx(0.1)
