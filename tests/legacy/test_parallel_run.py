@@ -69,7 +69,11 @@ def test_lm_example_ends_by_sigterm_and_its_checkpoint_restores(tmp_path, launch
     ckpt = str(tmp_path / "ckpt")
     out = _run([LM, "--resource_info_file", _resource_info(tmp_path, "localhost: 0,1\n"), "--ckpt_dir", ckpt,
                 "--run_option", mode, "--sync" if sync else "--nosync"], launch)
-    assert "PARALLAX INFO Iteration 8" in out
+    # Each worker logs its local steps 0, 4 and 8 with the global step it fetched. Asynchronous workers race for
+    # the global step, so which numbers they log is timing; synchronous ones log 8 at local step 8.
+    assert out.count("PARALLAX INFO Iteration ") == 2 * 3, out[-4000:]
+    if sync:
+        assert "PARALLAX INFO Iteration 8 " in out
     assert out.count("parallax: ps_config.replicate_variables=True is not honoured") == 1
     restored = _run([LM, "--restore_from", ckpt])
     step = int(restored.split("restored global_step=")[1].split()[0])
