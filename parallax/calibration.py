@@ -152,9 +152,8 @@ def fit_overlap(calibrated, workload, machine):
         return None
     bounds = []
     for first, wall in jobs:
-        per_host = tuple(first["workers_per_host"])
-        p = cost_model.predict(workload, cost_model.fixed_choices(workload, first["mode"], len(per_host)),
-                               per_host, machine, first["backend"])
+        per_host, choices = _job_plan(workload, first)
+        p = cost_model.predict(workload, choices, per_host, machine, first["backend"])
         bounds.append((p.critical_path, p.cpu_bound, wall))
 
     def error(exponent):
@@ -172,10 +171,9 @@ def _scales(calibrated, workload, compute):
     members, rows = {}, []
     for reports in _in_job(calibrated):
         first = reports[0]
-        per_host, backend = tuple(first["workers_per_host"]), first["backend"]
+        (per_host, choices), backend = _job_plan(workload, first), first["backend"]
         groups = method_groups(backend)
         members.update(groups)
-        choices = cost_model.fixed_choices(workload, first["mode"], len(per_host))
         machine_of_host = calibrated.machine.machines_of(len(per_host))
 
         def cpu(machine):
@@ -211,10 +209,15 @@ def _scaled(machine, scales):
                                            for f in ("cpu_per_byte", "cpu_per_message", "cpu_per_step")})
 
 
+def _job_plan(workload, report):
+    """(workers per host, the model's choices) of the real job that `report` (one worker's) comes from."""
+    per_host = tuple(report["workers_per_host"])
+    return per_host, cost_model.fixed_choices(workload, report["mode"], len(per_host))
+
+
 def _compute_cpu(calibrated, workload, reports, machine):
     first = reports[0]
-    per_host = tuple(first["workers_per_host"])
-    choices = cost_model.fixed_choices(workload, first["mode"], len(per_host))
+    per_host, choices = _job_plan(workload, first)
     comm = cost_model.predict(dataclasses.replace(workload, compute_cpu=0.0), choices, per_host, machine,
                               first["backend"]).host_cpu
     machine_of_host = calibrated.machine.machines_of(len(per_host))
