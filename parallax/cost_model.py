@@ -183,8 +183,7 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     cpu_bound = max(per_machine(host_cpu, machine.machines_of(hosts)).values()) / machine.cores
     bound = "cpu" if cpu_bound > critical else ("network" if network > compute else "compute")
     return Prediction(combine_bounds(critical, cpu_bound, machine.overlap_exponent), critical, cpu_bound, tuple(link),
-                      tuple(host_cpu),
-                      tuple(load.server), bound, link_seconds)
+                      tuple(host_cpu), tuple(load.server), bound, link_seconds)
 
 
 def combine_bounds(critical, cpu_bound, exponent=None):
