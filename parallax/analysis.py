@@ -90,6 +90,9 @@ class StateRecord:
     written_by: Tuple[str, ...]
     colocated_with: Optional[str] = None  # a variable this one must live with (EMA shadows, Adam's beta powers)
     bytes: Optional[int] = None
+    # Variables (op names) that a step writes from this state's value read back after the step wrote it: a
+    # hand-written momentum buffer and its variable, the global step and the moving averages whose decay reads it.
+    read_back_by: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +143,7 @@ def analyze(graph):
     scopes = _update_scopes(ops, [v.op.name for v in trainable])
     parts = {}
     optimizers = {}
+    initialization = None
     for v in trainable:
         name = v.op.name
         if name in applies:
@@ -149,6 +153,13 @@ def analyze(graph):
             optimizers[name] = rec["optimizer"]
         else:
             update_ops, slots = _updates_from_scope(scopes.get(name, ()), name)
+        if not update_ops and any(r["var"] == name for r in grad_records):
+            # Updated by the user's own ops (tf.gradients, then assign_sub or scatter_sub), or by an optimizer
+            # inside a function (apply_gradients in a v2 tf.cond, as loss scaling does): every write of it in this
+            # graph outside initialization is an update.
+            initialization = initialization if initialization is not None else \
+                graph_utils.initialization_ops(graph)
+            update_ops = tuple(op.name for op in writers.get(name, []) if op.name not in initialization)
         gradients = _captured_gradients(graph, name, grad_records, update_ops)
         if not gradients and not any(r["var"] == name for r in grad_records):
             gradients = tuple(g for g in [_gradient_from_scope(v, scopes.get(name, ()))] if g is not None)
@@ -286,8 +297,7 @@ def _group_partitions(trainable, parts, optimizers):
 def _writers_by_variable(ops):
     writers = {}
     for op in ops:
-        target = graph_utils.written_variable(op)
-        if target is not None:
+        for target in graph_utils.written_variables(op):  # one op may write several (a v2 cond's If)
             writers.setdefault(target, []).append(op)
     return writers
 
@@ -327,8 +337,22 @@ def _state_records(graph, trainable, slot_names, writers, apply_records, records
         else:
             kind = "other"
         state.append(StateRecord(name, kind, _shape(v), v.dtype.base_dtype.name, tuple(op.name for op in ops),
-                                 graph_utils.colocation_target(v.op), _bytes(_shape(v), v.dtype.base_dtype)))
+                                 graph_utils.colocation_target(v.op), _bytes(_shape(v), v.dtype.base_dtype),
+                                 _read_back_by(name, ops)))
     return sorted(state, key=lambda s: s.name)
+
+
+def _read_back_by(variable, writes):
+    """The variables written from `variable`'s value as read after one of `writes` wrote it, in the same step:
+    the reads are those that wait for a write (data or control edge), by reference or through a ref write's
+    output."""
+    after = graph_utils.descendants(writes) - set(writes)
+    reads = [op for op in after if variable in graph_utils.referenced_variables(op) or
+             any(t.op in writes for t in op.inputs)]
+    if not reads:
+        return ()
+    return tuple(sorted({w for op in graph_utils.descendants(reads) for w in graph_utils.written_variables(op)}
+                        - {variable}))
 
 
 def _bytes(shape, dtype):

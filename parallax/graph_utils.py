@@ -49,13 +49,7 @@ def written_variables(op):
     functions = [op.node_def.attr[k].func.name for k in op.node_def.attr if op.node_def.attr[k].HasField("func")]
     if functions and not any(_function_writes(op.graph, f, set()) for f in functions):
         return ()
-    out = []
-    for t in op.inputs:
-        if _is_reference(t):
-            source = _reference_source(t)
-            if source is not None and source.name not in out:
-                out.append(source.name)
-    return tuple(out)
+    return referenced_variables(op)
 
 
 def _function_writes(graph, name, seen):
@@ -79,6 +73,17 @@ def _function_writes(graph, name, seen):
                               any(a.type == types_pb2.DT_RESOURCE for a in op_def.input_arg)):
             return True
     return False
+
+
+def referenced_variables(op):
+    """Names of the variable ops `op` takes by reference (a ref or a resource handle), to read or to write."""
+    out = []
+    for t in op.inputs:
+        if _is_reference(t):
+            source = _reference_source(t)
+            if source is not None and source.name not in out:
+                out.append(source.name)
+    return tuple(out)
 
 
 def is_writer(op):
@@ -113,6 +118,15 @@ def is_restore(op):
         if source.type in ("RestoreV2", "Restore", "RestoreSlice"):
             return True
     return False
+
+
+def initialization_ops(graph):
+    """Names of the ops that initialize or restore variables (an EMA shadow's initializer reads its variable
+    through a cond): these write state, but not in a training step."""
+    initializers = [v.initializer for v in variables_by_op_name(graph).values()
+                    if getattr(v, "initializer", None) is not None]
+    return {op.name for op in ancestors(initializers)} | \
+        {op.name for op in graph.get_operations() if is_writer(op) and is_restore(op)}
 
 
 def variables_by_op_name(graph):
@@ -190,4 +204,27 @@ def v1_loop_ops(graph):
         if step < 0 and depth == 1:
             continue  # the loop's own Exit: its consumers are outside
         stack.extend((c, depth + step) for c in consumers(op))
+    return inside
+
+
+_OPENS = ("Switch", "RefSwitch", "Enter", "RefEnter")
+_CLOSES = ("Merge", "RefMerge", "Exit", "RefExit")
+
+
+def v1_cond_ops(graph):
+    """Ops inside a branch of v1 control flow: reached from a Switch before the Merge or Exit that joins it
+    (nesting counted). A branch not taken is dead, and so is whatever waits for an op in it, so a step never names
+    them as targets of its own. Found from the graph's structure, as v1_loop_ops."""
+    inside, seen = set(), set()
+    stack = [(c, 1) for op in graph.get_operations() if op.type in ("Switch", "RefSwitch") for c in consumers(op)]
+    while stack:
+        op, depth = stack.pop()
+        if (op, depth) in seen:
+            continue
+        seen.add((op, depth))
+        depth += 1 if op.type in _OPENS else -1 if op.type in _CLOSES else 0
+        if depth <= 0:
+            continue  # the join: its output is live again
+        inside.add(op)
+        stack.extend((c, depth) for c in consumers(op))
     return inside

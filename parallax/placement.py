@@ -35,10 +35,17 @@ def server_devices(graph, plan):
     TF colocated with a variable held elsewhere (Adam's beta powers with a replicated variable) leaves that
     colocation group, together with the ops there that use it (its initializer)."""
     device_of = {}
+    update_devices = {}
     for part in plan.parts:
         if part.ps_task is not None:
-            for name in (part.name, *part.slots, *part.update_ops):
+            for name in (part.name, *part.slots):
                 device_of[name] = part.device
+        for name in part.update_ops:
+            update_devices.setdefault(name, set()).add(part.device)
+    # An update of parts on several servers (a v2 cond's If around apply_gradients) is pinned to none of them:
+    # TF places the ops inside it beside the variables each one takes.
+    device_of.update({name: next(iter(d)) for name, d in update_devices.items()
+                      if len(d) == 1 and next(iter(d)) != WORKER_DEVICE})
     for s in plan.state:
         if s.ps_task is not None:
             device_of[s.name] = s.device

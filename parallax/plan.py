@@ -198,6 +198,7 @@ def make_plan(analysis, spec, config):
         method = overrides.get(v.name) or _method(v.kind, config.run_option, n)
         decisions.append(VariablePlan(v.name, v.kind, method, v.bytes, average, shape=tuple(v.shape),
                                       dtype=v.dtype))
+    decisions = _one_side_per_update(decisions, trained)
     if any(d.method.replicated for d in decisions) and not config.sync:
         who = f"{config.run_option} with Config.methods" if overrides else config.run_option
         raise UnsupportedError(f"{who} runs synchronously (its AllReduce and AllGather are collectives of all "
@@ -244,6 +245,27 @@ def check_matches(plan, analysis, who="this process"):
                 raise GraphMismatchError(f"{who}'s graph differs from the job's plan at variable {name!r}: {what} "
                                          f"{here} here, {there} in the plan; every process of a job must build the "
                                          f"same graph (same script, arguments, data)")
+
+
+def _one_side_per_update(decisions, trained):
+    """Variables that one op updates together (an optimizer's apply_gradients inside a v2 tf.cond, which loss
+    scaling builds) cannot be split between the servers and every worker: that op runs once, on the chief, when
+    it writes server state. So when one of them is on a server, all of them are."""
+    group = {}  # variable -> representative, by shared update ops (union-find)
+
+    def find(name):
+        while group.setdefault(name, name) != name:
+            name = group[name]
+        return name
+    writer_of = {}
+    for v in trained:
+        for op in v.update_ops:
+            if op in writer_of:
+                group[find(v.name)] = find(writer_of[op])
+            writer_of.setdefault(op, v.name)
+    on_servers = {find(d.name) for d in decisions if d.method == Method.PS}
+    return [dataclasses.replace(d, method=Method.PS) if d.method.replicated and find(d.name) in on_servers else d
+            for d in decisions]
 
 
 def _method(kind, run_option, num_workers):
@@ -326,9 +348,12 @@ def _place_state(analysis, decisions, load, num_workers):
         return ()
     with_servers = any(d.method == Method.PS for d in decisions)
     part_task = {p.name: p.ps_task for d in decisions for p in d.parts if p.ps_task is not None}
+    read_back = _read_back_by_every_worker(analysis.state, decisions, part_task)
     placed = []
     for s in sorted(analysis.state, key=lambda s: (-(s.bytes or 0), s.name)):
-        if s.colocated_with in part_task:
+        if s.name in read_back:
+            task = None
+        elif s.colocated_with in part_task:
             task = part_task[s.colocated_with]
         elif not with_servers or (s.colocated_with is not None and s.kind != "optimizer"):
             task = None
@@ -338,3 +363,21 @@ def _place_state(analysis, decisions, load, num_workers):
         placed.append(StatePlan(s.name, s.kind, task, aggregate=task is not None and s.kind == "update_ops",
                                 written_by=tuple(s.written_by), colocated_with=s.colocated_with))
     return tuple(sorted(placed, key=lambda s: s.name))
+
+
+def _read_back_by_every_worker(state, decisions, part_task):
+    """State whose value, read back after the step wrote it, feeds a write that every worker makes (a replica's
+    update, a replicated average): every worker holds its own copy and writes it, as one device does. On a server
+    only the chief's step writes it, after every worker's step, too late for the others' reads."""
+    held = {p.name for d in decisions if d.method != Method.PS for p in d.parts}
+    held |= {s.name for s in state if s.colocated_with is not None and s.kind != "optimizer"
+             and s.colocated_with not in part_task}  # replicated beside a replica (_place_state)
+    every_worker = set()
+    grown = True
+    while grown:
+        grown = False
+        for s in state:
+            if s.name not in every_worker and any(x in held or x in every_worker for x in s.read_back_by):
+                every_worker.add(s.name)
+                grown = True
+    return every_worker

@@ -25,10 +25,12 @@ class FakeVar:  # the fields of analysis.VariableRecord that planning reads
     is_trained: bool = True
     shape: tuple = ()
     dtype: str = "float32"
+    update_ops: tuple = ()
 
     @property
     def parts(self):
-        return tuple(FakePart(f"{self.name}/part_{i}" if self.shards > 1 else self.name) for i in range(self.shards))
+        return tuple(FakePart(f"{self.name}/part_{i}" if self.shards > 1 else self.name, update_ops=self.update_ops)
+                     for i in range(self.shards))
 
 
 @dataclasses.dataclass
@@ -38,6 +40,7 @@ class FakeState:  # the fields of analysis.StateRecord that planning reads
     bytes: int
     colocated_with: str = None
     written_by: tuple = ()
+    read_back_by: tuple = ()
 
 
 @dataclasses.dataclass
@@ -126,6 +129,33 @@ def test_without_servers_all_state_is_replicated():
         plan = make_plan(dense_only, TWO_HOSTS, Config(run_option=option))
         assert {s.ps_task for s in plan.state} == {None} and not any(s.aggregate for s in plan.state)
     assert make_plan(ANALYSIS, ResourceSpec.load("localhost: 0"), Config()).state == ()
+
+
+def test_state_read_back_by_a_replicas_update_is_held_by_every_worker():
+    """A hand-written momentum buffer of a replicated variable, and the global step that a replicated average's
+    decay reads after the increment (through that average's shadow): every worker keeps its own copy."""
+    analysis = FakeAnalysis(ANALYSIS.variables, (
+        FakeState("w/buffer", "other", 800, read_back_by=("w",)),
+        FakeState("emb2/buffer", "other", 3000, read_back_by=("emb2",)),
+        FakeState("global_step", "global_step", 8, read_back_by=("w/ExponentialMovingAverage",)),
+        FakeState("w/ExponentialMovingAverage", "ema", 800, colocated_with="w")))
+    hybrid = {s.name: s.ps_task for s in make_plan(analysis, TWO_HOSTS, Config(run_option="HYBRID")).state}
+    assert hybrid["w/buffer"] is None and hybrid["global_step"] is None
+    assert hybrid["emb2/buffer"] is not None  # its variable is on a server: so is its buffer
+    ps = {s.name: s.ps_task for s in make_plan(analysis, TWO_HOSTS, Config(run_option="PS")).state}
+    assert None not in ps.values()
+
+
+def test_variables_one_op_updates_share_a_side():
+    """apply_gradients inside a v2 tf.cond is one op that updates every variable: if one of them is on a server,
+    the others cannot be updated in every worker by that op, so they go to servers too."""
+    together = FakeAnalysis((FakeVar("emb", "sparse", 4000, update_ops=("train",)),
+                             FakeVar("w", "dense", 800, update_ops=("train",)),
+                             FakeVar("b", "dense", 8, update_ops=("b_update",))))
+    hybrid = make_plan(together, TWO_HOSTS, Config(run_option="HYBRID"))
+    assert {v.name: v.method for v in hybrid.variables} == {"emb": "PS", "w": "PS", "b": "AR"}
+    mpi = make_plan(together, TWO_HOSTS, Config(run_option="MPI"))
+    assert {v.name: v.method for v in mpi.variables} == {"emb": "AG", "w": "AR", "b": "AR"}
 
 
 def test_methods_override_the_run_option_per_variable():

@@ -9,11 +9,27 @@ def copy_graph(ctx):
     """The rewritten graph starts as an exact copy of the user's graph (same names, seeds, collections)."""
     with ctx.source_graph.as_default():  # inside a graph, so also when the script left eager execution on
         meta = tf1.train.export_meta_graph(graph=ctx.source_graph, clear_devices=False)
+    _drop_names_of_function_ops(meta)
     ctx.graph = tf.Graph()
     with ctx.graph.as_default():
         # Not tf1.train.import_meta_graph: that also adds a default Saver, and add_saver makes our own.
         meta_graph.import_scoped_meta_graph(meta, clear_devices=False)
         ctx.graph.seed = ctx.source_graph.seed
+
+
+def _drop_names_of_function_ops(meta):
+    """A v2 tf.cond's branches share the graph's collections, so an op built in a branch (the train op of an
+    apply_gradients under a loss scale's finiteness check) is listed there without being in the graph, and
+    importing the list would fail. Such entries name nothing the graph can run; they are dropped."""
+    names = {node.name for node in meta.graph_def.node}
+    for key in list(meta.collection_def):
+        collection = meta.collection_def[key]
+        if not collection.HasField("node_list"):
+            continue
+        kept = [v for v in collection.node_list.value if v.lstrip("^").split(":")[0] in names]
+        if len(kept) != len(collection.node_list.value):
+            del collection.node_list.value[:]
+            collection.node_list.value.extend(kept)
 
 
 def add_initializers(ctx):

@@ -42,7 +42,7 @@ class SyncGraph:
 
 def prepare_sync_steps(ctx):
     g, n = ctx.graph, ctx.plan.num_workers
-    excluded = _initializers_and_restores(g)
+    excluded = graph_utils.initialization_ops(g)
     writes = [op for op in g.get_operations() if op.name not in excluded and not op.name.startswith("parallax_")
               and graph_utils.is_writer(op)]
     gated = [op for op in writes if any(v in ctx.server_variables for v in graph_utils.written_variables(op))]
@@ -88,6 +88,15 @@ def _separate(ctx, roots, everyone, own_writes):
                                     "it is work only the chief may do"))
             continue
         late = sorted((c for c in op.control_inputs if c in chief), key=lambda c: c.name)
+        read_back = _reads_back(op, late, chief)
+        if read_back:
+            # It reads a variable after a chief-only write of it (Adam's slot read back for its update, a step
+            # count read after its increment): cutting the wait would change the value read, so it is the chief's.
+            chief.add(op)
+            if op in everyone:
+                unsupported.append((op.name, f"it reads {read_back} after this step's write of it, which only the "
+                                             f"chief makes, after every worker's step"))
+            continue
         if late:
             _cut(op, late, own_writes, chief, needed)
             deferred += [(op.name, c.name) for c in late]
@@ -100,6 +109,18 @@ def _separate(ctx, roots, everyone, own_writes):
                 broadcasts.append((t.name, sent[t.name].op.name))
             op._update_input(i, sent[t.name])
     return deferred, broadcasts, unsupported
+
+
+def _reads_back(op, late, chief):
+    """The variable `op` takes by reference that a chief-only op it waits for (`late`, or what they wait for)
+    writes; None when there is none."""
+    if not late:
+        return None
+    read = set(graph_utils.referenced_variables(op)) - set(graph_utils.written_variables(op))
+    if not read:
+        return None
+    written = {w for c in graph_utils.ancestors(late) if c in chief for w in graph_utils.written_variables(c)}
+    return next((v for v in sorted(read) if v in written), None)
 
 
 def _cut(op, late, own_writes, chief, needed):
@@ -159,11 +180,3 @@ def _same_frame(a, b):
     """Control edges may not cross the frames of v1 while loops."""
     return a._get_control_flow_context() is b._get_control_flow_context()
 
-
-def _initializers_and_restores(g):
-    """Everything initialization runs (an EMA shadow's initializer reads its variable through a cond) and the
-    Saver's restores: these write state, but not in a training step."""
-    initializers = [v.initializer for v in graph_utils.variables_by_op_name(g).values()
-                    if getattr(v, "initializer", None) is not None]
-    return {op.name for op in graph_utils.ancestors(initializers)} | \
-        {op.name for op in g.get_operations() if graph_utils.is_writer(op) and graph_utils.is_restore(op)}

@@ -365,3 +365,8 @@ USER_GRAPHS = {
     "ref_while_cond": ref_while_cond,
     "eager_left_on": eager_left_on,
 }
+
+# The second table (user_graphs_more.py): hand-written updates, rarer optimizers, Keras layers, a loss-scaled step.
+from tests.equivalence.user_graphs_more import USER_GRAPHS_MORE  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_MORE)

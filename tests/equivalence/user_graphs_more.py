@@ -1,0 +1,212 @@
+"""More training graphs as users write them, none of which the rewrite names: hand-written updates without an
+optimizer, the less common tf1 optimizers (their own update op types), Keras layers in a v1 graph, a loss-scaled
+step applied under a finiteness check, and a decayed learning rate with per-gradient value clipping. Same
+conventions as cases.py (float64, seeded initializers, rows [first, first+rows) of a global batch).
+"""
+import numpy as np
+import tensorflow as tf
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+
+tf1 = tf.compat.v1
+VOCAB = 20
+
+
+def _ids_and_targets(seed, rows, width=3):
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(0, VOCAB, size=(rows, width)).astype(np.int32)
+    return ids, np.sin(ids).sum(axis=1, keepdims=True) + 0.1 * rng.randn(rows, 1)
+
+
+def _embedding_regression(seed, use_resource=True):
+    """(ids placeholder, y placeholder, embedding, dense head, loss): a mean-squared loss over the batch."""
+    idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+    emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(seed), use_resource=use_resource)
+    head = tf1.get_variable("head", [4, 1], F64, initializer=_init(seed + 1), use_resource=use_resource)
+    h = tf.tanh(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1))
+    loss = tf.reduce_mean(tf.square(tf.matmul(h, head) - yp))
+    return idp, yp, emb, head, loss
+
+
+def hand_written_sgd(n, b, steps, graph_batch, lr_scale=1.0):
+    """No optimizer: tf.gradients, then assign_sub for the dense head and scatter_sub of the embedding's rows, and
+    the global step counted by hand."""
+    ids, y = _ids_and_targets(50, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(50)
+        g_emb, g_head = tf.gradients(loss, [emb, head])
+        step = tf1.train.get_or_create_global_step()
+        train = tf.group(head.assign_sub(0.2 * g_head),
+                         emb.scatter_sub(tf.IndexedSlices(0.2 * g_emb.values, g_emb.indices, g_emb.dense_shape)),
+                         step.assign_add(1), name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def _hand_written_momentum(n, b, steps, use_resource):
+    """A hand-written momentum buffer per variable, the embedding's gradient densified by the user
+    (tf.convert_to_tensor of the IndexedSlices)."""
+    if not use_resource:
+        tf1.disable_control_flow_v2()
+    ids, y = _ids_and_targets(51, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(51, use_resource)
+        updates = []
+        # tf.tuple gates the gradients, as TF1 scripts with ref variables do: without it the head's update races
+        # with the backward pass's read of the head, on one device too (docs/modes.md, known limits)
+        for grad, var in zip(tf.tuple(tf.gradients(loss, [emb, head])), [emb, head]):
+            grad = tf.convert_to_tensor(grad)
+            buf = tf1.get_variable(f"{var.op.name}/buffer", var.shape, F64, initializer=tf1.zeros_initializer(),
+                                   trainable=False, use_resource=use_resource)
+            new_buf = tf1.assign(buf, 0.9 * buf + grad)
+            updates.append(tf1.assign_sub(var, 0.1 * new_buf))
+        step = tf1.train.get_or_create_global_step()
+        train = tf.group(*updates, tf1.assign_add(step, 1), name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def hand_written_momentum(n, b, steps, graph_batch, lr_scale=1.0):
+    return _hand_written_momentum(n, b, steps, use_resource=True)
+
+
+def hand_written_momentum_ref(n, b, steps, graph_batch, lr_scale=1.0):
+    return _hand_written_momentum(n, b, steps, use_resource=False)
+
+
+_RARE_OPTIMIZERS = {
+    "adadelta": lambda: tf1.train.AdadeltaOptimizer(1.0, rho=0.9),
+    "ftrl_shrinkage": lambda: tf1.train.FtrlOptimizer(0.2, l2_shrinkage_regularization_strength=0.01),
+    # float64 hyperparameters: the proximal optimizers do not cast theirs to the variable's dtype
+    "proximal_adagrad": lambda: tf1.train.ProximalAdagradOptimizer(
+        tf.constant(0.2, F64), l1_regularization_strength=tf.constant(0.001, F64),
+        l2_regularization_strength=tf.constant(0.01, F64)),
+    "proximal_sgd": lambda: tf1.train.ProximalGradientDescentOptimizer(
+        tf.constant(0.2, F64), l1_regularization_strength=tf.constant(0.001, F64),
+        l2_regularization_strength=tf.constant(0.0, F64)),
+    "nesterov": lambda: tf1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+}
+
+
+def _rare_optimizers(n, b, steps, use_resource):
+    if not use_resource:
+        tf1.disable_control_flow_v2()
+    ids, y = _ids_and_targets(52, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        step = tf1.train.get_or_create_global_step()
+        trains = []
+        for name, make in sorted(_RARE_OPTIMIZERS.items()):
+            with tf1.variable_scope(name):
+                _, _, _, _, loss = _embedding_regression(53, use_resource)
+            trains.append(make().minimize(loss))
+        # AdagradDA needs the global step: it is the step's own counter here
+        with tf1.variable_scope("adagrad_da"):
+            _, _, _, _, loss = _embedding_regression(54, use_resource)
+        trains.append(tf1.train.AdagradDAOptimizer(0.2, step, l2_regularization_strength=0.01).minimize(loss))
+        with tf.control_dependencies(trains):
+            train = tf1.assign_add(step, 1, name="train").op
+        placeholders = [g.get_tensor_by_name(f"{s}/{p}:0") for s in [*sorted(_RARE_OPTIMIZERS), "adagrad_da"]
+                        for p in ("ids", "y")]
+    arrays = [ids, y] * (len(_RARE_OPTIMIZERS) + 1)
+    return Case(g, train, _rows(arrays, placeholders))
+
+
+def rare_optimizers(n, b, steps, graph_batch, lr_scale=1.0):
+    return _rare_optimizers(n, b, steps, use_resource=True)
+
+
+def rare_optimizers_ref(n, b, steps, graph_batch, lr_scale=1.0):
+    return _rare_optimizers(n, b, steps, use_resource=False)
+
+
+def keras_layers(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.keras layers (Embedding, Dense) in a v1 graph, tf1.losses' mean cross-entropy, L2 regularization
+    collected by tf1.losses, Adam."""
+    ids = np.random.RandomState(55).randint(0, VOCAB, size=(n * b * steps, 4)).astype(np.int32)
+    labels = (ids.sum(axis=1) % 3).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        idp, lp = tf1.placeholder(tf.int32, [None, 4], "ids"), tf1.placeholder(tf.int32, [None], "labels")
+        init = tf.keras.initializers.RandomUniform(-0.3, 0.3, seed=55)
+        x = tf.keras.layers.Embedding(VOCAB, 5, embeddings_initializer=init, dtype=F64)(idp)
+        x = tf.keras.layers.GlobalAveragePooling1D(dtype=F64)(x)
+        x = tf.keras.layers.Dense(6, activation="relu", dtype=F64,
+                                  kernel_initializer=tf.keras.initializers.GlorotUniform(seed=56))(x)
+        logits = tf.keras.layers.Dense(3, dtype=F64, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=57),
+                                       kernel_regularizer=tf.keras.regularizers.l2(0.01))(x)
+        loss = tf1.losses.sparse_softmax_cross_entropy(lp, logits)
+        for penalty in tf1.get_collection(tf1.GraphKeys.REGULARIZATION_LOSSES) or \
+                [tf.add_n([0.01 * tf.reduce_sum(tf.square(w)) for w in tf1.trainable_variables()
+                           if "kernel" in w.name])]:
+            loss += penalty
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, labels), (idp, lp)))
+
+
+def _loss_scaled_finite_check(n, b, steps, v1_cond):
+    """Mixed-precision style: the loss is scaled by 64, gradients unscaled, and the update runs under tf.cond only
+    when every gradient is finite; a decayed learning rate; per-gradient clip by value. With v2 control flow the
+    cond is one op (If) that updates every variable; with v1's, its predicate is one more value that every
+    worker's update needs."""
+    if v1_cond:
+        tf1.disable_control_flow_v2()
+    ids, y = _ids_and_targets(58, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(58)
+        hidden = _dense(tf.cast(idp, F64), 3, "side", 59, tf.tanh)
+        loss += 0.1 * tf.reduce_mean(tf.square(hidden))
+        step = tf1.train.get_or_create_global_step()
+        lr = tf1.train.exponential_decay(0.3, step, 2, 0.7, staircase=True)
+        opt = tf1.train.MomentumOptimizer(lr, 0.5)
+        scaled = opt.compute_gradients(loss * 64.0)
+        unscaled = []
+        for grad, var in scaled:
+            if isinstance(grad, tf.IndexedSlices):
+                grad = tf.IndexedSlices(tf.clip_by_value(grad.values / 64.0, -0.05, 0.05), grad.indices,
+                                        grad.dense_shape)
+            else:
+                grad = tf.clip_by_value(grad / 64.0, -0.05, 0.05)
+            unscaled.append((grad, var))
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(gv[0].values if isinstance(gv[0], tf.IndexedSlices)
+                                                                else gv[0])) for gv in unscaled])
+        train = tf.cond(finite, lambda: tf.group(opt.apply_gradients(unscaled, global_step=step)),
+                        lambda: tf.group(step.assign_add(1)), name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def loss_scaled_finite_check(n, b, steps, graph_batch, lr_scale=1.0):
+    return _loss_scaled_finite_check(n, b, steps, v1_cond=False)
+
+
+def loss_scaled_finite_check_v1_cond(n, b, steps, graph_batch, lr_scale=1.0):
+    return _loss_scaled_finite_check(n, b, steps, v1_cond=True)
+
+
+def ema_with_num_updates(n, b, steps, graph_batch, lr_scale=1.0):
+    """The moving averages' decay follows the global step (num_updates) that the train op they wait for has just
+    incremented: in HYBRID the step lives on a server, the replicated variables' averages in every worker, and
+    each worker's average must read the incremented step as one device does."""
+    ids, y = _ids_and_targets(60, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(60)
+        step = tf1.train.get_or_create_global_step()
+        opt_op = tf1.train.AdamOptimizer(0.05).minimize(loss, global_step=step)
+        with tf.control_dependencies([opt_op]):
+            train = tf1.train.ExponentialMovingAverage(0.9, num_updates=step).apply(tf1.trainable_variables())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+USER_GRAPHS_MORE = {
+    "hand_written_sgd": hand_written_sgd,
+    "hand_written_momentum": hand_written_momentum,
+    "hand_written_momentum_ref": hand_written_momentum_ref,
+    "rare_optimizers": rare_optimizers,
+    "rare_optimizers_ref": rare_optimizers_ref,
+    "keras_layers": keras_layers,
+    "ema_with_num_updates": ema_with_num_updates,
+    "loss_scaled_finite_check": loss_scaled_finite_check,
+    "loss_scaled_finite_check_v1_cond": loss_scaled_finite_check_v1_cond,
+}

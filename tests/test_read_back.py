@@ -1,0 +1,86 @@
+"""State read back after a step wrote it (a hand-written momentum buffer, Adam's slots, the global step an
+average's decay follows): where the plan puts it, and that no worker reads it before the write it waited for.
+Rewrites only; tests/equivalence runs these graphs (user_graphs_more.py)."""
+import tensorflow as tf
+
+import parallax
+from parallax.planning import plan_job
+from parallax.rewrite.pipeline import rewrite
+from tests.equivalence.cases import F64
+from tests.equivalence.run_case import case_builder
+
+tf1 = tf.compat.v1
+TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0\n127.0.0.2: 0")
+
+
+def _plan_and_rewrite(graph, mode):
+    config = parallax.Config(run_option=mode)
+    plan = plan_job(graph, parallax.analyze(graph), TWO_HOSTS, config)
+    return plan, rewrite(graph, plan, config)
+
+
+def _graph(name):
+    v2_control_flow = tf1.control_flow_v2_enabled()
+    try:
+        return case_builder(name)(2, 2, 6, 2).graph
+    finally:
+        if v2_control_flow:
+            tf1.enable_control_flow_v2()  # a ref-variable case turns it off, as a TF1 script would
+
+
+def test_the_analysis_names_what_a_step_writes_from_state_it_read_back():
+    for name in ("hand_written_momentum", "hand_written_momentum_ref"):
+        state = {s.name: s for s in parallax.analyze(_graph(name)).state}
+        assert state["head/buffer"].read_back_by == ("head",)
+        assert state["embedding/buffer"].read_back_by == ("embedding",)
+        assert state["global_step"].read_back_by == ()
+    state = {s.name: s for s in parallax.analyze(_graph("ema_with_num_updates")).state}
+    assert state["global_step"].read_back_by == ("embedding/ExponentialMovingAverage",
+                                                 "head/ExponentialMovingAverage")
+    assert state["beta1_power"].read_back_by == ()  # read by the updates before its own write, not after
+
+
+def test_state_a_replica_reads_back_is_held_by_every_worker_and_server_state_stays_on_servers():
+    plan, _ = _plan_and_rewrite(_graph("hand_written_momentum"), "HYBRID")
+    where = {s.name: s.ps_task for s in plan.state}
+    assert plan.variable("head").method == "AR" and where["head/buffer"] is None
+    assert plan.variable("embedding").method == "PS" and where["embedding/buffer"] is not None
+    plan, _ = _plan_and_rewrite(_graph("ema_with_num_updates"), "HYBRID")
+    where = {s.name: s.ps_task for s in plan.state}
+    assert where["global_step"] is None and where["head/ExponentialMovingAverage"] is None
+    assert where["beta1_power"] is not None and where["embedding/ExponentialMovingAverage"] is not None
+    plan, _ = _plan_and_rewrite(_graph("ema_with_num_updates"), "PS")
+    assert all(s.ps_task is not None for s in plan.state)  # no replica reads anything back
+
+
+def test_a_read_of_server_state_after_its_write_keeps_its_wait():
+    """Adam's sparse update reads its slots back after scattering into them; the global step increment that every
+    worker makes (HYBRID, read back by a replicated average) waits for that update's group. Cutting the group's
+    waits for the other workers must not cut the reads' waits: the chief's update would read stale slots."""
+    graph = _graph("ema_with_num_updates")
+    _, rewritten = _plan_and_rewrite(graph, "HYBRID")
+    g = rewritten.graph
+    deferred = {op for op, _ in rewritten.sync.deferred}
+    for op in graph.get_operations():
+        if op.type == "ReadVariableOp" and op.control_inputs and "update_embedding" in op.name:
+            assert op.name not in deferred
+            waits = {c.name for c in g.get_operation_by_name(op.name).control_inputs}
+            assert waits == {c.name for c in op.control_inputs}, op.name
+
+
+def test_work_every_worker_does_that_reads_server_state_after_its_write_is_refused_not_raced():
+    """A local variable (every worker's own) set from the global step read after the train op incremented it: in
+    PS mode the step lives on a server, and only the chief's step writes it, after every worker's step."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(F64, [None, 2], "x")
+        w = tf1.get_variable("w", [2, 1], F64, initializer=tf1.ones_initializer())
+        step = tf1.train.get_or_create_global_step()
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)), step)
+        seen = tf1.get_variable("seen_step", [], tf.int64, initializer=tf1.zeros_initializer(),
+                                collections=[tf1.GraphKeys.LOCAL_VARIABLES], use_resource=True)
+        with tf.control_dependencies([train]):
+            write = seen.assign(step.read_value()).op
+    _, rewritten = _plan_and_rewrite(g, "PS")
+    why = dict(rewritten.sync.unsupported)
+    assert "only the chief computes" in why.get(write.name, ""), why
