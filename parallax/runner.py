@@ -90,7 +90,8 @@ class Runner:
             run_metadata = run_metadata if run_metadata is not None else tf1.RunMetadata()
         try:
             ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
-                                     "targets": variant.targets, "released": variant.released or []},
+                                     "targets": variant.targets + variant.branch_targets,
+                                     "released": variant.released or []},
                                     feed_dict=feeds or None, options=options, run_metadata=run_metadata)
         except tf.errors.OpError as e:
             stuck = collectives.collective_named(e.message, self._collective_names(variant))

@@ -37,6 +37,9 @@ class Variant:
     ancestors: frozenset = frozenset()
     digest: str = ""  # the fetch set's, the same in every worker that fetches the same elements
     name: str = ""  # its first fetch, for messages
+    # Ops in a v1 cond's branch that the step runs: a branch not taken is dead, and so is whatever waits for an op
+    # in it, so nothing (arrival, release, fence) waits for these; the fetched cond's join does.
+    branch_targets: List[tf.Operation] = dataclasses.field(default_factory=list)
 
 
 def fetch_digest(key):
@@ -60,6 +63,10 @@ class SyncSteps:
         self._collectives = {op(c) for c in sync_graph.collectives}
         self.chief_only = self._chief_only({op(r) for r in sync_graph.roots})
         self._in_loops = graph_utils.v1_loop_ops(graph)
+        # A v1 cond's branch not taken is dead, and so is anything that waits for an op in it: a step may run
+        # such ops (a replica's update under a loss scale's finiteness check), but its arrival and its release
+        # never wait for them; they wait for the cond's join through the fetches.
+        self._in_branches = graph_utils.v1_cond_ops(graph) - self._in_loops
         self._cache = {}
 
     def variant(self, key, leaves):
@@ -89,7 +96,7 @@ class SyncSteps:
         return self._worker_variant(leaves, ops, ancestors, contributions, side_effects, writes, digest)
 
     def _chief_variant(self, leaves, ops, ancestors, contributions, side_effects, writes, digest):
-        targets = sorted(set(contributions + side_effects), key=lambda o: o.name)
+        targets, in_branches = self._split(contributions + side_effects)
         sent = self._values_for_others(leaves, ops)
         if writes or sent:
             with self._building(), tf.control_dependencies(targets + [o for o in ops if o is not None]):
@@ -97,7 +104,8 @@ class SyncSteps:
                                      for q in self._release_queues(digest, [leaves[i] for i in sent])],
                                    name=f"{SYNC_SCOPE}/{digest}/release")
             targets.append(release)
-        return Variant(list(leaves), targets, {}, synchronized=True, ancestors=frozenset(ancestors))
+        return Variant(list(leaves), targets, {}, synchronized=True, ancestors=frozenset(ancestors),
+                       branch_targets=in_branches)
 
     def _worker_variant(self, leaves, ops, ancestors, contributions, side_effects, writes, digest):
         for op in side_effects:
@@ -107,9 +115,10 @@ class SyncSteps:
         run_leaves = [x if op is not None and op not in self.chief_only else None for x, op in zip(leaves, ops)]
         seeds = mine + contributions + [_op_of(x) for x in run_leaves if x is not None]
         feeds = self._check_runnable(seeds)
-        targets = sorted(set(mine + contributions), key=lambda o: o.name)
+        targets, in_branches = self._split(mine + contributions)
         sent = self._values_for_others(leaves, ops)
-        variant = Variant(run_leaves, targets, feeds, synchronized=True, ancestors=frozenset(ancestors))
+        variant = Variant(run_leaves, targets, feeds, synchronized=True, ancestors=frozenset(ancestors),
+                          branch_targets=in_branches)
         with self._building():
             waited = targets + [o for o in (_op_of(x) for x in run_leaves if x is not None)]
             if writes:
@@ -125,6 +134,11 @@ class SyncSteps:
                 variant.released = released if isinstance(released, list) else [released]
                 variant.from_chief = {i: k + 1 for k, i in enumerate(sent)}
         return variant
+
+    def _split(self, ops):
+        """(ops a step may wait for, ops inside a v1 cond's branch), each sorted by name."""
+        ops = sorted(set(ops), key=lambda o: o.name)
+        return [o for o in ops if o not in self._in_branches], [o for o in ops if o in self._in_branches]
 
     def _values_for_others(self, leaves, ops):
         """Leaves that are tensors only the chief computes: it sends their values with the release."""

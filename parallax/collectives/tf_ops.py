@@ -22,6 +22,10 @@ MAX_DYNAMIC = 1 << 10  # collectives with per-step keys in one graph
 STEPS_BEFORE_REUSE = (FENCE_BASE - DYNAMIC_BASE) // MAX_DYNAMIC  # then keys wrap (about a million steps)
 
 
+# the dtypes CollectiveGatherV2 takes
+_GATHERED = {d: d for d in (tf.float16, tf.float32, tf.float64, tf.int32, tf.int64)}
+
+
 class TFCollectives:
     name = "tf"
 
@@ -50,9 +54,14 @@ class TFCollectives:
             return tf.boolean_mask(gathered, real, name="rows")
 
     def broadcast(self, tensor, name):
-        """Worker 0's `tensor`, in every worker (the others give a tensor of the same shape)."""
+        """Worker 0's `tensor`, in every worker (the others give a tensor of the same shape). Any dtype: the
+        gather takes only floats and 32/64-bit integers, so others (a tf.cond's bool predicate) travel cast."""
         with tf.name_scope(name):
-            first = self._gather(tf.expand_dims(tensor, 0), self._key(tensor, "gather"), "gather")[0]
+            carrier = _GATHERED.get(tensor.dtype.base_dtype) or (tf.float32 if tensor.dtype.is_floating else tf.int32)
+            sent = tensor if carrier == tensor.dtype.base_dtype else tf.cast(tensor, carrier)
+            first = self._gather(tf.expand_dims(sent, 0), self._key(tensor, "gather"), "gather")[0]
+            if carrier != tensor.dtype.base_dtype:
+                first = tf.cast(first, tensor.dtype.base_dtype)
             return tf.identity(first, name="value")
 
     def created(self):

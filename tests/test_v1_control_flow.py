@@ -1,0 +1,69 @@
+"""v1 tf.cond branches in a synchronized step: a branch not taken is dead, and so is whatever waits for an op in
+it. The step may run a branch's ops, but its arrival, release and fence never wait for them (a release that did
+would never be sent, and every worker would wait for it). tests/equivalence runs such a graph in every mode
+(loss_scaled_finite_check_v1_cond)."""
+import tensorflow as tf
+
+import parallax
+from parallax import graph_utils
+from parallax.planning import plan_job
+from parallax.rewrite.pipeline import rewrite
+from parallax.sync_step import SyncSteps
+from tests.equivalence.run_case import case_builder
+
+tf1 = tf.compat.v1
+
+
+def _v1(build):
+    v2 = tf1.control_flow_v2_enabled()
+    tf1.disable_control_flow_v2()
+    try:
+        return build()
+    finally:
+        if v2:
+            tf1.enable_control_flow_v2()
+
+
+def test_ops_inside_v1_branches_are_found_through_nesting_and_loops():
+    def build():
+        g = tf.Graph()
+        with g.as_default():
+            p, q = tf1.placeholder(tf.bool, name="p"), tf1.placeholder(tf.bool, name="q")
+            x = tf1.placeholder(tf.float32, name="x")
+
+            def outer():
+                inner = tf.cond(q, lambda: tf.identity(x * 2, name="inner_then"), lambda: tf.identity(x, name="e"))
+                looped = tf1.while_loop(lambda i: i < 3.0, lambda i: i + 1.0, [inner])
+                return tf.identity(looped, name="after_loop")
+            out = tf.cond(p, outer, lambda: tf.identity(x, name="outer_else"))
+            tf.identity(out, name="after_cond")
+        return g
+    g = _v1(build)
+    inside = {op.name for op in graph_utils.v1_cond_ops(g)}
+    assert any(n.endswith("inner_then") for n in inside) and any(n.endswith("outer_else") for n in inside)
+    assert any(n.endswith("after_loop") for n in inside)  # inside the outer branch, after a loop in it
+    assert "after_cond" not in inside and "x" not in inside  # after the join, before the switch
+
+
+def test_a_step_runs_the_ops_of_a_branch_but_waits_only_for_its_join():
+    case = _v1(lambda: case_builder("loss_scaled_finite_check_v1_cond")(2, 2, 6, 2))
+    config = parallax.Config(run_option="HYBRID", collective_backend="tf")
+    plan = plan_job(case.graph, parallax.analyze(case.graph), parallax.ResourceSpec.parse(
+        "127.0.0.1: 0\n127.0.0.2: 0"), config)
+    rewritten = rewrite(case.graph, plan, config)
+    g = rewritten.graph
+    fetch = g.as_graph_element(case.train_op.name)
+    in_branches = graph_utils.v1_cond_ops(g)
+    for worker in (0, 1):
+        variant = SyncSteps(g, rewritten.sync, worker, 2).variant((fetch.name,), [fetch])
+        replicas = {op.name for op in variant.branch_targets if op.type == "ResourceApplyMomentum"}
+        assert replicas == {"train/Momentum/update_head/ResourceApplyMomentum",
+                            "train/Momentum/update_side/kernel/ResourceApplyMomentum",
+                            "train/Momentum/update_side/bias/ResourceApplyMomentum"}
+        assert not set(variant.targets) & in_branches
+        waiting = [op for op in variant.targets if op.name.startswith("parallax_sync/")]
+        assert waiting, [op.name for op in variant.targets]
+        for op in waiting:  # the arrival or the release waits for no op of a branch, only for the cond's join
+            waits = set(op.control_inputs)
+            waits |= {w for c in op.control_inputs if c.type == "NoOp" for w in c.control_inputs}
+            assert not waits & set(variant.branch_targets), op.name
