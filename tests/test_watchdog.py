@@ -48,13 +48,30 @@ def test_a_silent_server_is_named_as_a_server_and_its_return_is_said():
     assert dog.check(15) == ([f"{PS} is heard again after 15 s"], None)
 
 
-def test_a_long_first_step_does_not_trip_it_while_every_process_beats():
+def test_start_up_does_not_trip_it_while_every_process_beats():
+    dog = _dog()
+    dog.step(W0, 1, 1)
+    for t in range(2, 500, 2):  # W1 restores a large checkpoint for 8 minutes before its first step
+        _beat(dog, t, W0, W1, PS)
+        assert dog.check(t) == ([], None)
+
+
+def test_a_first_step_that_never_ends_is_said_and_ends_the_job():
+    """Every worker in step 1, every process beating, nothing advancing (a release that is never sent): not silent,
+    and not forever."""
     dog = _dog()
     for label in (W0, W1):
         dog.step(label, 1, 1)
-    for t in range(2, 500, 2):  # a first step of 8 minutes: a big restore, a compilation
-        _beat(dog, t, W0, W1, PS)
-        assert dog.check(t) == ([], None)
+    _beat(dog, 11, W0, W1, PS)
+    notes, failure = dog.check(11)
+    assert failure is None and len(notes) == 1
+    assert notes[0].startswith("stall: no synchronized step started for 10 s: every running worker is in step 1 "
+                               "(the first: if it compiles or restores for longer, raise stall_timeout_s)")
+    _beat(dog, 61, W0, W1, PS)
+    _, failure = dog.check(61)
+    assert failure is not None and failure[0].endswith("ended after stall_timeout_s=60")
+    dog.step(W0, 2, 62)
+    assert "steps advance again" in (dog.check(62)[0] or [""])[0]
 
 
 def test_no_progress_names_the_workers_behind():
@@ -91,7 +108,7 @@ def test_finished_workers_owe_no_heartbeat_and_timeout_0_never_ends_the_job():
         dog.up(label, 0)
         dog.step(label, 1, 0)
     dog.ended(W1, 1)
-    _beat(dog, 1000, W0)
+    dog.step(W0, 2, 1000)  # W0 goes on alone (a job may end its workers at different times)
     assert dog.check(1000) == ([], None)
     dog.up(PS, 1000)
     notes, failure = dog.check(5000)

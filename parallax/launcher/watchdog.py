@@ -9,10 +9,11 @@ Two signs, from what every launched process already sends through mpirun and ssh
   furthest one are named (the others wait for them in a collective or at the step barrier); when all are in the
   same step and all beat, the step itself is stuck, and every worker's place is said.
 
-A long first step (graph building, initialization, a large checkpoint restore, a first step that compiles) does not
-trip it: the progress sign is armed only once every worker has finished its first synchronized step, and a process
-that is busy, however long, still beats. Each sign warns after `warning_s` and ends the job after `timeout_s`
-(0 turns either off).
+Graph building, initialization and a large checkpoint restore do not trip it: the progress sign is armed once every
+worker has started its first synchronized step, and a process that is busy, however long, still beats. The first
+step itself is watched like any other (a step that waits forever for a worker that will never send its part is
+stuck whether or not it is the first); its message says that a first step may compile. Each sign warns after
+`warning_s` and ends the job after `timeout_s` (0 turns either off).
 """
 
 
@@ -53,7 +54,7 @@ class Watchdog:
 
     def _arm_or_advance(self, now):
         running = [w for w in self.workers if w not in self._ended]
-        if self._progress_at is not None or all(self._step.get(w, 0) >= 2 for w in running):
+        if self._progress_at is not None or all(self._step.get(w, 0) >= 1 for w in running):
             self._progress_at = now
             self._back(("progress",), now, "the workers' steps advance again")
 
@@ -110,6 +111,7 @@ class Watchdog:
             places = ", ".join(f"{w} (in step {self._step.get(w, 0)})" for w in behind)
             return (f"no synchronized step started for {still:.0f} s: {places} "
                     f"{'has' if len(behind) == 1 else 'have'} not reached step {furthest}, where the others wait")
-        return (f"no synchronized step started for {still:.0f} s: every running worker is in step {furthest} and "
-                f"every process still beats, so the step itself is stuck (a collective, a parameter server, or the "
-                f"script's own code)")
+        first = " (the first: if it compiles or restores for longer, raise stall_timeout_s)" if furthest == 1 else ""
+        return (f"no synchronized step started for {still:.0f} s: every running worker is in step {furthest}{first} "
+                f"and every process still beats, so the step itself is stuck (a collective, a parameter server, or "
+                f"the script's own code)")
