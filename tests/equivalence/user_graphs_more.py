@@ -199,6 +199,64 @@ def ema_with_num_updates(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
+def keras_gru(n, b, steps, graph_batch, lr_scale=1.0):
+    """A tf.keras GRU (a v2 while loop, its weights read inside the loop's function) over embedded ids, in a v1
+    graph, trained by RMSProp."""
+    ids = np.random.RandomState(61).randint(0, VOCAB, size=(n * b * steps, 5)).astype(np.int32)
+    y = np.cos(ids).mean(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 5], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        uniform = lambda seed: tf.keras.initializers.RandomUniform(-0.3, 0.3, seed=seed)  # noqa: E731
+        x = tf.keras.layers.Embedding(VOCAB, 4, embeddings_initializer=uniform(61), dtype=F64)(idp)
+        x = tf.keras.layers.GRU(3, kernel_initializer=uniform(62), recurrent_initializer=uniform(63), dtype=F64)(x)
+        pred = tf.keras.layers.Dense(1, kernel_initializer=uniform(64), dtype=F64)(x)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.RMSPropOptimizer(0.05).minimize(loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def plateau_lr_and_summaries(n, b, steps, graph_batch, lr_scale=1.0):
+    """The learning rate is a variable the script halves by a fetch of its own between train steps (a decay on
+    plateau); the train steps also fetch the loss and a merged summary; the embedding's rows are clipped by
+    norm per variable, and the gradients are colocated with their ops."""
+    ids, y = _ids_and_targets(65, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(65)
+        lr = tf1.get_variable("learning_rate", [], F64, initializer=tf1.constant_initializer(0.3), trainable=False,
+                              use_resource=True)
+        halve = lr.assign(lr * 0.5).op
+        opt = tf1.train.GradientDescentOptimizer(lr)
+        grads = opt.compute_gradients(loss, colocate_gradients_with_ops=True)
+        clipped = [(tf.IndexedSlices(tf.clip_by_norm(gr.values, 0.05, axes=[1]), gr.indices, gr.dense_shape)
+                    if isinstance(gr, tf.IndexedSlices) else tf.clip_by_norm(gr, 0.1), v) for gr, v in grads]
+        train = opt.apply_gradients(clipped, global_step=tf1.train.get_or_create_global_step())
+        tf1.summary.scalar("loss", loss)
+        tf1.summary.histogram("head", head)
+        summaries = tf1.summary.merge_all()
+    return Case(g, train, _rows((ids, y), (idp, yp)),
+                step_fetch=lambda k: halve if k == 3 else [train, loss, summaries])
+
+
+def shard_list_debiased_average(n, b, steps, graph_batch, lr_scale=1.0):
+    """An embedding the script splits by hand into a list of two variables (embedding_lookup's `mod` partition
+    strategy), Adagrad, and moving averages with zero debiasing (their own biased value and step count, written and
+    read back in the same step)."""
+    ids, y = _ids_and_targets(66, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        shards = [tf1.get_variable(f"shard_{i}", [VOCAB // 2, 4], F64, initializer=_init(66 + i), use_resource=True)
+                  for i in range(2)]
+        x = tf.reduce_sum(tf1.nn.embedding_lookup(shards, idp, partition_strategy="mod"), axis=1)
+        loss = tf.reduce_mean(tf.square(_dense(x, 1, "out", 68) - yp))
+        opt_op = tf1.train.AdagradOptimizer(0.2).minimize(loss, global_step=tf1.train.get_or_create_global_step())
+        with tf.control_dependencies([opt_op]):
+            train = tf1.train.ExponentialMovingAverage(0.8, zero_debias=True).apply(tf1.trainable_variables())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
 USER_GRAPHS_MORE = {
     "hand_written_sgd": hand_written_sgd,
     "hand_written_momentum": hand_written_momentum,
@@ -207,6 +265,9 @@ USER_GRAPHS_MORE = {
     "rare_optimizers_ref": rare_optimizers_ref,
     "keras_layers": keras_layers,
     "ema_with_num_updates": ema_with_num_updates,
+    "keras_gru": keras_gru,
+    "shard_list_debiased_average": shard_list_debiased_average,
+    "plateau_lr_and_summaries": plateau_lr_and_summaries,
     "loss_scaled_finite_check": loss_scaled_finite_check,
     "loss_scaled_finite_check_v1_cond": loss_scaled_finite_check_v1_cond,
 }
