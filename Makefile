@@ -8,8 +8,10 @@ PY     := $(VENV)/bin/python
 PYTEST ?= -q
 export TF
 export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
-# The user graphs run in every mode in the default environment; on TF 2.21 in HYBRID only (CI's time).
+# The user graphs and the random graphs run in every mode in the default environment; on TF 2.21 in HYBRID only,
+# which runs collectives and servers together (CI's time).
 export PARALLAX_USER_GRAPH_MODES := $(if $(filter 2.15,$(TF)),MPI$(,)PS$(,)HYBRID,HYBRID)
+export PARALLAX_RANDOM_GRAPH_MODES := $(PARALLAX_USER_GRAPH_MODES)
 # (test_tf_backend.py names the tf backend, which "auto" already is there; test_auto.py runs AUTO's plans on tf,
 # which the default environment covers, and would add 6 minutes.)
 NEWEST_TF_TESTS := tests/equivalence tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py \
