@@ -5,7 +5,7 @@ from parallax import Config
 from parallax.errors import ConfigError, ParallaxError
 from parallax.launcher import cli
 from parallax.launcher.job import LaunchOptions, heartbeat_interval
-from parallax.launcher.watchdog import Watchdog
+from parallax.launcher.watchdog import FIRST_STEP_TIMEOUT_FLOOR_S, Watchdog
 
 W0, W1, PS = "h0/worker/0", "h1/worker/1", "h0/ps/0"
 
@@ -58,7 +58,8 @@ def test_start_up_does_not_trip_it_while_every_process_beats():
 
 def test_a_first_step_that_never_ends_is_said_and_ends_the_job():
     """Every worker in step 1, every process beating, nothing advancing (a release that is never sent): not silent,
-    and not forever."""
+    and not forever; but a first step may partition the graph or compile, so it ends the job no sooner than
+    FIRST_STEP_TIMEOUT_FLOOR_S, however short stall_timeout_s is."""
     dog = _dog()
     for label in (W0, W1):
         dog.step(label, 1, 1)
@@ -67,11 +68,27 @@ def test_a_first_step_that_never_ends_is_said_and_ends_the_job():
     assert failure is None and len(notes) == 1
     assert notes[0].startswith("stall: no synchronized step started for 10 s: every running worker is in step 1 "
                                "(the first: if it compiles or restores for longer, raise stall_timeout_s)")
-    _beat(dog, 61, W0, W1, PS)
-    _, failure = dog.check(61)
+    assert notes[0].endswith(f"the job ends if this lasts {FIRST_STEP_TIMEOUT_FLOOR_S:g} s (stall_timeout_s)")
+    for t in range(12, int(FIRST_STEP_TIMEOUT_FLOOR_S), 10):
+        _beat(dog, t, W0, W1, PS)
+        assert dog.check(t)[1] is None
+    end = 1 + FIRST_STEP_TIMEOUT_FLOOR_S
+    _beat(dog, end, W0, W1, PS)
+    _, failure = dog.check(end)
+    assert failure is not None and failure[0].endswith(
+        f"ended after {FIRST_STEP_TIMEOUT_FLOOR_S:g} s, a first step's least (stall_timeout_s=60)")
+    dog.step(W0, 2, end + 1)
+    assert "steps advance again" in (dog.check(end + 1)[0] or [""])[0]
+
+
+def test_a_later_step_ends_the_job_after_stall_timeout_s():
+    dog = _dog()
+    for step in (1, 2):
+        for label in (W0, W1):
+            dog.step(label, step, step)
+    _beat(dog, 62, W0, W1, PS)
+    _, failure = dog.check(62)
     assert failure is not None and failure[0].endswith("ended after stall_timeout_s=60")
-    dog.step(W0, 2, 62)
-    assert "steps advance again" in (dog.check(62)[0] or [""])[0]
 
 
 def test_no_progress_names_the_workers_behind():

@@ -12,9 +12,14 @@ Two signs, from what every launched process already sends through mpirun and ssh
 Graph building, initialization and a large checkpoint restore do not trip it: the progress sign is armed once every
 worker has started its first synchronized step, and a process that is busy, however long, still beats. The first
 step itself is watched like any other (a step that waits forever for a worker that will never send its part is
-stuck whether or not it is the first); its message says that a first step may compile. Each sign warns after
-`warning_s` and ends the job after `timeout_s` (0 turns either off).
+stuck whether or not it is the first); its message says that a first step may compile, and it ends the job only
+after FIRST_STEP_TIMEOUT_FLOOR_S at least. Each sign warns after `warning_s` and ends the job after `timeout_s`
+(0 turns either off).
 """
+
+# A first step (graph partitioning, a collective group forming, a compilation) ends the job no sooner than this,
+# however short stall_timeout_s is; a later step that takes that long has stalled.
+FIRST_STEP_TIMEOUT_FLOOR_S = 120.0
 
 
 class Watchdog:
@@ -70,18 +75,25 @@ class Watchdog:
         silent = any(key[0] == "silent" for key in self._warned)  # which explains the lack of progress
         if self._progress_at is not None and not failure and not silent:
             still = now - self._progress_at
-            verdict = self._judge(("progress",), still, now, notes, lambda: self._stuck(still))
+            verdict = self._judge(("progress",), still, now, notes, lambda: self._stuck(still), self._first_step())
             failure = verdict and (verdict, (self._behind() or [None])[0])
         return notes, failure
 
-    def _judge(self, key, quiet, now, notes, describe):
-        if self.timeout_s and quiet >= self.timeout_s:
+    def _judge(self, key, quiet, now, notes, describe, first_step=False):
+        timeout = max(self.timeout_s, FIRST_STEP_TIMEOUT_FLOOR_S) if first_step and self.timeout_s else self.timeout_s
+        if timeout and quiet >= timeout:
+            if timeout != self.timeout_s:
+                return (f"{describe()}; ended after {timeout:g} s, a first step's least "
+                        f"(stall_timeout_s={self.timeout_s:g})")
             return f"{describe()}; ended after stall_timeout_s={self.timeout_s:g}"
         if self.warning_s and quiet >= self.warning_s and key not in self._warned:
             self._warned[key] = now - quiet
-            later = f"; the job ends if this lasts {self.timeout_s:g} s (stall_timeout_s)" if self.timeout_s else ""
+            later = f"; the job ends if this lasts {timeout:g} s (stall_timeout_s)" if timeout else ""
             notes.append(f"stall: {describe()}{later}")
         return None
+
+    def _first_step(self):
+        return max((self._step.get(w, 0) for w in self.workers if w not in self._ended), default=0) <= 1
 
     def _back(self, key, now, text):
         began = self._warned.pop(key, None)
