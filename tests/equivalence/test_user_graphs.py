@@ -25,8 +25,16 @@ def _check(out, case, workers, mode):
     print(f"{mode} {case} N={workers}: max abs diff over {len(diffs)} variables = {max(diffs.values()):.3g}")
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("case", sorted(USER_GRAPHS))
+# Graphs that no rule was written for and that were exact in every mode when added (user_graphs_more.py): HYBRID,
+# which runs collectives and servers together, keeps them exact; `make fuzz CASES=all` runs them in every mode.
+HYBRID_ONLY = ("rare_optimizers", "rare_optimizers_ref", "keras_layers", "keras_gru", "plateau_lr_and_summaries",
+               "shard_list_debiased_average")
+
+
+RUNS = [(case, mode) for case in sorted(USER_GRAPHS) for mode in MODES if case not in HYBRID_ONLY or mode == "HYBRID"]
+
+
+@pytest.mark.parametrize("case, mode", RUNS)
 def test_user_graph_is_exact(tmp_path_factory, case, mode):
     _check(tmp_path_factory.mktemp("eq"), case, 2, mode)
 
