@@ -99,6 +99,7 @@ class LocalCluster:
         for i, (ns, veth, address) in enumerate(zip(self.namespaces, self.veths, self.hosts)):
             self._record(namespace=ns)
             _run(["ip", "netns", "add", ns])
+            self._write_name_files(ns)
             self._record(link=veth)
             _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
             _run(["ip", "link", "set", veth, "master", self.bridge, "up"])
@@ -115,6 +116,18 @@ class LocalCluster:
         with open(self.known_hosts, "w") as f:
             f.writelines(f"{a} {self._host_public_key(i)}\n" for i, a in enumerate(self.hosts))
         self._wait_for_sshd()
+
+    def _write_name_files(self, namespace):
+        """/etc/netns/<ns>/{hosts,resolv.conf}, which `ip netns exec` mounts over /etc's for sshd and all it starts:
+        every host's name resolves from the file, and any other name fails at once at the namespace's own loopback.
+        Otherwise a lookup (MPI's of each host's name) went to the machine's nameserver, which the namespace cannot
+        reach, and waited out its timeouts: 30 s and more per job start. No query leaves the test bed."""
+        etc = os.path.join(stale.NETNS_ETC, namespace)
+        os.makedirs(etc, exist_ok=True)
+        with open(os.path.join(etc, "hosts"), "w") as f:
+            f.write("127.0.0.1 localhost\n" + "".join(f"{a} {n}\n" for a, n in zip(self.hosts, self.hostnames)))
+        with open(os.path.join(etc, "resolv.conf"), "w") as f:
+            f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
 
     def _start_sshd(self, i):
         os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory

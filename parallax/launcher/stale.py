@@ -21,6 +21,7 @@ from parallax.launcher.processes import alive, signal_process
 OWNER_FILE = "owner"
 RECORDS = "/run/parallax/local-clusters"  # tmpfs: it goes with the namespaces at reboot
 ABANDONED_AFTER_S = 3600.0
+NETNS_ETC = "/etc/netns"  # `ip netns exec` mounts /etc/netns/<ns>/* over /etc: a test bed host's name files
 KILL_WAIT_S = 5.0  # how long removing a test bed waits for the processes it killed in its namespaces to die
 
 
@@ -135,6 +136,7 @@ def remove_cluster(state, wait_s=KILL_WAIT_S):
         time.sleep(0.1)
     for ns in reversed(namespaces):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(os.path.join(NETNS_ETC, ns), ignore_errors=True)  # its name files (LocalCluster)
     for link in reversed(state.get("links", [])):
         subprocess.run(["ip", "link", "del", link], capture_output=True)
     if state.get("dir") and os.path.basename(state["dir"]).startswith("parallax-cluster-"):

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from parallax.launcher.stale import NETNS_ETC
 from tests.cluster.conftest import JOB, LAUNCH, ROOT, Job, assert_nothing_left
 from tests import listening
 from tests.equivalence import harness
@@ -184,3 +185,23 @@ def test_local_cluster_option_builds_runs_and_removes_the_cluster(cluster, tmp_p
     hosts = {line.split("/worker/")[0].lstrip("[") for line in result.stdout.splitlines() if "/worker/" in line}
     assert len(hosts) == 2 and all(h.startswith("10.231.") for h in hosts), result.stdout
     assert ours() == before  # its namespaces are gone
+    left = {d for d in os.listdir(NETNS_ETC) if d.startswith("px")} - set(cluster.namespaces) \
+        if os.path.isdir(NETNS_ETC) else set()
+    assert not left, f"name files of removed test-bed hosts are left in {NETNS_ETC}: {left}"
+
+
+def test_each_host_resolves_the_test_beds_names_and_no_other_name_waits(cluster):
+    """MPI looks each host's name up. On a host of the test bed the names come from its own hosts file, and any
+    other name fails at once: a lookup never waits for (or reaches) the machine's nameserver."""
+    def lookup(host, name):
+        started = time.time()
+        result = subprocess.run(["ip", "netns", "exec", cluster.namespaces[host], "getent", "hosts", name],
+                                capture_output=True, text=True, timeout=60)
+        return result, time.time() - started
+
+    for i in range(cluster.num_hosts):
+        for j, name in enumerate(cluster.hostnames):
+            result, _ = lookup(i, name)
+            assert result.returncode == 0 and result.stdout.split()[0] == cluster.hosts[j], (i, name, result)
+        result, elapsed = lookup(i, "no-such-host.invalid")
+        assert result.returncode != 0 and elapsed < 3.0, (result, elapsed)
