@@ -8,30 +8,40 @@ PY     := $(VENV)/bin/python
 PYTEST ?= -q
 export TF
 export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
-# The user graphs and the random graphs run in every mode in the default environment; on TF 2.21 in HYBRID only,
-# which runs collectives and servers together (CI's time).
-export PARALLAX_USER_GRAPH_MODES := $(if $(filter 2.15,$(TF)),MPI$(,)PS$(,)HYBRID,HYBRID)
-export PARALLAX_RANDOM_GRAPH_MODES := $(PARALLAX_USER_GRAPH_MODES)
+# The user graphs and the random graphs run in every mode once over CI's two environments: MPI and PS here (Horovod),
+# HYBRID on TF 2.21 (TF's collectives), which runs collectives and servers together (CI's 90 minutes). The whole
+# cross product: make fuzz CASES=all [MODES=...], or PARALLAX_GRAPH_MODES=MPI,PS,HYBRID make test.
+PARALLAX_GRAPH_MODES ?= $(if $(filter 2.15,$(TF)),MPI$(,)PS,HYBRID)
+export PARALLAX_GRAPH_MODES
 # (test_tf_backend.py names the tf backend, which "auto" already is there; test_auto.py runs AUTO's plans on tf,
 # which the default environment covers, and would add 6 minutes.)
-NEWEST_TF_TESTS := tests/equivalence tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py \
+NEWEST_TF_TESTS := tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py \
                    tests/test_ssh_transport_local.py tests/test_listening_sockets.py \
                    tests/legacy/test_legacy_config.py \
-                   tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores \
-                   --ignore=tests/equivalence/test_tf_backend.py --ignore=tests/equivalence/test_auto.py
+                   tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores
+NEWEST_TF_EQUIVALENCE := --ignore=tests/equivalence/test_tf_backend.py --ignore=tests/equivalence/test_auto.py
+# The equivalence jobs run EQUIVALENCE_JOBS at a time (pytest-xdist; 0: one at a time): a job spends about a third
+# of its time waiting for its processes to start. The other tests, which time stalls and teardowns, run alone.
+EQUIVALENCE_JOBS ?= 2
+EQUIVALENCE := -n $(EQUIVALENCE_JOBS) --dist loadgroup tests/equivalence \
+               $(if $(filter 2.15,$(TF)),,$(NEWEST_TF_EQUIVALENCE))
 # The multi-host test bed (network namespaces, root) is optional for users: `make test-cluster`, which CI also runs.
 # SSH_SUITE=all runs every HYBRID and PS equivalence case over --transport ssh there (ci: one of each kind).
 SSH_SUITE ?= ci
 export PARALLAX_SSH_SUITE := $(SSH_SUITE)
-TESTS  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster,$(NEWEST_TF_TESTS))
+TESTS  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster --ignore=tests/equivalence,$(NEWEST_TF_TESTS))
 
 .PHONY: install test test-cluster demo convergence bench fuzz drill clean
 
 install:
 	@bash scripts/install.sh
 
+# Both runs always run; make fails if either did.
 test: install
-	$(PY) -m pytest $(PYTEST) $(TESTS)
+	@$(PY) -m pytest $(PYTEST) $(EQUIVALENCE); equivalence=$$?; \
+	  $(PY) -m pytest $(PYTEST) $(TESTS); rest=$$?; \
+	  echo "[test] tests/equivalence: exit $$equivalence; the other tests: exit $$rest"; \
+	  test $$equivalence = 0 && test $$rest = 0
 
 test-cluster: install
 	$(PY) -m pytest $(PYTEST) tests/cluster

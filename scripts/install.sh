@@ -43,6 +43,11 @@ if ! "$VPY" -c "import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__vers
   say "installing tensorflow-cpu==$TF_PIN, $NUMPY, mpi4py, pytest"
   "$VPY" -m pip install -q "tensorflow-cpu==$TF_PIN" "$NUMPY" mpi4py pytest
 fi
+# The equivalence jobs run two at a time (make test): each waits on process start-up for a third of its time.
+if ! "$VPY" -c 'import xdist' 2>/dev/null; then
+  say "installing pytest-xdist"
+  "$VPY" -m pip install -q pytest-xdist
+fi
 
 if [ "$HOROVOD" = 0 ] && ! "$VPY" -c 'import tf_keras' 2>/dev/null; then
   say "installing tf_keras==$TF_PIN (Keras 2, for tf.compat.v1.layers with TF_USE_LEGACY_KERAS=1)"

@@ -22,6 +22,10 @@ TIMEOUT = 300
 # pick tf for every case with sparse rows or servers), else auto, which is tf.
 BACKEND = os.environ.get("PARALLAX_TEST_BACKEND") or ("horovod" if collectives.horovod_problem() is None else "auto")
 
+# The modes the user graphs and random graphs run in: every mode unless PARALLAX_GRAPH_MODES names some (the
+# Makefile splits them over CI's two environments, so each graph runs in each mode once).
+GRAPH_MODES = tuple(os.environ.get("PARALLAX_GRAPH_MODES", "MPI,PS,HYBRID").split(","))
+
 _references = {}
 
 # Variables each case must have, so that a comparison cannot pass by comparing too little.

@@ -4,9 +4,9 @@ import pytest
 
 from tests.equivalence.harness import assert_equivalent, check_equivalence, reference, run_case, two_hosts
 
+# N=4 (two workers on each of the two hosts): the ablation's last row below, which is this test's default run.
 HYBRID_CASES = [("linear", 2), ("mlp_optimizers", 2), ("embedding_clip_adam", 2), ("ema", 2), ("batch_norm", 2),
-                ("lstm_lm", 2), ("embedding_clip_adam_partitioned", 2),
-                ("embedding_clip_adam", 4)]  # N=4: two workers on each of the two hosts
+                ("lstm_lm", 2), ("embedding_clip_adam_partitioned", 2)]
 
 
 @pytest.mark.parametrize("case, workers", HYBRID_CASES)

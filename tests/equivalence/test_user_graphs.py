@@ -1,17 +1,12 @@
 """Graphs as users write them (user_graphs.py: the rows of the equivalence issue's table, and minimal regressions
 of what the random suite found), exact in every mode on real processes: two loopback hosts, so PS and HYBRID have
 two parameter servers; at N=4 each host runs two workers, so local aggregation groups them."""
-import os
-
 import pytest
 
-from tests.equivalence.harness import assert_equivalent, reference, run_case, two_hosts
+from tests.equivalence.harness import GRAPH_MODES, assert_equivalent, reference, run_case, two_hosts
 from tests.equivalence.run_case import case_builder
 from tests.equivalence.user_graphs import USER_GRAPHS
 
-# `make test TF=2.21` runs HYBRID only (it runs collectives and servers together), to keep CI within its time; the
-# default environment runs every mode.
-MODES = tuple(os.environ.get("PARALLAX_USER_GRAPH_MODES", "MPI,PS,HYBRID").split(","))
 # At N=4 (the full matrix: make fuzz CASES=all WORKERS=4), the rows that mix servers, collectives and local state.
 FOUR_WORKERS = ("mixed_methods", "two_train_ops_ref", "grad_accumulation", "partitioned_ema_rmsprop_ref",
                 "tied_embedding_two_optimizers_clip")
@@ -25,20 +20,18 @@ def _check(out, case, workers, mode):
     print(f"{mode} {case} N={workers}: max abs diff over {len(diffs)} variables = {max(diffs.values()):.3g}")
 
 
-# Graphs that no rule was written for and that were exact in every mode when added (user_graphs_more.py): HYBRID,
-# which runs collectives and servers together, keeps them exact; `make fuzz CASES=all` runs them in every mode.
+# Graphs that no rule was written for and that were exact in every mode when added (user_graphs_more.py) run in
+# HYBRID, which runs collectives and servers together; `make fuzz CASES=all` runs them in every mode.
 HYBRID_ONLY = ("rare_optimizers", "rare_optimizers_ref", "keras_layers", "keras_gru", "plateau_lr_and_summaries",
                "shard_list_debiased_average")
 
 
-RUNS = [(case, mode) for case in sorted(USER_GRAPHS) for mode in MODES if case not in HYBRID_ONLY or mode == "HYBRID"]
+# N=2, and N=4 (two workers on each host, so local aggregation groups them) for FOUR_WORKERS in HYBRID.
+RUNS = [(case, mode, 2) for case in sorted(USER_GRAPHS) for mode in GRAPH_MODES
+        if case not in HYBRID_ONLY or mode == "HYBRID"] + \
+    [(case, "HYBRID", 4) for case in FOUR_WORKERS if "HYBRID" in GRAPH_MODES]
 
 
-@pytest.mark.parametrize("case, mode", RUNS)
-def test_user_graph_is_exact(tmp_path_factory, case, mode):
-    _check(tmp_path_factory.mktemp("eq"), case, 2, mode)
-
-
-@pytest.mark.parametrize("case", FOUR_WORKERS)
-def test_user_graph_is_exact_with_two_workers_per_host(tmp_path_factory, case):
-    _check(tmp_path_factory.mktemp("eq"), case, 4, "HYBRID")
+@pytest.mark.parametrize("case, mode, workers", RUNS)
+def test_user_graph_is_exact(tmp_path_factory, case, mode, workers):
+    _check(tmp_path_factory.mktemp("eq"), case, workers, mode)
