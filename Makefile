@@ -23,7 +23,7 @@ NEWEST_TF_EQUIVALENCE := --ignore=tests/equivalence/test_tf_backend.py --ignore=
 # The equivalence jobs run EQUIVALENCE_JOBS at a time (pytest-xdist; 0: one at a time): a job spends about a third
 # of its time waiting for its processes to start. The other tests, which time stalls and teardowns, run alone.
 EQUIVALENCE_JOBS ?= 2
-EQUIVALENCE := -n $(EQUIVALENCE_JOBS) --dist loadgroup tests/equivalence \
+EQUIVALENCE := -n $(EQUIVALENCE_JOBS) tests/equivalence \
                $(if $(filter 2.15,$(TF)),,$(NEWEST_TF_EQUIVALENCE))
 # The multi-host test bed (network namespaces, root) is optional for users: `make test-cluster`, which CI also runs.
 # SSH_SUITE=all runs every HYBRID and PS equivalence case over --transport ssh there (ci: one of each kind).

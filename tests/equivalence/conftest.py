@@ -1,15 +1,17 @@
-"""`make test` runs these jobs two at a time (pytest-xdist, --dist loadgroup). A case's tests share one group, so
-they run in one pytest process and reuse its single-process reference (harness.reference caches per process)."""
+"""`make test` runs these jobs two at a time (pytest-xdist): the single-process references live in a directory that
+both pytest processes share, so each is made once (harness.REFERENCE_DIR)."""
+import os
+
 import pytest
 
+from tests.equivalence import harness
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        params = item.callspec.params if hasattr(item, "callspec") else {}
-        if "case" in params:
-            group = str(params["case"])
-        elif "seed" in params:
-            group = f"random:{params['seed']}"
-        else:
-            group = item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(group))
+
+@pytest.fixture(scope="session", autouse=True)
+def _references_shared_by_the_sessions_processes(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each process has its own base (.../pytest-N/popen-gwK); their parent is this session's alone.
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    harness.REFERENCE_DIR = str(shared / "references")
+    yield
+    harness.REFERENCE_DIR = None

@@ -80,11 +80,33 @@ def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option=
     return dict(np.load(out))
 
 
+# Where single-process references are kept for every pytest process of the session (conftest.py sets it; pytest-xdist
+# runs the jobs in two processes, and a reference is made once for both). None: per process, under the test's dir.
+REFERENCE_DIR = None
+
+
 def reference(out_dir, case, workers, **kw):
     key = (case, workers, tuple(sorted(kw.items())))
     if key not in _references:
-        _references[key] = run_case(out_dir, case, "single", workers, **kw)
+        _references[key] = _shared_reference(case, workers, kw) if REFERENCE_DIR else \
+            run_case(out_dir, case, "single", workers, **kw)
     return _references[key]
+
+
+def _shared_reference(case, workers, kw):
+    """Made by the first process that asks (under a lock per reference), loaded by the others."""
+    import fcntl
+    os.makedirs(REFERENCE_DIR, exist_ok=True)
+    name = "".join(c if c.isalnum() else "_" for c in f"{case}-{workers}-{sorted(kw.items())}")
+    with open(os.path.join(REFERENCE_DIR, name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = os.path.join(REFERENCE_DIR, name + ".npz")
+        if os.path.exists(done):
+            return dict(np.load(done))
+        values = run_case(REFERENCE_DIR, case, "single", workers, **kw)
+        np.savez(done + ".part.npz", **values)
+        os.replace(done + ".part.npz", done)
+        return values
 
 
 def max_differences(expected, got):
