@@ -13,7 +13,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SIMPLE, LM = os.path.join(HERE, "simple_driver.py"), os.path.join(HERE, "lm_driver.py")
 MODES = [("HYBRID", True), ("PS", True), ("MPI", True), ("PS", False)]
-LAUNCHES = ["self", "parallax-launch"]
+IDS = ["HYBRID", "PS", "MPI", "async-PS"]
+# Each script runs in every mode; each (mode, launch) pair runs once over the two scripts.
+SIMPLE_RUNS = [(*mode, launch) for mode, launch in zip(MODES, ["self", "parallax-launch"] * 2)]
+LM_RUNS = [(*mode, launch) for mode, launch in zip(MODES, ["parallax-launch", "self"] * 2)]
 
 
 def _run(args, launch="self", timeout=300):
@@ -44,8 +47,7 @@ def one_device(tmp_path_factory):
     return _values(str(out))
 
 
-@pytest.mark.parametrize("launch", LAUNCHES)
-@pytest.mark.parametrize("mode,sync", MODES, ids=["HYBRID", "PS", "MPI", "async-PS"])
+@pytest.mark.parametrize("mode,sync,launch", SIMPLE_RUNS, ids=[f"{i}-{r[2]}" for i, r in zip(IDS, SIMPLE_RUNS)])
 def test_simple_example(tmp_path, one_device, launch, mode, sync):
     ckpt = str(tmp_path / "ckpt")
     out = _run([SIMPLE, "--resource_info", _resource_info(tmp_path), "--ckpt_dir", ckpt, "--max_steps", "20",
@@ -63,8 +65,7 @@ def test_simple_example(tmp_path, one_device, launch, mode, sync):
         assert got["global_step"] >= 20
 
 
-@pytest.mark.parametrize("launch", LAUNCHES)
-@pytest.mark.parametrize("mode,sync", MODES, ids=["HYBRID", "PS", "MPI", "async-PS"])
+@pytest.mark.parametrize("mode,sync,launch", LM_RUNS, ids=[f"{i}-{r[2]}" for i, r in zip(IDS, LM_RUNS)])
 def test_lm_example_ends_by_sigterm_and_its_checkpoint_restores(tmp_path, launch, mode, sync):
     ckpt = str(tmp_path / "ckpt")
     out = _run([LM, "--resource_info_file", _resource_info(tmp_path, "localhost: 0,1\n"), "--ckpt_dir", ckpt,
