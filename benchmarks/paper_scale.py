@@ -4,7 +4,8 @@ its Figure 13 (normalized throughput at 48 GPUs of TF-PS, Horovod and Parallax) 
 No job runs: this feeds parallax/cost_model.py the paper's setting and prints what it predicts. Every input is
 listed in the output with where it comes from:
 - paper: stated in the paper (cluster shape, links, Figure 13's figures as the issue quotes them);
-- architecture: computed here from the published architecture the paper names (parameter counts, rows touched);
+- architecture: computed here from the published architecture the paper names (parameter counts, the rows a
+  step's gradient carries: one per word or token of the batch, and per sampled class);
 - assumed: not in any text we have (a GPU step's time, the CPU cost of moving a byte on those machines); these are
   swept, and the output shows whether the ranking and the ratios survive the sweep.
 Normalized throughput is the paper's: throughput on 48 GPUs over one GPU's, the batch per GPU fixed, so the model's
@@ -40,7 +41,10 @@ PAPER = {"ResNet-50": (30.2, 39.5, 39.8), "Inception-v3": (28.4, 44.0, 43.6), "L
 class Model:
     dense: float  # elements
     dense_variables: int  # how many (each is a message to a server in TF-PS)
-    sparse: tuple  # (name, elements, alpha: rows one GPU's step touches / rows)
+    # (name, elements, alpha: rows one GPU's step's gradient carries / rows). As `parallax calibrate` measures it:
+    # every lookup, repeats included, since the gradient of a gather has a row per id looked up and neither
+    # Horovod's allgather nor a server's push and pull (a gather per id) merges repeated rows.
+    sparse: tuple
     step_seconds: float  # one GPU's step (assumed; swept)
     source: str
 
@@ -50,11 +54,11 @@ def _lm():
     vocab, emb, cell = 793_470, 512, 2048
     lstm = 4 * cell * (emb + emb) + 4 * cell + cell * emb  # gates over input and projected state, bias, projection
     words = 128 * 20
-    # rows touched: distinct words of a batch (at most the batch) and, for the softmax, the sampled classes too
-    distinct = min(words, vocab) * 0.6  # (assumed) share of distinct words in 2,560 words of running text
-    return Model(lstm, 3, (("embedding", vocab * emb, distinct / vocab),
-                           ("softmax_w", vocab * emb, (distinct + 8192) / vocab),
-                           ("softmax_b", vocab, (distinct + 8192) / vocab)), 0.25,
+    # a row per word for the embedding; for the softmax, a row per word's label and per sampled class (one draw of
+    # distinct classes per batch)
+    return Model(lstm, 3, (("embedding", vocab * emb, words / vocab),
+                           ("softmax_w", vocab * emb, (words + 8192) / vocab),
+                           ("softmax_b", vocab, (words + 8192) / vocab)), 0.25,
                  "LSTM-2048-512, vocabulary 793,470")
 
 
@@ -65,10 +69,9 @@ def _nmt():
     lstm = lambda inputs: 4 * units * (inputs + units) + 4 * units  # noqa: E731
     encoder = 2 * lstm(units) + lstm(2 * units) + 2 * lstm(units)  # bidirectional first layer
     decoder = 4 * lstm(2 * units) + 3 * units * units + vocab * units  # attention fed to every layer; projection
-    tokens = 128 * 25
-    distinct = min(tokens * 0.4, vocab)  # (assumed) share of distinct subwords in 3,200 tokens
-    return Model(encoder + decoder, 30, (("source_embedding", vocab * units, distinct / vocab),
-                                         ("target_embedding", vocab * units, distinct / vocab)), 0.35,
+    tokens = 128 * 25  # a row per token of each side's batch
+    return Model(encoder + decoder, 30, (("source_embedding", vocab * units, tokens / vocab),
+                                         ("target_embedding", vocab * units, tokens / vocab)), 0.35,
                  "GNMT 4-layer, 1,024 units, vocabulary 36,548")
 
 

@@ -27,3 +27,21 @@ def test_the_benchmark_writes_every_model_and_mode_beside_the_paper(tmp_path, mo
     for name, figures in paper_scale.PAPER.items():
         for mode, figure in zip(("PS", "MPI", "HYBRID"), figures):
             assert f"| {name} | {mode} | {figure} |" in text
+
+
+def test_sparse_rows_are_counted_as_the_gradient_carries_them():
+    """alpha means what parallax calibrate measures (workload_probe: every index of the gradient, repeats
+    included), so each sparse variable's rows per step are at least the batch's lookups of it, never a guess at
+    the distinct ones: the LM's 128 x 20 words, NMT's 128 x 25 tokens."""
+    lookups = {"LM": 128 * 20, "NMT": 128 * 25}
+    for name, per_step in lookups.items():
+        model = paper_scale.MODELS[name]
+        for variable, elements, alpha in model.sparse:
+            rows = {"LM": 793_470, "NMT": 36_548}[name]
+            assert alpha * rows >= per_step - 1e-6, (name, variable, alpha * rows)
+
+
+def test_at_the_central_inputs_the_model_ranks_the_modes_as_figure_13_does():
+    for name, model in paper_scale.MODELS.items():
+        got = {mode: norm for mode, (norm, _) in paper_scale.predicted(model, 1.0, 1.0).items()}
+        assert paper_scale.verdict(name, got) == "yes, yes", (name, got, paper_scale.PAPER[name])
