@@ -75,6 +75,7 @@ bench: install
 	$(PY) benchmarks/regression.py --before 3a28c59 --models LM,ResNet --modes MPI,HYBRID --backend tf --out fusion.md
 	$(PY) benchmarks/predictions.py
 	$(PY) benchmarks/paper_scale.py
+	$(PY) benchmarks/plan_space.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,178 @@
+"""Every plan the AUTO planner could choose, as the cost model ranks them: for the LM, NMT and ResNet at each rate
+of the saved predictions run (results/predictions.json and its calibrations), no job runs.
+
+A plan gives each variable AR or PS (dense) or AG or PS (sparse), with local aggregation on or off. Where a model
+has at most 4,096 plans, every one is predicted; otherwise the plan the planner's own search ends on
+(cost_model.search, from every fixed mode's plan) and every plan one variable's method away from it. The table
+sets the best plan no fixed mode makes (a *mixed* plan) beside the best fixed mode, and beside the model's error
+on the fixed modes' real jobs at the same point: a mixed plan predicted faster by less than that error is not a
+gain the test bed could confirm.
+
+    python benchmarks/plan_space.py [--out results/plan_space.md]
+"""
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..")]
+
+import common  # noqa: E402
+from paper_tables import ALL, make_data, script_args  # noqa: E402
+from predictions import CALIBRATIONS, SAVED  # noqa: E402
+
+MAX_EXHAUSTIVE = 1 << 12
+FIXED = ("PS", "MPI", "HYBRID")
+
+
+def plan_space(graph, analysis, spec, config):
+    """(rows, fixed) for the graph explain built: every plan's predicted step (or the search's), the fixed modes'."""
+    from parallax import auto_plan, cost_model as cm
+    auto = auto_plan.choose(graph, analysis, spec, config)
+    w, machine = auto.workload, auto.machine
+    per_host, backend, hosts = auto_plan.workers_per_host(spec), auto_plan.backend_for(config), spec.num_hosts
+    names = [v.name for v in w.variables]
+    fixed_methods = {}
+    fixed = {}
+    for mode in FIXED:
+        choices = cm.fixed_choices(w, mode, hosts, config.local_aggregation)
+        fixed_methods[mode] = tuple(choices[n].method for n in names)
+        fixed[mode] = cm.predict(w, choices, per_host, machine, backend).seconds
+    options = [(cm.AG, cm.PS) if v.kind == "sparse" else (cm.AR, cm.PS) for v in w.variables]
+    count = 2 * 2 ** len(names)
+    if count <= MAX_EXHAUSTIVE:
+        combos = [(m, la) for m in itertools.product(*options) for la in (True, False)]
+        searched = "every plan"
+    else:
+        best, _ = cm.search(w, per_host, machine, backend)
+        start = tuple(best[n].method for n in names)
+        swap = {cm.AR: cm.PS, cm.AG: cm.PS}
+        moves = [start] + [start[:i] + ({cm.PS: o[0]}.get(m) or swap[m],) + start[i + 1:]
+                           for i, (m, o) in enumerate(zip(start, options))]
+        combos = [(m, la) for m in moves for la in (True, False)]
+        searched = "the search's end and each one-variable move from it"
+    rows = []
+    for methods, la in combos:
+        choices = cm.assign_servers(w, dict(zip(names, methods)), hosts, la)
+        seconds = cm.predict(w, choices, per_host, machine, backend).seconds
+        mode = next((m for m in FIXED if fixed_methods[m] == methods), None)
+        rows.append({"seconds": seconds, "fixed": mode, "la": la,
+                     "methods": {n: m for n, m in zip(names, methods)}})
+    return {"plans": count, "searched": searched, "fixed": fixed, "rows": rows,
+            "fixed_methods": {m: dict(zip(names, fixed_methods[m])) for m in FIXED}}
+
+
+def child(script, args, spec_path, calibration_path, out):
+    """In the explain role (the script builds its graph and stops at get_runner), with AUTO's predictions
+    replaced by plan_space's, which writes `out`."""
+    import tensorflow as tf
+    tf.compat.v1.disable_eager_execution()
+    from parallax import auto_plan
+    from parallax.launcher import protocol
+    from parallax.launcher.resource_spec import ResourceSpec
+    from parallax.startup import run_script_in_role
+
+    original = auto_plan.predictions
+
+    def predictions(graph, analysis, spec, config):
+        with open(out, "w") as f:
+            json.dump(plan_space(graph, analysis, spec, config), f)
+        return original(graph, analysis, spec, config)
+    auto_plan.predictions = predictions  # explain looks it up when it runs; its own table is not used here
+    role = {protocol.ENV_ROLE: "explain", protocol.ENV_EXPLAIN: json.dumps({"measure_sparsity": 0, "json": True}),
+            protocol.ENV_RESOURCE_SPEC: str(ResourceSpec.load(spec_path))}
+    with open(os.devnull, "w") as sink:
+        stdout, sys.stdout = sys.stdout, sink
+        try:
+            ran = run_script_in_role(script, [*args, "--run-option", "AUTO", "--calibration", calibration_path,
+                                              "--collective-backend", "tf"], role)
+        finally:
+            sys.stdout = stdout
+    return 0 if ran and os.path.exists(out) else 1
+
+
+def measured_error(data, rate, model, fixed):
+    """The model's predicted / measured step of each fixed mode at this point (the saved run's medians)."""
+    out = {}
+    for r in data["runs"]:
+        if r["rate"] == rate and r["model"] == model and r["mode"] in fixed:
+            measured = statistics.median(m["step_seconds"] for m in r["measurements"])
+            out[r["mode"]] = fixed[r["mode"]] / measured
+    return out
+
+
+def describe(row, fixed_methods):
+    """A mixed plan as its difference from the fixed mode it is closest to."""
+    nearest = min(fixed_methods, key=lambda m: sum(row["methods"][n] != x for n, x in fixed_methods[m].items()))
+    moved = [f"{n} {row['methods'][n]}" for n, x in fixed_methods[nearest].items() if row["methods"][n] != x]
+    return f"{nearest}'s with " + ", ".join(moved) + ("" if row["la"] else ", no local aggregation")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(common.RESULTS, "plan_space.md"))
+    parser.add_argument("--child", nargs=4, metavar=("MODEL", "SPEC", "CALIBRATION", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--data-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        model, spec, calibration_path, out = args.child
+        script, script_arguments = script_args(model, {model: args.data_dir} if args.data_dir else {}, ALL)
+        return child(os.path.join(common.ROOT, script), script_arguments, spec, calibration_path, out)
+    with open(SAVED) as f:
+        data = json.load(f)
+    lines = ["# The plans AUTO chooses from, as the cost model ranks them", "", __doc__.split("\n\n")[1], "",
+             f"From the saved predictions run (results/predictions.json; measured at "
+             f"{', '.join(sorted({r['measured_at'] for r in data['runs']}))}), the current model.", "",
+             "| model | rate | plans | ranked | best fixed (predicted ms) | best mixed plan | predicted ms | "
+             "best fixed / mixed | the model's predicted / measured, fixed modes here |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory(prefix="parallax-plan-space-") as work:
+        data_dirs = make_data(data["models"], work)
+        for rate in data["rates"]:
+            spec = os.path.join(work, f"{rate}.txt")
+            with open(spec, "w") as f:
+                f.write(data["specs"][rate])
+            for model in data["models"]:
+                out = os.path.join(work, f"{rate}-{model}.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--child", model, spec,
+                       os.path.join(CALIBRATIONS, rate, model, "calibration.json"), out]
+                if model in data_dirs:
+                    cmd += ["--data-dir", data_dirs[model]]
+                done = subprocess.run(cmd, cwd=common.ROOT, capture_output=True, text=True,
+                                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT))
+                if done.returncode != 0:
+                    raise RuntimeError(f"plan_space {model} {rate} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+                with open(out) as f:
+                    space = json.load(f)
+                lines.append(row_of(model, rate, space, measured_error(data, rate, model, space["fixed"])))
+                print(lines[-1], flush=True)
+    lines += ["", "Predicted / measured: the fixed modes' predictions at that point over their measured medians; "
+              "a mixed plan's predicted gain smaller than their spread is within the model's error."]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {os.path.relpath(args.out)}", file=sys.stderr)
+    return 0
+
+
+def row_of(model, rate, space, errors):
+    fixed = space["fixed"]
+    best_fixed = min(fixed, key=fixed.get)
+    mixed = sorted((r for r in space["rows"] if r["fixed"] is None), key=lambda r: r["seconds"])
+    if mixed:
+        m = mixed[0]
+        cells = [describe(m, space["fixed_methods"]), f"{m['seconds'] * 1000:.1f}",
+                 f"{fixed[best_fixed] / m['seconds']:.3f}"]
+    else:
+        cells = ["none: the search ends on a fixed mode's plan", "-", "-"]
+    err = ", ".join(f"{mode} {errors[mode]:.2f}" for mode in FIXED if mode in errors) or "-"
+    return (f"| {model} | {rate} | {space['plans']:,} | {space['searched']} | {best_fixed} "
+            f"({fixed[best_fixed] * 1000:.1f}) | " + " | ".join(cells) + f" | {err} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
