@@ -1,7 +1,8 @@
 """Every plan the AUTO planner could choose, as the cost model ranks them: for the LM, NMT and ResNet at each rate
 of the saved predictions run (results/predictions.json and its calibrations), no job runs.
 
-A plan gives each variable AR or PS (dense) or AG or PS (sparse), with local aggregation on or off. Where a model
+A plan gives each variable AR or PS (dense) or AG or PS (sparse), with local aggregation on or off (where it takes
+effect: a sparse variable on a server, and not with TF's collectives in the step). Where a model
 has at most 4,096 plans, every one is predicted; otherwise the plan the planner's own search ends on
 (cost_model.search, from every fixed mode's plan) and every plan one variable's method away from it. The table
 sets the best plan no fixed mode makes (a *mixed* plan) beside the best fixed mode, and beside the model's error
@@ -37,11 +38,18 @@ def plan_space(graph, analysis, spec, config):
     w, machine = auto.workload, auto.machine
     per_host, backend, hosts = auto_plan.workers_per_host(spec), auto_plan.backend_for(config), spec.num_hosts
     names = [v.name for v in w.variables]
-    fixed_methods = {}
-    fixed = {}
+    sparse = {v.name for v in w.variables if v.kind == "sparse"}
+
+    def aggregates(methods, la):
+        """Whether local aggregation takes effect: a sparse variable on a server, and no backend rule against it."""
+        collectives = any(m != cm.PS for m in methods)
+        return la and any(m == cm.PS and n in sparse for n, m in zip(names, methods)) and not (
+            collectives and backend in cm.LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES)
+    fixed_methods, fixed, fixed_plans = {}, {}, {}
     for mode in FIXED:
         choices = cm.fixed_choices(w, mode, hosts, config.local_aggregation)
         fixed_methods[mode] = tuple(choices[n].method for n in names)
+        fixed_plans.setdefault((fixed_methods[mode], aggregates(fixed_methods[mode], config.local_aggregation)), mode)
         fixed[mode] = cm.predict(w, choices, per_host, machine, backend).seconds
     options = [(cm.AG, cm.PS) if v.kind == "sparse" else (cm.AR, cm.PS) for v in w.variables]
     count = 2 * 2 ** len(names)
@@ -60,11 +68,12 @@ def plan_space(graph, analysis, spec, config):
     for methods, la in combos:
         choices = cm.assign_servers(w, dict(zip(names, methods)), hosts, la)
         seconds = cm.predict(w, choices, per_host, machine, backend).seconds
-        mode = next((m for m in FIXED if fixed_methods[m] == methods), None)
-        rows.append({"seconds": seconds, "fixed": mode, "la": la,
+        mode = fixed_plans.get((methods, aggregates(methods, la)))  # a fixed mode's plan, in effect
+        rows.append({"seconds": seconds, "fixed": mode, "la": aggregates(methods, la),
                      "methods": {n: m for n, m in zip(names, methods)}})
     return {"plans": count, "searched": searched, "fixed": fixed, "rows": rows,
-            "fixed_methods": {m: dict(zip(names, fixed_methods[m])) for m in FIXED}}
+            "fixed_methods": {m: dict(zip(names, fixed_methods[m])) for m in FIXED},
+            "fixed_la": {m: aggregates(fixed_methods[m], config.local_aggregation) for m in FIXED}}
 
 
 def child(script, args, spec_path, calibration_path, out):
@@ -106,11 +115,14 @@ def measured_error(data, rate, model, fixed):
     return out
 
 
-def describe(row, fixed_methods):
+def describe(row, fixed_methods, fixed_la):
     """A mixed plan as its difference from the fixed mode it is closest to."""
-    nearest = min(fixed_methods, key=lambda m: sum(row["methods"][n] != x for n, x in fixed_methods[m].items()))
+    nearest = min(fixed_methods, key=lambda m: sum(row["methods"][n] != x for n, x in fixed_methods[m].items())
+                  + (row["la"] != fixed_la[m]))
     moved = [f"{n} {row['methods'][n]}" for n, x in fixed_methods[nearest].items() if row["methods"][n] != x]
-    return f"{nearest}'s with " + ", ".join(moved) + ("" if row["la"] else ", no local aggregation")
+    if row["la"] != fixed_la[nearest]:
+        moved.append("local aggregation " + ("on" if row["la"] else "off"))
+    return f"{nearest}'s with " + ", ".join(moved)
 
 
 def main():
@@ -165,7 +177,7 @@ def row_of(model, rate, space, errors):
     mixed = sorted((r for r in space["rows"] if r["fixed"] is None), key=lambda r: r["seconds"])
     if mixed:
         m = mixed[0]
-        cells = [describe(m, space["fixed_methods"]), f"{m['seconds'] * 1000:.1f}",
+        cells = [describe(m, space["fixed_methods"], space["fixed_la"]), f"{m['seconds'] * 1000:.1f}",
                  f"{fixed[best_fixed] / m['seconds']:.3f}"]
     else:
         cells = ["none: the search ends on a fixed mode's plan", "-", "-"]

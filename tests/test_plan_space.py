@@ -16,14 +16,14 @@ FIXED_METHODS = {"PS": {"emb": "PS", "kernel": "PS"}, "MPI": {"emb": "AG", "kern
 
 def space(rows):
     return {"plans": 8, "searched": "every plan", "fixed": {"PS": 0.2, "MPI": 0.25, "HYBRID": 0.3},
-            "fixed_methods": FIXED_METHODS, "rows": rows}
+            "fixed_methods": FIXED_METHODS, "fixed_la": {"PS": True, "MPI": False, "HYBRID": False}, "rows": rows}
 
 
 def test_a_mixed_plan_is_named_by_its_moves_from_the_nearest_fixed_plan_and_its_gain_is_over_the_best_fixed():
     mixed = {"seconds": 0.16, "fixed": None, "la": False, "methods": {"emb": "AG", "kernel": "PS"}}
     row = plan_space.row_of("M", "1gbit", space([mixed]), {"PS": 1.01})
     assert "PS (200.0)" in row
-    assert "with emb AG, no local aggregation" in row
+    assert "MPI's with kernel PS" in row  # one move from MPI's plan; two from PS's (its local aggregation)
     assert "| 160.0 | 1.250 |" in row
     assert row.endswith("| PS 1.01 |")
 
