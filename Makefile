@@ -76,6 +76,7 @@ bench: install
 	$(PY) benchmarks/predictions.py
 	$(PY) benchmarks/paper_scale.py
 	$(PY) benchmarks/plan_space.py
+	$(PY) benchmarks/cpu_by_role.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

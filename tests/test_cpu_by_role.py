@@ -1,0 +1,26 @@
+"""benchmarks/cpu_by_role.py: each process on a host is counted under its kind, by its command line."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path[:0] = [os.path.join(ROOT, "benchmarks"), ROOT]
+spec = importlib.util.spec_from_file_location("cpu_by_role", os.path.join(ROOT, "benchmarks", "cpu_by_role.py"))
+cpu_by_role = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cpu_by_role)
+
+
+def test_processes_are_counted_by_what_they_run():
+    sleeping = "import sys, time; time.sleep(30)"
+    started = {role: subprocess.Popen([sys.executable, "-c", sleeping, *argv]) for role, argv in
+               {"server": ["-m", "parallax.ps_server"], "worker": ["models/lm/train_distributed.py"],
+                "other": ["something"]}.items()}
+    try:
+        for role, proc in started.items():
+            assert cpu_by_role.role_of(proc.pid) == role
+    finally:
+        for proc in started.values():
+            proc.kill()
+            proc.wait()
+    assert cpu_by_role.role_of(started["other"].pid) is None  # ended: not counted
