@@ -24,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
-from paper_tables import ALL, make_data, script_args  # noqa: E402
-from predictions import CALIBRATIONS, SAVED  # noqa: E402
+from paper_tables import ALL, script_args  # noqa: E402
+from predictions import SAVED, saved_points  # noqa: E402
 
 MAX_EXHAUSTIVE = 1 << 12
 FIXED = ("PS", "MPI", "HYBRID")
@@ -144,25 +144,19 @@ def main():
              "best fixed / mixed | the model's predicted / measured, fixed modes here |",
              "|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="parallax-plan-space-") as work:
-        data_dirs = make_data(data["models"], work)
-        for rate in data["rates"]:
-            spec = os.path.join(work, f"{rate}.txt")
-            with open(spec, "w") as f:
-                f.write(data["specs"][rate])
-            for model in data["models"]:
-                out = os.path.join(work, f"{rate}-{model}.json")
-                cmd = [sys.executable, os.path.abspath(__file__), "--child", model, spec,
-                       os.path.join(CALIBRATIONS, rate, model, "calibration.json"), out]
-                if model in data_dirs:
-                    cmd += ["--data-dir", data_dirs[model]]
-                done = subprocess.run(cmd, cwd=common.ROOT, capture_output=True, text=True,
-                                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT))
-                if done.returncode != 0:
-                    raise RuntimeError(f"plan_space {model} {rate} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
-                with open(out) as f:
-                    space = json.load(f)
-                lines.append(row_of(model, rate, space, measured_error(data, rate, model, space["fixed"])))
-                print(lines[-1], flush=True)
+        for rate, model, spec, calibration_path, data_dirs in saved_points(data, work):
+            out = os.path.join(work, f"{rate}-{model}.json")
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", model, spec, calibration_path, out]
+            if model in data_dirs:
+                cmd += ["--data-dir", data_dirs[model]]
+            done = subprocess.run(cmd, cwd=common.ROOT, capture_output=True, text=True,
+                                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT))
+            if done.returncode != 0:
+                raise RuntimeError(f"plan_space {model} {rate} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+            with open(out) as f:
+                space = json.load(f)
+            lines.append(row_of(model, rate, space, measured_error(data, rate, model, space["fixed"])))
+            print(lines[-1], flush=True)
     lines += ["", "Predicted / measured: the fixed modes' predictions at that point over their measured medians; "
               "a mixed plan's predicted gain smaller than their spread is within the model's error."]
     with open(args.out, "w") as f:

@@ -302,6 +302,18 @@ def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
     return kept
 
 
+def saved_points(data, work):
+    """(rate, model, spec file, calibration path, data dirs) for each point of a saved run (predictions.json's
+    `data`), with the models' data and each rate's spec written under `work`."""
+    data_dirs = make_data(data["models"], work)
+    for rate in data["rates"]:
+        spec = os.path.join(work, f"{rate}.txt")
+        with open(spec, "w") as f:
+            f.write(data["specs"][rate])
+        for model in data["models"]:
+            yield rate, model, spec, os.path.join(CALIBRATIONS, rate, model, calibration.FILE), data_dirs
+
+
 def from_saved():
     """(runs, predictions made by the current model, plans as run, rates, models, workloads, machines, repeats,
     the plans the current code's AUTO makes)."""
@@ -312,28 +324,22 @@ def from_saved():
     plans = {(p["rate"], p["model"]): p["plan"] for p in data["predictions"]}
     predictions, machines, now = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="parallax-predictions-") as work:
-        data_dirs = make_data(data["models"], work)
-        for rate in data["rates"]:
-            spec = os.path.join(work, f"{rate}.txt")
-            with open(spec, "w") as f:
-                f.write(data["specs"][rate])
-            for model in data["models"]:
-                path = os.path.join(CALIBRATIONS, rate, model, calibration.FILE)
-                machines[(rate, model)] = calibration.load(path).machine
-                predictions[(rate, model)], now[(rate, model)] = predicted(model, data_dirs, spec, path, "tf")
-                plan = now[(rate, model)]
-                ran = plans[(rate, model)]
-                if plan["methods"] == ran["methods"] and "local_aggregation" not in ran:
-                    ran["local_aggregation"] = plan["local_aggregation"]  # runs before 2026-11-25 kept methods only
-                    ran["local_aggregation_from"] = "the current code's AUTO"
-                if not same_plan(plan, ran):
-                    # The AUTO row sets the plan that ran beside its measurement: a fixed mode's plan is predicted
-                    # as that mode is; a mixed one cannot be predicted again here.
-                    ran_mode = fixed_mode_of(dict(ran, kinds=plan["kinds"]))
-                    predictions[(rate, model)]["AUTO"] = predictions[(rate, model)][ran_mode] if ran_mode else None
-                    testbed.progress(f"{rate} {model}: the current code's AUTO would run "
-                                     f"{fixed_mode_of(plan) or 'a mixed'} plan; the AUTO row is the plan that ran "
-                                     f"({ran_mode or 'mixed'})")
+        for rate, model, spec, path, data_dirs in saved_points(data, work):
+            machines[(rate, model)] = calibration.load(path).machine
+            predictions[(rate, model)], now[(rate, model)] = predicted(model, data_dirs, spec, path, "tf")
+            plan = now[(rate, model)]
+            ran = plans[(rate, model)]
+            if plan["methods"] == ran["methods"] and "local_aggregation" not in ran:
+                ran["local_aggregation"] = plan["local_aggregation"]  # runs before 2026-11-25 kept methods only
+                ran["local_aggregation_from"] = "the current code's AUTO"
+            if not same_plan(plan, ran):
+                # The AUTO row sets the plan that ran beside its measurement: a fixed mode's plan is predicted
+                # as that mode is; a mixed one cannot be predicted again here.
+                ran_mode = fixed_mode_of(dict(ran, kinds=plan["kinds"]))
+                predictions[(rate, model)]["AUTO"] = predictions[(rate, model)][ran_mode] if ran_mode else None
+                testbed.progress(f"{rate} {model}: the current code's AUTO would run "
+                                 f"{fixed_mode_of(plan) or 'a mixed'} plan; the AUTO row is the plan that ran "
+                                 f"({ran_mode or 'mixed'})")
     machines_of = {}
     for r in data["runs"]:
         machines_of.setdefault(r.get("measured_on", "not recorded"), set()).add(r["model"])
