@@ -46,14 +46,9 @@ def cpu_by_role(cluster):
     out = collections.Counter()
     for host in range(cluster.num_hosts):
         for pid in cluster.namespace_pids(host):
-            role = role_of(pid)
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue  # ended in between
-            if role:
-                out[role] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            role, seconds = role_of(pid), testbed.process_cpu_seconds(pid)
+            if role and seconds is not None:  # else it ended in between
+                out[role] += seconds
     return out
 
 

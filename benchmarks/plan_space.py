@@ -32,7 +32,9 @@ FIXED = ("PS", "MPI", "HYBRID")
 
 
 def plan_space(graph, analysis, spec, config):
-    """(rows, fixed) for the graph explain built: every plan's predicted step (or the search's), the fixed modes'."""
+    """For the graph explain built: {"plans": how many there are, "searched": which of them were predicted,
+    "rows": each predicted plan's step and methods, "fixed": each fixed mode's predicted step, "fixed_methods" and
+    "fixed_la": the fixed modes' methods and local aggregation}."""
     from parallax import auto_plan, cost_model as cm
     auto = auto_plan.choose(graph, analysis, spec, config)
     w, machine = auto.workload, auto.machine
@@ -59,8 +61,7 @@ def plan_space(graph, analysis, spec, config):
     else:
         best, _ = cm.search(w, per_host, machine, backend)
         start = tuple(best[n].method for n in names)
-        swap = {cm.AR: cm.PS, cm.AG: cm.PS}
-        moves = [start] + [start[:i] + ({cm.PS: o[0]}.get(m) or swap[m],) + start[i + 1:]
+        moves = [start] + [start[:i] + (o[0] if m == cm.PS else cm.PS,) + start[i + 1:]
                            for i, (m, o) in enumerate(zip(start, options))]
         combos = [(m, la) for m in moves for la in (True, False)]
         searched = "the search's end and each one-variable move from it"

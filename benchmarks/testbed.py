@@ -60,17 +60,19 @@ def host_counters(cluster):
 def cpu_seconds(cluster, launcher_pid=None):
     """CPU time (user + system) used so far by every process on the cluster's hosts, and by the launcher's process
     tree on this machine (mpirun; with transport ssh, the tunnels' ssh clients)."""
-    ticks = 0
     pids = [p for i in range(cluster.num_hosts) for p in cluster.namespace_pids(i)]
     pids += descendants(launcher_pid) if launcher_pid else []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        except (OSError, IndexError):
-            pass  # ended in between
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
+
+
+def process_cpu_seconds(pid):
+    """CPU time (user + system) process `pid` used so far, or None when it has ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, IndexError):
+        return None
 
 
 def _python_for(root):
