@@ -1,5 +1,7 @@
-"""Where a step's CPU goes, per kind of process: the workers, the parameter servers, MPI's daemons and the test
-bed's sshd, for one model and several modes side by side on the shaped test bed (testbed.py), in rounds.
+"""Where a step's CPU goes, per kind of process, for one model in several modes side by side on the test bed.
+
+The kinds: the workers, the parameter servers, MPI's daemons and the test bed's sshd; the modes run in rounds on
+the shaped test bed (testbed.py).
 
     python benchmarks/cpu_by_role.py [--model LM] [--rate 1gbit] [--modes PS,HYBRID] [--repeats 5]
 

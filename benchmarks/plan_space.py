@@ -1,5 +1,7 @@
-"""Every plan the AUTO planner could choose, as the cost model ranks them: for the LM, NMT and ResNet at each rate
-of the saved predictions run (results/predictions.json and its calibrations), no job runs.
+"""Every plan the AUTO planner could choose, as the cost model ranks them (no job runs).
+
+For the LM, NMT and ResNet at each rate of the saved predictions run (results/predictions.json and its
+calibrations).
 
 A plan gives each variable AR or PS (dense) or AG or PS (sparse), with local aggregation on or off (where it takes
 effect: a sparse variable on a server, and not with TF's collectives in the step). Where a model
@@ -138,7 +140,7 @@ def main():
         return child(os.path.join(common.ROOT, script), script_arguments, spec, calibration_path, out)
     with open(SAVED) as f:
         data = json.load(f)
-    lines = ["# The plans AUTO chooses from, as the cost model ranks them", "", __doc__.split("\n\n")[1], "",
+    lines = ["# The plans AUTO chooses from, as the cost model ranks them", "", __doc__.split("\n\n")[2], "",
              f"From the saved predictions run (results/predictions.json; measured at "
              f"{', '.join(sorted({r['measured_at'] for r in data['runs']}))}), the current model.", "",
              "| model | rate | plans | ranked | best fixed (predicted ms) | best mixed plan | predicted ms | "
