@@ -12,6 +12,7 @@ import atexit
 import os
 import signal
 import sys
+import threading
 import time
 
 import tensorflow as tf
@@ -77,18 +78,17 @@ def _exit_cleanly_on_sigterm():
 
 
 def _end_on_sigterm(*_):
-    sys.exit(0)
+    """Python runs a signal's handler at its next check, which can come long after the signal, under load even
+    after the script has returned (its main thread stopped), at the first line of the exit hook: a SystemExit there
+    would abort the last checkpoint, with status 0. The process is then already ending as the signal asks, so the
+    signal is ignored."""
+    if threading.main_thread().is_alive():
+        sys.exit(0)
 
 
 def _close_at_exit(session):
-    """The exit hook that writes the last checkpoint.
-
-    Python runs a signal's handler at its next check, which can come after the script has returned: the script's
-    own SIGTERM is then handled inside this hook, and its SystemExit would abort the save, with exit status 0 and
-    no checkpoint. The process is already ending as that signal asks, so from here on it is ignored. A last
-    checkpoint that cannot be written fails the process (status 1, the cause printed), never a silent success."""
-    if signal.getsignal(signal.SIGTERM) is _end_on_sigterm:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """The exit hook that writes the last checkpoint. A last checkpoint that cannot be written fails the process
+    (status 1, the cause printed), never a silent success."""
     try:
         session.close()
     except BaseException as e:  # at exit nothing else would report it
