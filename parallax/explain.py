@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import sys
+import types
 from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
@@ -229,6 +230,17 @@ def main(argv=None):
     print("parallax.explain: the script ended without calling parallax.get_runner", file=sys.stderr)
     return 1
 
+
+
+class _CallableModule(types.ModuleType):
+    """`parallax.explain(...)` is the function, also once `parallax.explain` has been imported as a module (Python
+    then sets the package's attribute to the module): the module calls it."""
+
+    def __call__(self, *args, **kwargs):
+        return explain(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     tf.compat.v1.disable_eager_execution()

@@ -138,3 +138,9 @@ def test_the_batch_norm_caveat_is_printed_for_a_graph_with_moving_statistics():
     from tests.test_ps_rewrite import _batch_norm_graph
     explanation = parallax.explain(_batch_norm_graph(), "localhost:2", print_table=False)
     assert "exact only when each worker's batch has the global batch's statistics" in explanation.premise
+
+
+def test_parallax_explain_is_callable_after_its_module_was_imported():
+    import parallax.explain  # noqa: F401  (sets the package's attribute to the module)
+    e = parallax.explain(_static_batch_graph(), TWO_HOSTS, print_table=False)
+    assert {t.variable for t in e.traffic} == {"emb", "w"}
