@@ -16,12 +16,12 @@ import dataclasses
 import json
 import os
 import sys
-import types
 from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
 from parallax.analysis import analyze, static_sparsity
+from parallax.callable_module import make_callable
 from parallax.config import Config
 from parallax.errors import ConfigError
 from parallax.launcher.resource_spec import ResourceSpec
@@ -231,16 +231,7 @@ def main(argv=None):
     return 1
 
 
-
-class _CallableModule(types.ModuleType):
-    """`parallax.explain(...)` is the function, also once `parallax.explain` has been imported as a module (Python
-    then sets the package's attribute to the module): the module calls it."""
-
-    def __call__(self, *args, **kwargs):
-        return explain(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_callable(__name__, explain)  # parallax.explain(...) also once this module has been imported
 
 if __name__ == "__main__":
     tf.compat.v1.disable_eager_execution()

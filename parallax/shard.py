@@ -3,11 +3,9 @@
 This module is itself callable (`parallax.shard(ds)`), and also offers the original Parallax's spelling:
 `parallax.shard.shard(ds)` and `shard.create_num_shards_and_shard_id()`.
 """
-import sys
-import types
-
 import tensorflow as tf
 
+from parallax.callable_module import make_callable
 from parallax.errors import ParallaxError
 from parallax.launcher.protocol import current_role
 
@@ -49,9 +47,4 @@ def create_num_shards_and_shard_id():
     return num_shards, shard_id
 
 
-class _CallableModule(types.ModuleType):
-    def __call__(self, ds):
-        return shard(ds)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_callable(__name__, shard)
