@@ -15,16 +15,16 @@ NUM_SHARDS, SHARD_ID = "num_shards", "shard_id"  # the original's graph collecti
 
 
 def shard(ds):
-    """`ds.shard(num_workers, worker_id)` for this worker; the dataset itself when there is one worker.
+    """`ds.shard(num_workers, worker_id)` for this worker; `ds.shard(1, 0)`, every element, with one worker.
 
     Shard element-wise *before* batching: the union of the workers' k-th batches of size b is then exactly the
-    single process's k-th batch of size N*b, which is what makes distributed training equivalent.
+    single process's k-th batch of size N*b, which is what makes distributed training equivalent. One process
+    builds the same ops as a worker, so that the seeds TF derives from op positions, and the planner's view of how
+    examples are shared (batch_draws.py), are the workers'.
     """
     if not isinstance(ds, tf.data.Dataset):
         raise ParallaxError(f"parallax.shard() takes a tf.data.Dataset, not {type(ds).__name__}")
     role = current_role()
-    if role.num_workers == 1:
-        return ds
     with tf.name_scope(SCOPE):
         return ds.shard(role.num_workers, role.worker_id)
 

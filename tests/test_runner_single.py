@@ -154,8 +154,11 @@ def test_a_remote_host_is_launched_and_checked_first():
         parallax.get_runner(g, "example.invalid: 0")
 
 
-def test_shard_is_identity_for_one_worker():
-    ds = tf.data.Dataset.range(10)
-    assert parallax.shard(ds) is ds
+def test_shard_yields_every_element_for_one_worker():
+    with tf.Graph().as_default() as g:
+        ds = parallax.shard(tf.data.Dataset.range(10)).batch(10)
+        element = tf.compat.v1.data.make_one_shot_iterator(ds).get_next()
+        with tf.compat.v1.Session(graph=g) as sess:
+            assert sess.run(element).tolist() == list(range(10))
     with pytest.raises(parallax.ParallaxError, match="tf.data.Dataset"):
         parallax.shard([1, 2, 3])
