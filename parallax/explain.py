@@ -134,7 +134,21 @@ def premise(plan, analysis):
     if any(s.kind == "update_ops" for s in analysis.state):
         text += ("; batch norm normalizes each worker's own batch, so it is exact only when each worker's batch has "
                  "the global batch's statistics")
+    if plan.batch_draws:
+        share = ("every N-th example (the input is sharded element-wise)" if plan.batch_layout == "interleaved"
+                 else "a block of the global batch's examples, in worker order")
+        text += (f"; {len(plan.batch_draws)} random draw(s) whose shape follows the batch (dropout) draw for the whole "
+                 f"batch with the same seed as one device, each worker keeping its share: {share}")
+    if plan.unsplittable_draws:
+        text += f"; {unsplittable_note(plan)}"
     return text
+
+
+def unsplittable_note(plan):
+    return (f"random draw(s) {', '.join(plan.unsplittable_draws)} depend on the batch in a way parallax cannot split "
+            f"(their shape is unknown or merges the batch with another dimension, they read the batch's values, or "
+            f"they run in a while loop): the workers draw other values than one device, so the job is not exact "
+            f"there")
 
 
 _METHOD_NAMES = {"LOCAL": "local (1 worker)", "AR": "AllReduce", "AG": "AllGather", "PS": "PS"}

@@ -124,6 +124,11 @@ class Plan:
     # Decided op placements: (pass name, ((op, device), ...)), device WORKER_DEVICE for "whichever worker runs it".
     placements: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = ()
     partitions: Optional[int] = None  # AUTO: the shards of the variables get_partitioner splits (None: as built)
+    # Random draws whose shape follows the batch (batch_draws.py): (op, batch axis) each worker draws for the whole
+    # batch and keeps its share of, how the examples are shared ("blocks" or "interleaved"), and those it cannot.
+    batch_draws: Tuple[Tuple[str, int], ...] = ()
+    batch_layout: str = "blocks"
+    unsplittable_draws: Tuple[str, ...] = ()
 
     @property
     def methods(self):
@@ -178,12 +183,20 @@ class Plan:
         if self.uses_collectives:
             head += f" collectives={self.backend}"
         out = head + "\n" + format_table(rows)
-        return out + "\n" + self.state_summary() if self.state else out
+        out = out + "\n" + self.state_summary() if self.state else out
+        return out + "\n" + self.draws_summary() if self.batch_draws or self.unsplittable_draws else out
 
     def state_summary(self):
         """One line: where each piece of updated state lives."""
         return "state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
                                      + (" (averaged)" if s.aggregate else "") for s in self.state)
+
+
+    def draws_summary(self):
+        """One line: the random draws that follow the batch, split as one device draws them or not."""
+        parts = [f"{name} (batch axis {axis}, {self.batch_layout})" for name, axis in self.batch_draws]
+        parts += [f"{name} (cannot be split: differs from one device's)" for name in self.unsplittable_draws]
+        return "draws for the whole batch: " + ", ".join(parts)
 
 
 def make_plan(analysis, spec, config):

@@ -41,7 +41,9 @@ def from_data(data):
                        for name, placed in data["placements"].items())
     return Plan(data["run_option"], data["num_workers"], data["num_hosts"], variables, data["sync"], state,
                 data["place_post_aggregation_ops"], tuple(data["worker_hosts"]), data["place_boundary_ops"],
-                tuple(data["holders"]), data["backend"], placements, data.get("partitions"))
+                tuple(data["holders"]), data["backend"], placements, data.get("partitions"),
+                tuple((name, axis) for name, axis in data.get("batch_draws", [])), data.get("batch_layout", "blocks"),
+                tuple(data.get("unsplittable_draws", [])))
 
 
 def _plain(x):

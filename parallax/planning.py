@@ -4,7 +4,7 @@ run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
-from parallax import collectives
+from parallax import batch_draws, collectives
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
@@ -23,6 +23,11 @@ def plan_job(graph, analysis, spec, config):
     if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
         plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
                                                          for v in plan.variables))
+    if spec.num_workers > 1:
+        draws = batch_draws.find(graph)
+        split = draws.split if plan.sync else ()  # asynchronous workers do not compute one device's steps anyway
+        plan = dataclasses.replace(plan, batch_draws=split, batch_layout=draws.layout,
+                                   unsplittable_draws=draws.unsplittable)
     return dataclasses.replace(plan, placements=decide_placements(graph, plan))
 
 

@@ -125,7 +125,7 @@ class _Tracer:
             if x in seen:
                 continue
             seen.add(x)
-            if _reads_input(op):
+            if reads_input(op):
                 free = False
                 break
             if any(op.type.endswith(k) and x.value_index in outs for k, outs in _INPUT_FREE_OUTPUTS.items()):
@@ -136,7 +136,7 @@ class _Tracer:
         return free
 
 
-def _reads_input(op):
+def reads_input(op):
     """A placeholder, or a stateful op that takes a resource or reference other than a variable's (an iterator,
     a queue, a reader): it yields each worker's own data."""
     if op.type.startswith("Placeholder"):

@@ -85,6 +85,9 @@ def get_runner(graph, resource_spec, config=None):
     plan = _job_plan(graph, analysis, spec, config, role)
     if role.role in ("launcher", "planner"):
         _rebuild_if_repartitioned(graph, analysis, plan)
+    if role.role in ("launcher", "planner") and plan.unsplittable_draws:
+        from parallax.explain import unsplittable_note
+        print(f"parallax: warning: {unsplittable_note(plan)}", file=sys.stderr, flush=True)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
     if role.role == "planner":
         with open(os.environ[ENV_PLAN_OUT], "w") as f:
@@ -187,7 +190,7 @@ def _join(graph, analysis, plan, config, role):
         tf_collectives = plan.uses_collectives and plan.backend == collectives.TF
         server, filters = cluster.start_worker_server(role, holders, tf_collectives)
         session_config = _merged(session_config, filters)
-    rewritten = rewrite(graph, plan, config)
+    rewritten = rewrite(graph, plan, config, worker_id=role.worker_id)
     if role.num_workers > 1:
         worker_checks.check_same_graph(rewritten, server, role)
     if config.log_dir and role.is_chief:

@@ -1,6 +1,9 @@
-"""Passes every mode runs: copy the user's graph, then add initialization and checkpointing."""
+"""Passes every mode runs: copy the user's graph (and split its random draws over the batch), then add
+initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
+
+from parallax import batch_draws
 
 tf1 = tf.compat.v1
 
@@ -15,6 +18,14 @@ def copy_graph(ctx):
         # Not tf1.train.import_meta_graph: that also adds a default Saver, and add_saver makes our own.
         meta_graph.import_scoped_meta_graph(meta, clear_devices=False)
         ctx.graph.seed = ctx.source_graph.seed
+
+
+def split_batch_draws(ctx):
+    """Each random draw whose shape follows the batch (dropout's mask) draws, as one device does, for the whole
+    global batch, and this worker keeps its own examples' values (batch_draws.py)."""
+    for name, axis in ctx.plan.batch_draws:
+        batch_draws.draw_for_the_whole_batch(ctx.graph, name, axis, ctx.plan.num_workers, ctx.worker_id,
+                                             ctx.plan.batch_layout)
 
 
 def _drop_names_of_function_ops(meta):

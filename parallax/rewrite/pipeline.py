@@ -12,12 +12,12 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import collectives
+from parallax import batch_draws, collectives
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
-from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph
+from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph, split_batch_draws
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
@@ -45,6 +45,7 @@ class RewriteContext:
     sync: Any = None  # sync_passes.SyncGraph, with servers in sync mode
     collective_ops: Any = None  # the plan's backend (parallax/collectives), when it uses collectives
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
+    worker_id: int = 0  # this process's worker: its share of the batch
 
     def __post_init__(self):
         if self.collective_ops is None and self.plan.uses_collectives:
@@ -99,6 +100,7 @@ def _all_aggregated(ctx, *kinds):
 # How each fact is checked once a pass claims it (torch.fx-style invariants after every pass).
 FACTS = {
     "graph": lambda ctx: ctx.graph is not None,
+    "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
     "server_placement": lambda ctx: bool(ctx.server_variables),
     "allreduced": lambda ctx: _all_aggregated(ctx, Aggregation.ALLREDUCE),
     "allgathered": lambda ctx: _all_aggregated(ctx, Aggregation.ALLGATHER),
@@ -114,6 +116,7 @@ FACTS = {
 AGGREGATED = {"allreduced", "allgathered", "server_aggregated"}
 PIPELINE = (
     _pass(copy_graph, lambda plan: True, provides={"graph"}),
+    _pass(split_batch_draws, lambda plan: bool(plan.batch_draws), {"graph"}, provides={"draws_split"}),
     _pass(place_variables_on_servers, lambda plan: plan.uses_servers, {"graph"}, provides={"server_placement"}),
     _pass(pin_ref_reads, lambda plan: plan.uses_servers, {"server_placement"}),
     _pass(allreduce_dense_gradients, _aggregates(Aggregation.ALLREDUCE), {"graph"},
@@ -162,9 +165,9 @@ def check_order(passes):
             provided_by.setdefault(fact, p.name)
 
 
-def rewrite(source_graph, plan, config, pipeline=PIPELINE):
-    """Run the plan's passes on a copy of `source_graph`."""
-    ctx = RewriteContext(source_graph, plan, config)
+def rewrite(source_graph, plan, config, pipeline=PIPELINE, worker_id=0):
+    """Run the plan's passes on a copy of `source_graph`, for worker `worker_id`."""
+    ctx = RewriteContext(source_graph, plan, config, worker_id=worker_id)
     for p in passes_for(plan, pipeline):
         start = time.perf_counter()
         p.run(ctx)

@@ -1,10 +1,13 @@
 """More training graphs as users write them, none of which the rewrite names: hand-written updates without an
 optimizer, the less common tf1 optimizers (their own update op types), Keras layers in a v1 graph, a loss-scaled
-step applied under a finiteness check, and a decayed learning rate with per-gradient value clipping. Same
+step applied under a finiteness check, a decayed learning rate with per-gradient value clipping, and random draws over
+the batch (dropout, noise) on fed rows and on a sharded dataset. Same
 conventions as cases.py (float64, seeded initializers, rows [first, first+rows) of a global batch).
 """
 import numpy as np
 import tensorflow as tf
+
+import parallax
 
 from tests.equivalence.cases import F64, Case, _dense, _init, _rows
 
@@ -257,6 +260,43 @@ def shard_list_debiased_average(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
+def dropout_fed(n, b, steps, graph_batch, lr_scale=1.0):
+    """Dropout after each hidden layer (its mask drawn from a graph seed and the op's position, and a noise_shape
+    that shares one draw per example), and a time-major dropout whose batch is axis 1, on fed rows: each worker
+    keeps its block of the whole batch's draw."""
+    rng = np.random.RandomState(7)
+    x, y = rng.randn(n * b * steps, 6), rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        tf1.set_random_seed(11)
+        xp, yp = tf1.placeholder(F64, [None, 6], "x"), tf1.placeholder(F64, [None, 1], "y")
+        h = tf.nn.dropout(_dense(xp, 8, "hidden", 3, tf.nn.relu), rate=0.5)
+        h = tf1.nn.dropout(h, keep_prob=0.7, noise_shape=[tf.shape(h)[0], 1])
+        time_major = tf.nn.dropout(tf.transpose(tf.reshape(h, [-1, 2, 4]), [1, 0, 2]), rate=0.3)
+        h = tf.reshape(tf.transpose(time_major, [1, 0, 2]), [-1, 8])
+        loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 4) - yp))
+        train = tf1.train.MomentumOptimizer(0.1 * lr_scale, 0.9).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def dropout_sharded(n, b, steps, graph_batch, lr_scale=1.0):
+    """Dropout with an op seed and Gaussian noise on activations, on a dataset sharded element-wise by
+    parallax.shard: each worker keeps every N-th example of the whole batch's draw."""
+    rng = np.random.RandomState(8)
+    x, y = rng.randn(n * b * steps, 6), rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices((x, y))).batch(graph_batch)
+        xb, yb = tf1.data.make_one_shot_iterator(ds).get_next()
+        h = tf.nn.dropout(_dense(xb, 8, "hidden", 3, tf.nn.relu), rate=0.3, seed=5)
+        h = h + tf.random.normal(tf.shape(h), stddev=0.1, dtype=F64, seed=6)
+        loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 4) - yb))
+        train = tf1.train.AdamOptimizer(0.01 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
 USER_GRAPHS_MORE = {
     "hand_written_sgd": hand_written_sgd,
     "hand_written_momentum": hand_written_momentum,
@@ -270,4 +310,6 @@ USER_GRAPHS_MORE = {
     "plateau_lr_and_summaries": plateau_lr_and_summaries,
     "loss_scaled_finite_check": loss_scaled_finite_check,
     "loss_scaled_finite_check_v1_cond": loss_scaled_finite_check_v1_cond,
+    "dropout_fed": dropout_fed,
+    "dropout_sharded": dropout_sharded,
 }

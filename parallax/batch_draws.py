@@ -1,0 +1,225 @@
+"""Random draws whose shape follows the batch: dropout's mask, noise added to activations.
+
+One device draws one value per example of the global batch of N*b. A worker runs the same op with the same seed
+over its own b examples, so it would draw the values of the global batch's first b examples, whatever its share
+is: N workers would drop other units than one device. So each worker draws what one device draws (the same op,
+seed and stream, with the batch dimension of its shape made N times larger) and keeps its own examples' values:
+examples [i*b, (i+1)*b) of a fed global batch ("blocks"), or every N-th example from the i-th when the input is
+sharded element-wise before batching (`parallax.shard`, `ds.shard(N, i)`: "interleaved").
+
+Which dimension of a draw is the batch is found by TF's own shape inference, not by op type: the graph is
+imported twice with the first dimension of every per-worker input (placeholders, iterators, queues; their rows
+are examples) set to two marker sizes. A dimension that takes the marker each time is the batch; a draw whose
+shape does not change does not depend on the batch (a seeded sampler's draw) and needs nothing. A draw that
+depends on the batch in any other way (its shape is not known, or holds the batch twice or merged with another
+dimension; it has inputs other than its shape that come from the batch, as a multinomial's logits or a shuffle's
+values; it is inside a v1 while loop) is *unsplittable*: the plan lists it and `parallax.explain` says that it
+differs from one device's draw.
+"""
+import dataclasses
+from typing import Tuple
+
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
+from parallax import graph_utils
+from parallax.row_keys import reads_input
+
+tf1 = tf.compat.v1
+MARKERS = (1009, 1013)  # primes no model's other dimensions are likely to equal, and not each other's multiples
+BLOCKS, INTERLEAVED = "blocks", "interleaved"
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchDraws:
+    split: Tuple[Tuple[str, int], ...] = ()  # (random op, the batch's axis in its output)
+    unsplittable: Tuple[str, ...] = ()
+    layout: str = BLOCKS
+
+
+def is_draw(op):
+    """A stateful op seeded by `seed`/`seed2` attributes: TF's random ops and candidate samplers."""
+    return _kind(op)[0]
+
+
+def _calls_functions(op):
+    """An op that runs a graph function: one named by an attribute (a v2 loop's body), or the function itself."""
+    return _kind(op)[1] or op.graph._is_function(op.type)
+
+
+_KINDS = {}  # op type -> (a draw, has function attributes)
+
+
+def _kind(op):
+    if op.type not in _KINDS:
+        op_def = op_def_registry.get(op.type) or op.op_def
+        attrs = {a.name: a.type for a in op_def.attr}
+        _KINDS[op.type] = (op_def.is_stateful and {"seed", "seed2"} <= set(attrs),
+                           any(t in ("func", "list(func)") for t in attrs.values()))
+    return _KINDS[op.type]
+
+
+def find(graph):
+    """The graph's draws that depend on the batch, split or not (module docstring)."""
+    initialization = None
+    candidates, callers = [], []
+    for op in graph.get_operations():
+        if op.inputs and (is_draw(op) or _calls_functions(op)):
+            initialization = graph_utils.initialization_ops(graph) if initialization is None else initialization
+            if op.name not in initialization and _from_the_batch(op.inputs):
+                (candidates if is_draw(op) else callers).append(op)
+    if not candidates and not callers:
+        return BatchDraws()
+    graph_def = graph.as_graph_def()
+    in_functions = _draws_in_functions(graph_def)
+    # A draw in a function (a v2 while loop's body) cannot be probed or rewritten from outside.
+    unsplittable = [f"{op.name}: {d}" for op in callers
+                    for d in sorted({d for f in _functions_run_by(op) for d in in_functions(f)})]
+    subgraph = _shape_subgraph(graph, graph_def, candidates)
+    inputs = _per_worker_inputs(graph) if candidates else []
+    first_probe, second_probe = (_probed_shapes(subgraph, inputs, candidates, m) for m in MARKERS)
+    in_loops = graph_utils.v1_loop_ops(graph) if candidates else set()
+    split = []
+    for op in candidates:
+        first, second = first_probe.get(op.name), second_probe.get(op.name)
+        if first is not None and first == second:
+            continue  # its shape does not follow the batch
+        axis = _batch_axis(first, second)
+        if axis is None or op in in_loops or _other_inputs_from_the_batch(op):
+            unsplittable.append(op.name)
+        else:
+            split.append((op.name, axis))
+    return BatchDraws(tuple(split), tuple(unsplittable), _layout(graph_def))
+
+
+def _functions_run_by(op):
+    named = [f for a in op.node_def.attr.values() for f in _called(a)]
+    return named + ([op.type] if op.graph._is_function(op.type) else [])
+
+
+def _called(attr):
+    """The functions an op's attribute names."""
+    return [attr.func.name] if attr.HasField("func") else [f.name for f in attr.list.func]
+
+
+def _draws_in_functions(graph_def):
+    """`draws(function name)`: the draws (node names) in that function and the functions it calls."""
+    library = {f.signature.name: f for f in graph_def.library.function}
+    memo = {}
+
+    def draws(name):
+        if name not in memo:
+            memo[name] = ()  # a recursive call adds nothing new
+            found = []
+            for node in library[name].node_def if name in library else ():
+                for called in (f for a in node.attr.values() for f in _called(a)):
+                    found += draws(called)
+                op_def = op_def_registry.get(node.op)
+                if op_def is not None and op_def.is_stateful and "seed" in node.attr and "seed2" in node.attr:
+                    found.append(node.name)
+            memo[name] = tuple(found)
+        return memo[name]
+    return draws
+
+
+def shape_input(op):
+    """The index of the draw's `shape` input, or None."""
+    names = [arg.name for arg in op.op_def.input_arg]
+    return names.index("shape") if "shape" in names else None
+
+
+def _from_the_batch(tensors):
+    return any(reads_input(a) for a in graph_utils.ancestors([t.op for t in tensors]))
+
+
+def _other_inputs_from_the_batch(op):
+    index = shape_input(op)
+    return index is None or _from_the_batch([t for i, t in enumerate(op.inputs) if i != index])
+
+
+def _per_worker_inputs(graph):
+    return [t for op in graph.get_operations() if reads_input(op) for t in op.outputs
+            if t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype and
+            t.shape.rank is not None and t.shape.rank >= 1]
+
+
+def _shape_subgraph(graph, graph_def, ops):
+    """The part of the graph the ops' output shapes follow from: their inputs' data ancestors (and the ops), with
+    control edges and colocations left out."""
+    needed = {op.name for op in graph_utils.ancestors([i.op for op in ops for i in op.inputs], False) | set(ops)}
+    sub = type(graph_def)()
+    sub.library.CopyFrom(graph_def.library)
+    sub.versions.CopyFrom(graph_def.versions)
+    for node in graph_def.node:
+        if node.name in needed:
+            kept = sub.node.add()
+            kept.CopyFrom(node)
+            del kept.input[:]
+            kept.input.extend(i for i in node.input if not i.startswith("^"))
+            kept.attr.pop("_class", None)  # colocation with ops that may be left out
+    return sub
+
+
+def _probed_shapes(graph_def, inputs, ops, marker):
+    """Each op's first output's static shape (a tuple, None where unknown) when every per-worker input holds
+    `marker` examples; {} when the graph cannot be imported so (an input whose first dimension is not examples)."""
+    if not ops:
+        return {}
+    probe = tf.Graph()
+    names = {n.name for n in graph_def.node}
+    try:
+        with probe.as_default():
+            input_map = {t.name: tf1.placeholder(t.dtype, [marker] + t.shape.as_list()[1:])
+                         for t in inputs if t.op.name in names}
+            tf1.import_graph_def(graph_def, input_map=input_map, name="probe")
+    except (ValueError, TypeError, tf.errors.OpError):
+        return {}
+    out = {}
+    for op in ops:
+        shape = probe.get_operation_by_name("probe/" + op.name).outputs[0].shape
+        out[op.name] = tuple(shape.as_list()) if shape.rank is not None else None
+    return out
+
+
+def _batch_axis(first, second):
+    """The one axis that holds the marker in both probes while every other axis is known and the same."""
+    if first is None or second is None or len(first) != len(second):
+        return None
+    axes = [d for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS]
+    others_fixed = all(a == b and a is not None for d, (a, b) in enumerate(zip(first, second)) if d not in axes)
+    return axes[0] if len(axes) == 1 and others_fixed else None
+
+
+def _layout(graph_def):
+    """Element-wise sharding (a ShardDataset, in the graph or in a dataset's function) gives each worker every N-th
+    example; otherwise each worker's examples are a block of the global batch (fed rows)."""
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return INTERLEAVED if any(n.op == "ShardDataset" for n in nodes) else BLOCKS
+
+
+def draw_for_the_whole_batch(graph, op_name, axis, num_workers, worker_id, layout):
+    """Rewrite one draw in `graph`: its shape's batch dimension times N, then this worker's examples gathered
+    along `axis`. Every consumer of the draw reads the gathered values. The worker's index is a constant in a
+    `parallax_shard` scope, whose values the same-graph check leaves out."""
+    op = graph.get_operation_by_name(op_name)
+    index = shape_input(op)
+    shape, drawn = op.inputs[index], op.outputs[0]
+    consumers = list(drawn.consumers())
+    with graph.as_default(), graph.name_scope(None), graph.name_scope("parallax_shard"), \
+            graph.name_scope(op_name.replace("/", "_")):
+        n = tf.constant(num_workers, shape.dtype, name="num_workers")
+        i = tf.constant(worker_id, shape.dtype, name="worker_id")
+        local = shape[axis]
+        op._update_input(index, tf.tensor_scatter_nd_update(shape, [[axis]], [local * n]))
+        stride, offset = (n, i) if layout == INTERLEAVED else (tf.ones_like(n), i * local)
+        mine = tf.gather(drawn, tf.range(local) * stride + offset, axis=axis)
+    for consumer in consumers:
+        for k, t in enumerate(consumer.inputs):
+            if t is drawn:
+                consumer._update_input(k, mine)
+
+
+def is_split(graph, op_name):
+    """Whether the draw's shape is now the whole batch's (made in a `parallax_shard` scope)."""
+    op = graph.get_operation_by_name(op_name)
+    return op.inputs[shape_input(op)].op.name.startswith("parallax_shard")
