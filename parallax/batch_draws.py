@@ -223,3 +223,11 @@ def is_split(graph, op_name):
     """Whether the draw's shape is now the whole batch's (made in a `parallax_shard` scope)."""
     op = graph.get_operation_by_name(op_name)
     return op.inputs[shape_input(op)].op.name.startswith("parallax_shard")
+
+
+def unsplittable_note(plan):
+    """One sentence naming the plan's unsplittable draws and what that costs: for the planner's warning and explain."""
+    return (f"random draw(s) {', '.join(plan.unsplittable_draws)} depend on the batch in a way parallax cannot split "
+            f"(their shape is unknown or merges the batch with another dimension, they read the batch's values, or "
+            f"they run in a while loop): the workers draw other values than one device, so the job is not exact "
+            f"there")

@@ -20,6 +20,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
+from parallax import batch_draws
 from parallax.analysis import analyze, static_sparsity
 from parallax.callable_module import make_callable
 from parallax.config import Config
@@ -140,15 +141,8 @@ def premise(plan, analysis):
         text += (f"; {len(plan.batch_draws)} random draw(s) whose shape follows the batch (dropout) draw for the whole "
                  f"batch with the same seed as one device, each worker keeping its share: {share}")
     if plan.unsplittable_draws:
-        text += f"; {unsplittable_note(plan)}"
+        text += f"; {batch_draws.unsplittable_note(plan)}"
     return text
-
-
-def unsplittable_note(plan):
-    return (f"random draw(s) {', '.join(plan.unsplittable_draws)} depend on the batch in a way parallax cannot split "
-            f"(their shape is unknown or merges the batch with another dimension, they read the batch's values, or "
-            f"they run in a while loop): the workers draw other values than one device, so the job is not exact "
-            f"there")
 
 
 _METHOD_NAMES = {"LOCAL": "local (1 worker)", "AR": "AllReduce", "AG": "AllGather", "PS": "PS"}

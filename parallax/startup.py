@@ -15,7 +15,7 @@ import sys
 
 import tensorflow as tf
 
-from parallax import cluster, collectives, plan_json, worker_checks
+from parallax import batch_draws, cluster, collectives, plan_json, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
@@ -86,8 +86,7 @@ def get_runner(graph, resource_spec, config=None):
     if role.role in ("launcher", "planner"):
         _rebuild_if_repartitioned(graph, analysis, plan)
     if role.role in ("launcher", "planner") and plan.unsplittable_draws:
-        from parallax.explain import unsplittable_note
-        print(f"parallax: warning: {unsplittable_note(plan)}", file=sys.stderr, flush=True)
+        print(f"parallax: warning: {batch_draws.unsplittable_note(plan)}", file=sys.stderr, flush=True)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
     if role.role == "planner":
         with open(os.environ[ENV_PLAN_OUT], "w") as f:
