@@ -23,10 +23,10 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from parallax import graph_utils
+from parallax.batch_shapes import MARKERS, batch_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
-MARKERS = (1009, 1013)  # primes no model's other dimensions are likely to equal, and not each other's multiples
 BLOCKS, INTERLEAVED = "blocks", "interleaved"
 
 
@@ -75,16 +75,17 @@ def find(graph):
     # A draw in a function (a v2 while loop's body) cannot be probed or rewritten from outside.
     unsplittable = [f"{op.name}: {d}" for op in callers
                     for d in sorted({d for f in _functions_run_by(op) for d in in_functions(f)})]
-    subgraph = _shape_subgraph(graph, graph_def, candidates)
-    inputs = _per_worker_inputs(graph) if candidates else []
-    first_probe, second_probe = (_probed_shapes(subgraph, inputs, candidates, m) for m in MARKERS)
+    subgraph = shape_subgraph(graph, graph_def, candidates)
+    inputs = per_worker_inputs(graph) if candidates else []
+    first_probe, second_probe = (probed_shapes(subgraph, inputs, [op.outputs[0] for op in candidates], m)
+                                  for m in MARKERS)
     in_loops = graph_utils.v1_loop_ops(graph) if candidates else set()
     split = []
     for op in candidates:
-        first, second = first_probe.get(op.name), second_probe.get(op.name)
+        first, second = first_probe.get(op.outputs[0].name), second_probe.get(op.outputs[0].name)
         if first is not None and first == second:
             continue  # its shape does not follow the batch
-        axis = _batch_axis(first, second)
+        axis = batch_axis(first, second)
         if axis is None or op in in_loops or _other_inputs_from_the_batch(op):
             unsplittable.append(op.name)
         else:
@@ -135,59 +136,6 @@ def _from_the_batch(tensors):
 def _other_inputs_from_the_batch(op):
     index = shape_input(op)
     return index is None or _from_the_batch([t for i, t in enumerate(op.inputs) if i != index])
-
-
-def _per_worker_inputs(graph):
-    return [t for op in graph.get_operations() if reads_input(op) for t in op.outputs
-            if t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype and
-            t.shape.rank is not None and t.shape.rank >= 1]
-
-
-def _shape_subgraph(graph, graph_def, ops):
-    """The part of the graph the ops' output shapes follow from: their inputs' data ancestors (and the ops), with
-    control edges and colocations left out."""
-    needed = {op.name for op in graph_utils.ancestors([i.op for op in ops for i in op.inputs], False) | set(ops)}
-    sub = type(graph_def)()
-    sub.library.CopyFrom(graph_def.library)
-    sub.versions.CopyFrom(graph_def.versions)
-    for node in graph_def.node:
-        if node.name in needed:
-            kept = sub.node.add()
-            kept.CopyFrom(node)
-            del kept.input[:]
-            kept.input.extend(i for i in node.input if not i.startswith("^"))
-            kept.attr.pop("_class", None)  # colocation with ops that may be left out
-    return sub
-
-
-def _probed_shapes(graph_def, inputs, ops, marker):
-    """Each op's first output's static shape (a tuple, None where unknown) when every per-worker input holds
-    `marker` examples; {} when the graph cannot be imported so (an input whose first dimension is not examples)."""
-    if not ops:
-        return {}
-    probe = tf.Graph()
-    names = {n.name for n in graph_def.node}
-    try:
-        with probe.as_default():
-            input_map = {t.name: tf1.placeholder(t.dtype, [marker] + t.shape.as_list()[1:])
-                         for t in inputs if t.op.name in names}
-            tf1.import_graph_def(graph_def, input_map=input_map, name="probe")
-    except (ValueError, TypeError, tf.errors.OpError):
-        return {}
-    out = {}
-    for op in ops:
-        shape = probe.get_operation_by_name("probe/" + op.name).outputs[0].shape
-        out[op.name] = tuple(shape.as_list()) if shape.rank is not None else None
-    return out
-
-
-def _batch_axis(first, second):
-    """The one axis that holds the marker in both probes while every other axis is known and the same."""
-    if first is None or second is None or len(first) != len(second):
-        return None
-    axes = [d for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS]
-    others_fixed = all(a == b and a is not None for d, (a, b) in enumerate(zip(first, second)) if d not in axes)
-    return axes[0] if len(axes) == 1 and others_fixed else None
 
 
 def _layout(graph_def):

@@ -1,0 +1,64 @@
+"""Which tensors follow the batch, by TF's own shape inference: the graph (the part the asked tensors' shapes follow
+from) is imported with the first dimension of every per-worker input (placeholders, iterators, queues: their rows are
+examples) set to a marker size, once per marker. A dimension that takes the marker each time is the batch; a shape
+that stays the same and fully known does not depend on the batch. batch_draws.py and batch_statistics.py ask."""
+import tensorflow as tf
+
+from parallax import graph_utils
+from parallax.row_keys import reads_input
+
+tf1 = tf.compat.v1
+MARKERS = (1009, 1013)  # primes no model's other dimensions are likely to equal, and not each other's multiples
+
+
+def per_worker_inputs(graph):
+    return [t for op in graph.get_operations() if reads_input(op) for t in op.outputs
+            if t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype and
+            t.shape.rank is not None and t.shape.rank >= 1]
+
+
+def shape_subgraph(graph, graph_def, ops):
+    """The part of the graph the ops' output shapes follow from: their inputs' data ancestors (and the ops), with
+    control edges and colocations left out."""
+    needed = {op.name for op in graph_utils.ancestors([i.op for op in ops for i in op.inputs], False) | set(ops)}
+    sub = type(graph_def)()
+    sub.library.CopyFrom(graph_def.library)
+    sub.versions.CopyFrom(graph_def.versions)
+    for node in graph_def.node:
+        if node.name in needed:
+            kept = sub.node.add()
+            kept.CopyFrom(node)
+            del kept.input[:]
+            kept.input.extend(i for i in node.input if not i.startswith("^"))
+            kept.attr.pop("_class", None)  # colocation with ops that may be left out
+    return sub
+
+
+def probed_shapes(graph_def, inputs, tensors, marker):
+    """{tensor name: its static shape (a tuple, None where unknown)} when every per-worker input holds `marker`
+    examples; {} when the graph cannot be imported so (an input whose first dimension is not examples)."""
+    if not tensors:
+        return {}
+    probe = tf.Graph()
+    names = {n.name for n in graph_def.node}
+    try:
+        with probe.as_default():
+            input_map = {t.name: tf1.placeholder(t.dtype, [marker] + t.shape.as_list()[1:])
+                         for t in inputs if t.op.name in names}
+            tf1.import_graph_def(graph_def, input_map=input_map, name="probe")
+    except (ValueError, TypeError, tf.errors.OpError):
+        return {}
+    out = {}
+    for t in tensors:
+        shape = probe.get_tensor_by_name("probe/" + t.name).shape
+        out[t.name] = tuple(shape.as_list()) if shape.rank is not None else None
+    return out
+
+
+def batch_axis(first, second):
+    """The one axis that holds the marker in both probes while every other axis is known and the same."""
+    if first is None or second is None or len(first) != len(second):
+        return None
+    axes = [d for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS]
+    others_fixed = all(a == b and a is not None for d, (a, b) in enumerate(zip(first, second)) if d not in axes)
+    return axes[0] if len(axes) == 1 and others_fixed else None
