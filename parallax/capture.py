@@ -17,6 +17,7 @@ from tensorflow.python.training import optimizer as optimizer_lib
 from parallax import graph_utils
 
 GRAD_COLLECTION = "parallax_grad_records"
+LOSS_COLLECTION = "parallax_loss_records"  # the tensors gradients were taken of (batch_statistics.py)
 APPLY_COLLECTION = "parallax_apply_records"
 
 _installed = False
@@ -51,6 +52,9 @@ def _wrap_gradients(original):
     def gradients(ys, xs, *args, **kwargs):
         grads = original(ys, xs, *args, **kwargs)
         if not tf.executing_eagerly():
+            for y in ys if isinstance(ys, (list, tuple)) else [ys]:
+                if isinstance(y, tf.Tensor) and y.name not in y.graph.get_collection(LOSS_COLLECTION):
+                    y.graph.add_to_collection(LOSS_COLLECTION, y.name)
             xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
             grads_list = grads if isinstance(grads, (list, tuple)) else [grads]
             for x, g in zip(xs_list, grads_list):
@@ -129,6 +133,11 @@ def _record_apply(opt, grads_and_vars, global_step, result, new_ops):
 
 def grad_records(graph):
     return [json.loads(r if isinstance(r, str) else r.decode()) for r in graph.get_collection(GRAD_COLLECTION)]
+
+
+def loss_records(graph):
+    """Names of the tensors the graph's gradients were taken of: its losses."""
+    return [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)]
 
 
 def apply_records(graph):

@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws
+from parallax import batch_draws, batch_statistics
 from parallax.analysis import analyze, static_sparsity
 from parallax.callable_module import make_callable
 from parallax.config import Config
@@ -142,6 +142,12 @@ def premise(plan, analysis):
                  f"batch with the same seed as one device, each worker keeping its share: {share}")
     if plan.unsplittable_draws:
         text += f"; {batch_draws.unsplittable_note(plan)}"
+    if plan.batch_statistics:
+        text += (f"; {len(plan.batch_statistics)} statistic(s) of the batch that the gradients are computed from (a "
+                 f"token count a loss divides by) are every worker's values combined, so each worker's loss is its "
+                 f"share of one device's")
+    if plan.uncombinable_statistics:
+        text += f"; {batch_statistics.uncombinable_note(plan)}"
     return text
 
 

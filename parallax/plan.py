@@ -129,6 +129,10 @@ class Plan:
     batch_draws: Tuple[Tuple[str, int], ...] = ()
     batch_layout: str = "blocks"
     unsplittable_draws: Tuple[str, ...] = ()
+    # Statistics of the batch the gradients are computed from (batch_statistics.py): (tensor, how the workers'
+    # values combine into what each reads, the ops that read it), and those that cannot be combined ("tensor (why)").
+    batch_statistics: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
+    uncombinable_statistics: Tuple[str, ...] = ()
 
     @property
     def methods(self):
@@ -155,7 +159,8 @@ class Plan:
 
     @property
     def uses_collectives(self):
-        return any(m.replicated for m in self.methods)
+        """Replicated variables' gradients, or statistics of the batch, go through collectives."""
+        return any(m.replicated for m in self.methods) or bool(self.batch_statistics)
 
     @property
     def uses_local_aggregation(self):
@@ -184,19 +189,25 @@ class Plan:
             head += f" collectives={self.backend}"
         out = head + "\n" + format_table(rows)
         out = out + "\n" + self.state_summary() if self.state else out
-        return out + "\n" + self.draws_summary() if self.batch_draws or self.unsplittable_draws else out
+        out = out + "\n" + self.draws_summary() if self.batch_draws or self.unsplittable_draws else out
+        return out + "\n" + self.statistics_summary() if self.batch_statistics or self.uncombinable_statistics else out
 
     def state_summary(self):
         """One line: where each piece of updated state lives."""
         return "state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
                                      + (" (averaged)" if s.aggregate else "") for s in self.state)
 
-
     def draws_summary(self):
         """One line: the random draws that follow the batch, split as one device draws them or not."""
         parts = [f"{name} (batch axis {axis}, {self.batch_layout})" for name, axis in self.batch_draws]
         parts += [f"{name} (cannot be split: differs from one device's)" for name in self.unsplittable_draws]
         return "draws for the whole batch: " + ", ".join(parts)
+
+    def statistics_summary(self):
+        """One line: the statistics of the batch the workers combine, and those they cannot."""
+        parts = [f"{name} ({law} over workers)" for name, law, _ in self.batch_statistics]
+        parts += [f"{entry}: each worker's own" for entry in self.uncombinable_statistics]
+        return "statistics of the batch: " + ", ".join(parts)
 
 
 def make_plan(analysis, spec, config):

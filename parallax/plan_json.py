@@ -43,7 +43,9 @@ def from_data(data):
                 data["place_post_aggregation_ops"], tuple(data["worker_hosts"]), data["place_boundary_ops"],
                 tuple(data["holders"]), data["backend"], placements, data.get("partitions"),
                 tuple((name, axis) for name, axis in data.get("batch_draws", [])), data.get("batch_layout", "blocks"),
-                tuple(data.get("unsplittable_draws", [])))
+                tuple(data.get("unsplittable_draws", [])),
+                tuple((name, law, tuple(readers)) for name, law, readers in data.get("batch_statistics", [])),
+                tuple(data.get("uncombinable_statistics", [])))
 
 
 def _plain(x):

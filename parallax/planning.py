@@ -4,7 +4,7 @@ run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
-from parallax import batch_draws, collectives
+from parallax import batch_draws, batch_statistics, collectives
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
@@ -17,6 +17,10 @@ def plan_job(graph, analysis, spec, config):
         auto = auto_plan.choose(graph, analysis, spec, config)
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions)
+    if spec.num_workers > 1 and plan.sync:  # asynchronous workers do not compute one device's steps anyway
+        statistics = batch_statistics.find(graph, analysis)
+        plan = dataclasses.replace(plan, batch_statistics=statistics.combined,
+                                   uncombinable_statistics=statistics.uncombinable)
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

@@ -15,7 +15,7 @@ import sys
 
 import tensorflow as tf
 
-from parallax import batch_draws, cluster, collectives, plan_json, worker_checks
+from parallax import batch_draws, batch_statistics, cluster, collectives, plan_json, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
@@ -85,8 +85,11 @@ def get_runner(graph, resource_spec, config=None):
     plan = _job_plan(graph, analysis, spec, config, role)
     if role.role in ("launcher", "planner"):
         _rebuild_if_repartitioned(graph, analysis, plan)
-    if role.role in ("launcher", "planner") and plan.unsplittable_draws:
-        print(f"parallax: warning: {batch_draws.unsplittable_note(plan)}", file=sys.stderr, flush=True)
+    if role.role in ("launcher", "planner"):
+        notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
+        notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
+        for note in notes:
+            print(f"parallax: warning: {note}", file=sys.stderr, flush=True)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
     if role.role == "planner":
         with open(os.environ[ENV_PLAN_OUT], "w") as f:

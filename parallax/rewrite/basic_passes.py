@@ -1,9 +1,9 @@
-"""Passes every mode runs: copy the user's graph (and split its random draws over the batch), then add
-initialization and checkpointing."""
+"""Passes every mode runs: copy the user's graph (split its random draws over the batch, and combine the workers'
+statistics of the batch), then add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import batch_draws
+from parallax import batch_draws, batch_statistics
 
 tf1 = tf.compat.v1
 
@@ -26,6 +26,14 @@ def split_batch_draws(ctx):
     for name, axis in ctx.plan.batch_draws:
         batch_draws.draw_for_the_whole_batch(ctx.graph, name, axis, ctx.plan.num_workers, ctx.worker_id,
                                              ctx.plan.batch_layout)
+
+
+def combine_batch_statistics(ctx):
+    """Each statistic of the batch that the gradients are computed from (a token count) is, for the ops that read
+    it there, every worker's value combined as the plan says (batch_statistics.py)."""
+    for name, law, readers in ctx.plan.batch_statistics:
+        batch_statistics.combine(ctx.graph, ctx.collective_ops, name, law, readers)
+        ctx.collectives += ctx.collective_ops.created()
 
 
 def _drop_names_of_function_ops(meta):

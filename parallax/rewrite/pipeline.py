@@ -12,12 +12,13 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws, collectives
+from parallax import batch_draws, batch_statistics, collectives
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
-from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph, split_batch_draws
+from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
+                                           split_batch_draws)
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
@@ -101,6 +102,8 @@ def _all_aggregated(ctx, *kinds):
 FACTS = {
     "graph": lambda ctx: ctx.graph is not None,
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
+    "statistics_combined": lambda ctx: all(batch_statistics.is_combined(ctx.graph, name, readers)
+                                           for name, _, readers in ctx.plan.batch_statistics),
     "server_placement": lambda ctx: bool(ctx.server_variables),
     "allreduced": lambda ctx: _all_aggregated(ctx, Aggregation.ALLREDUCE),
     "allgathered": lambda ctx: _all_aggregated(ctx, Aggregation.ALLGATHER),
@@ -117,6 +120,8 @@ AGGREGATED = {"allreduced", "allgathered", "server_aggregated"}
 PIPELINE = (
     _pass(copy_graph, lambda plan: True, provides={"graph"}),
     _pass(split_batch_draws, lambda plan: bool(plan.batch_draws), {"graph"}, provides={"draws_split"}),
+    _pass(combine_batch_statistics, lambda plan: bool(plan.batch_statistics), {"graph"},
+          provides={"statistics_combined", "collectives"}),
     _pass(place_variables_on_servers, lambda plan: plan.uses_servers, {"graph"}, provides={"server_placement"}),
     _pass(pin_ref_reads, lambda plan: plan.uses_servers, {"server_placement"}),
     _pass(allreduce_dense_gradients, _aggregates(Aggregation.ALLREDUCE), {"graph"},

@@ -297,6 +297,56 @@ def dropout_sharded(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def token_weighted_mean(n, b, steps, graph_batch, lr_scale=1.0):
+    """A loss normalized by statistics of the batch, on fed rows: squared errors summed over unmasked positions and
+    divided by the batch's count of them (a float mask's sum), plus a second term divided by the batch's total
+    length (an int sum, cast), with features scaled by the batch's largest absolute value: what one device divides
+    by is the whole batch's count and maximum."""
+    rng = np.random.RandomState(9)
+    rows = n * b * steps
+    ids = rng.randint(0, VOCAB, size=(rows, 5)).astype(np.int32)
+    lengths = rng.randint(1, 6, size=(rows,)).astype(np.int32)
+    x, y = rng.randn(rows, 3) * rng.randint(1, 4, size=(rows, 1)), np.sin(ids) + 0.1 * rng.randn(rows, 5)
+    g = tf.Graph()
+    with g.as_default():
+        idp, lp = tf1.placeholder(tf.int32, [None, 5], "ids"), tf1.placeholder(tf.int32, [None], "lengths")
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 5], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(9))
+        scaled = xp / tf.reduce_max(tf.abs(xp))
+        hidden = tf.nn.embedding_lookup(emb, idp) + _dense(scaled, 3, "features", 5)[:, None, :]
+        pred = tf.squeeze(_dense(hidden, 1, "out", 4), -1)
+        mask = tf.sequence_mask(lp, 5, dtype=F64)
+        errors = tf.square(pred - yp) * mask
+        loss = tf.reduce_sum(errors) / tf.reduce_sum(mask) + \
+            tf.reduce_sum(tf.abs(pred - yp) * mask) / tf.cast(tf.reduce_sum(lp), F64)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, lengths, x, y), (idp, lp, xp, yp)))
+
+
+def weighted_losses_padded(n, b, steps, graph_batch, lr_scale=1.0):
+    """Sequences of different lengths from a parallax.shard dataset, padded per batch (each worker to its own
+    longest), and tf.compat.v1.losses' cross entropy with the padding's weights 0: its default reduction divides
+    by the batch's count of nonzero weights."""
+    rng = np.random.RandomState(10)
+    rows = n * b * steps
+    lengths = rng.randint(1, 7, size=(rows,)).astype(np.int32)
+    tokens = rng.randint(0, VOCAB, size=(rows, 6)).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices((tokens, lengths)))
+        ds = ds.map(lambda t, n_: (t[:n_], n_)).padded_batch(graph_batch, padded_shapes=([None], []))
+        seq, seq_len = tf1.data.make_one_shot_iterator(ds).get_next()
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(10))
+        logits = _dense(tf.tanh(tf.nn.embedding_lookup(emb, seq)), VOCAB, "softmax", 6)
+        targets = tf.math.floormod(seq * 7 + 3, VOCAB)
+        weights = tf.sequence_mask(seq_len, tf.shape(seq)[1], dtype=F64)
+        loss = tf1.losses.sparse_softmax_cross_entropy(targets, logits, weights=weights)
+        train = tf1.train.AdagradOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
 USER_GRAPHS_MORE = {
     "hand_written_sgd": hand_written_sgd,
     "hand_written_momentum": hand_written_momentum,
@@ -312,4 +362,7 @@ USER_GRAPHS_MORE = {
     "loss_scaled_finite_check_v1_cond": loss_scaled_finite_check_v1_cond,
     "dropout_fed": dropout_fed,
     "dropout_sharded": dropout_sharded,
+    "token_weighted_mean": token_weighted_mean,
+    "weighted_losses_padded": weighted_losses_padded,
 }
+

@@ -1,0 +1,240 @@
+"""Statistics of the batch that the training computation reads: a token count, a sum of example weights.
+
+A loss normalized by such a value (`sum(loss * mask) / sum(mask)`, tf.compat.v1.losses with `weights`) is not a
+mean over examples: one device divides by the whole batch's count, and a worker by its own. Averaging the workers'
+gradients then weights each worker's examples by 1/(its count), not 1/(the whole count), and the job differs from
+one device by as much as the counts differ. The rule: a value computed from the examples alone (no variable in
+what it is computed from) that reduces them away (its shape does not follow the batch while an input's does, by
+batch_shapes.py's markers) is, wherever the gradients are computed from it, the *mean over workers* of the
+workers' values. Each worker's loss is then its share of one device's loss, in the sense the gradient average
+needs: with A_i a worker's sum and S the whole batch's count, mean_i(A_i / (S / N)) = sum_i(A_i) / S.
+
+How the workers' values combine into the whole batch's is a property of the reducing op, found by running it, not
+from its type: on random inputs of two halves of a batch, is its value on the whole batch the sum of its values on
+the halves (a sum: the workers' mean is S / N), their mean (a mean: the workers' mean is the batch's), their
+maximum or their minimum? A statistic that combines in none of these ways (a batch's first example), whose shape
+is not static, that is an integer sum read other than by a cast to floats (S / N is no integer), or that feeds a
+variable's update rather than its gradient (a learning rate scaled by the batch's count) is *uncombinable*: the
+plan lists it, the planner warns, and `parallax.explain` says the job is not exact there.
+"""
+import dataclasses
+from typing import Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from parallax import capture, graph_utils
+from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
+from parallax.row_keys import reads_input
+
+tf1 = tf.compat.v1
+MEAN, MAX, MIN = "mean", "max", "min"  # how the workers' values combine into what each worker reads
+# Ops whose output is a function of their input's shape, not of its values: a path through them is not a use of
+# the values.
+SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "VariableShape"}
+_HALF = 3  # examples in each half of the probe's batch
+_TRIALS = 3  # random batches every law must hold on
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchStatistics:
+    combined: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # (tensor, MEAN|MAX|MIN, the ops that read it)
+    uncombinable: Tuple[str, ...] = ()  # "tensor (why)"
+
+
+def value_inputs(op):
+    return () if op.type in SHAPE_ONLY else tuple(op.inputs)
+
+
+def find(graph, analysis):
+    """The statistics of the batch that the graph's gradients are computed from (module docstring)."""
+    gradients = [graph.get_tensor_by_name(name).op for v in analysis.trained_variables for p in v.parts
+                 for g in p.gradients for name in (g.values, g.indices) if name]
+    writers = [graph.get_operation_by_name(name) for v in analysis.trained_variables for p in v.parts
+               for name in p.update_ops] + [graph.get_operation_by_name(name) for s in analysis.state
+                                            for name in s.written_by]
+    losses = [graph.get_tensor_by_name(name).op for name in capture.loss_records(graph)]
+    before = graph_utils.closure(gradients, lambda op: [t.op for t in value_inputs(op)])
+    after = graph_utils.closure(writers, lambda op: [t.op for t in value_inputs(op)]) - before
+    # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
+    forward = graph_utils.closure(losses, lambda op: [t.op for t in value_inputs(op)])
+    from_data = _computed_from_data_alone(before | after | forward) & (forward | after)
+    if not from_data:
+        return BatchStatistics()
+    tensors = {t for op in from_data for t in op.outputs} | {t for op in from_data for t in value_inputs(op)}
+    tensors = sorted((t for t in tensors if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype),
+                     key=lambda t: t.name)
+    graph_def = graph.as_graph_def()
+    subgraph = shape_subgraph(graph, graph_def, sorted(from_data, key=lambda o: o.name))
+    inputs = per_worker_inputs(graph)
+    probes = [probed_shapes(subgraph, inputs, tensors, m) for m in MARKERS]
+    if not probes[0] or not probes[1]:
+        return BatchStatistics()  # the graph cannot be probed (batch_draws says so of its draws)
+    in_loops = graph_utils.v1_loop_ops(graph)
+    combined, uncombinable = [], []
+    for op in sorted(from_data, key=lambda o: o.name):
+        if op.op_def.is_stateful or not any(_follows(t, probes) for t in value_inputs(op)):
+            continue  # a stateful op's value is no function of the batch (a sampler's draw: batch_draws.py)
+        for out in op.outputs:
+            if out.name not in probes[0] or _follows(out, probes):
+                continue
+            points = _read_points(out, before, after)
+            if not points:
+                continue
+            why = _why_not(op, out, points, in_loops)
+            law = None if why else _combining_law(op, out, probes)
+            if why or law is None:
+                why = why or "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
+                uncombinable.append(f"{out.name} ({why})")
+            else:
+                combined += [(t.name, law, tuple(sorted(c.name for c in readers))) for t, readers, _ in points]
+    return BatchStatistics(tuple(combined), tuple(uncombinable))
+
+
+def _computed_from_data_alone(ops):
+    """The ops of `ops` whose values come from per-worker inputs and from no variable."""
+    variable, data = {}, {}
+    for op in graph_utils.topological(ops):
+        sources = [t.op for t in value_inputs(op)]
+        variable[op] = op.type in graph_utils.VARIABLE_OP_TYPES or any(variable.get(s, False) for s in sources)
+        data[op] = reads_input(op) or any(data.get(s, False) for s in sources)
+    return {op for op in ops if data[op] and not variable[op] and not reads_input(op)}
+
+
+def _follows(t, probes):
+    """Whether `t`'s shape changes with the batch (or is not known, so may)."""
+    first, second = (p.get(t.name) for p in probes)
+    return first is None or first != second or None in first
+
+
+def _read_points(out, before, after):
+    """[(tensor, the ops that read it as floats, whether they compute the gradient)] where the statistic `out` is read
+    as floating-point values: itself, or its casts to floats. Only a value read so can be the workers' combined
+    one; an integer read is an extent or an index (a padded length, which a worker's own batch sets), left alone."""
+    points = []
+    for t in [out] if out.dtype.is_floating else [c.outputs[0] for c in out.consumers()
+                                                  if c.type == "Cast" and c.outputs[0].dtype.is_floating]:
+        readers = [c for c in t.consumers() if c in before or c in after]
+        if readers:
+            points.append((t, readers, all(c in before for c in readers)))
+    return points
+
+
+def _why_not(op, out, points, in_loops):
+    if not all(gradient for _, _, gradient in points):
+        return "an update or other state written in the step reads it: there one device's value is the whole batch's"
+    if not out.shape.is_fully_defined():
+        return "its shape is not static"
+    if op in in_loops:
+        return "it is computed in a while loop"
+    return None
+
+
+def _combining_law(op, out, probes):
+    """MEAN when the op's value on a whole batch is the sum or the mean of its values on two halves (the workers'
+    mean is then what each reads), MAX or MIN for the maximum or minimum; None when none holds on every trial, when
+    the value changes with the examples' order (a batch's first example), or when the op cannot be run alone (an
+    input of unknown value that is not the batch's)."""
+    graph, sources = tf.Graph(), []
+    with graph.as_default():
+        for i, t in enumerate(op.inputs):
+            placeholder = tf1.placeholder(t.dtype, name=f"in{i}")
+            if not _follows(t, probes):
+                value = tf.get_static_value(t)
+                if value is None:
+                    return None
+                sources.append((placeholder, value, None))
+                continue
+            shape = _probe_shape(t, probes)
+            if shape is None or not (t.dtype.is_floating or t.dtype.is_integer or t.dtype == tf.bool):
+                return None
+            sources.append((placeholder, shape, shape.index(2 * _HALF)))
+        node = tf1.NodeDef()
+        node.CopyFrom(op.node_def)
+        del node.input[:]
+        node.input.extend(p.op.name for p, _, _ in sources)
+        node.attr.pop("_class", None)
+        graph_def = graph.as_graph_def()
+        graph_def.node.extend([node])
+    laws = None
+    try:
+        with tf.Graph().as_default() as run, tf1.Session(graph=run) as sess:
+            tf1.import_graph_def(graph_def, name="")
+            result = run.get_tensor_by_name(f"{node.name}:{out.value_index}")
+            for trial in range(_TRIALS):
+                rng = np.random.RandomState(trial)
+                batch = [(p.name, value if axis is None else _random(rng, p.dtype, value), axis)
+                         for p, value, axis in sources]
+                whole, reversed_, first, second = (
+                    np.asarray(sess.run(result, {name: _part(v, axis, part) for name, v, axis in batch}), np.float64)
+                    for part in ("whole", "reversed", 0, 1))
+                if whole.shape != reversed_.shape or not np.allclose(whole, reversed_, rtol=1e-5, atol=1e-6):
+                    return None
+                holds = {law for law, combined in ((MEAN, first + second), (MEAN, (first + second) / 2),
+                                                   (MAX, np.maximum(first, second)), (MIN, np.minimum(first, second)))
+                         if whole.shape == combined.shape and np.allclose(whole, combined, rtol=1e-5, atol=1e-6)}
+                laws = holds if laws is None else laws & holds
+    except (ValueError, TypeError, tf.errors.OpError):
+        return None
+    return min(laws) if laws and len(laws) == 1 else None
+
+
+def _probe_shape(t, probes):
+    """A concrete shape for `t` with 2*_HALF examples on its batch axis (the one that took the markers, else an
+    unknown first dimension) and 2 on its other unknown ones; None without a batch axis to split."""
+    first, second = (p.get(t.name) for p in probes)
+    if first is None or second is None or len(first) != len(second):
+        return None
+    axes = [d for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS]
+    if not axes and first and first[0] is None:
+        axes = [0]
+    if len(axes) != 1:
+        return None
+    return [2 * _HALF if d == axes[0] else (2 if a is None else a) for d, a in enumerate(first)]
+
+
+def _random(rng, dtype, shape):
+    if dtype == tf.bool:
+        return rng.rand(*shape) < 0.5
+    if dtype.is_integer:
+        return rng.randint(0, 3, size=shape).astype(dtype.as_numpy_dtype)
+    return rng.randn(*shape).astype(dtype.as_numpy_dtype)
+
+
+def _part(value, axis, part):
+    """The whole batch, its examples in reverse order, or its first or second half."""
+    if axis is None or part == "whole":
+        return value
+    if part == "reversed":
+        return np.flip(value, axis=axis)
+    return np.take(value, range(part * _HALF, (part + 1) * _HALF), axis=axis)
+
+
+SCOPE = "parallax_statistics"
+_COMBINE = {MEAN: tf.reduce_mean, MAX: tf.reduce_max, MIN: tf.reduce_min}
+
+
+def combine(graph, collective_ops, name, law, readers):
+    """Rewrite one statistic in `graph`: gather every worker's value (in worker order, so every worker computes the
+    same bits) and combine them by `law`, for the ops `readers`; other readers keep the worker's own value."""
+    own = graph.get_tensor_by_name(name)
+    with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{SCOPE}/{own.op.name}_{own.value_index}"):
+        every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
+        combined = _COMBINE[law](every, axis=0, name="combined")
+    for reader in readers:
+        op = graph.get_operation_by_name(reader)
+        for k, t in enumerate(op.inputs):
+            if t is own:
+                op._update_input(k, combined)
+
+
+def is_combined(graph, name, readers):
+    """Whether every one of `readers` reads the combined value of the statistic `name`, not the worker's own."""
+    return all(name not in {t.name for t in graph.get_operation_by_name(r).inputs} for r in readers)
+
+
+def uncombinable_note(plan):
+    """One sentence naming the plan's uncombinable statistics: for the planner's warning and explain."""
+    return (f"statistic(s) of the batch {', '.join(plan.uncombinable_statistics)} cannot be combined over the workers: "
+            f"each worker reads its own batch's value where one device reads the whole batch's, so the job is not "
+            f"exact there")

@@ -1,0 +1,175 @@
+"""Statistics of the batch that gradients are computed from (batch_statistics.py): which are found, how the workers'
+values combine (found by running the op), and that a rewritten worker reads the combined value exactly where the
+gradient is computed and its own value elsewhere."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax import batch_statistics, plan_json
+from parallax.explain import premise
+from parallax.plan import Plan
+
+tf1 = tf.compat.v1
+F64 = tf.float64
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def _find(build):
+    """batch_statistics.find of a graph where `build(x, lengths, prediction)` returns the loss; x: [batch, 3]."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(F64, [None, 3], name="x")
+        lengths = tf1.placeholder(tf.int32, [None], name="lengths")
+        w = tf1.get_variable("w", [3, 1], F64)
+        loss = build(x, lengths, tf.matmul(x, w))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return batch_statistics.find(g, parallax.analyze(g))
+
+
+def _laws(found):
+    return sorted(law for _, law, _ in found.combined)
+
+
+@pytest.mark.parametrize("build, laws", [
+    (lambda x, n, p: tf.reduce_sum(p) / tf.reduce_sum(tf.abs(x)), ["mean"]),  # a sum: the workers' mean is S/N
+    (lambda x, n, p: tf.reduce_sum(p) / tf.reduce_mean(tf.abs(x)), ["mean"]),
+    (lambda x, n, p: tf.reduce_mean(p / tf.reduce_max(tf.abs(x))), ["max"]),
+    (lambda x, n, p: tf.reduce_mean(p) * tf.reduce_min(x), ["min"]),
+    (lambda x, n, p: tf.reduce_mean(p) / tf.reduce_sum(tf.matmul(x, x, transpose_a=True)), ["mean"]),  # a sum
+    (lambda x, n, p: tf.reduce_sum(p) / tf.cast(tf.reduce_sum(n), F64), ["mean"]),  # at the cast: S/N is no int
+    (lambda x, n, p: tf1.losses.mean_squared_error(x[:, :1], p, weights=tf.cast(n[:, None] > 1, F64)), ["mean"]),
+    (lambda x, n, p: tf.reduce_mean(p), []),  # a mean over examples needs nothing
+    (lambda x, n, p: tf.reduce_sum(p) / tf.cast(tf.shape(x)[0], F64), []),  # the batch's size: the same everywhere
+    (lambda x, n, p: tf.reduce_sum(p * tf.sequence_mask(n, dtype=F64)[:, :1]), []),  # an int extent: the padding
+])
+def test_statistics_that_gradients_read_are_combined_as_running_the_op_shows(build, laws):
+    found = _find(build)
+    assert _laws(found) == laws and not found.uncombinable
+
+
+@pytest.mark.parametrize("build, why", [
+    (lambda x, n, p: tf.reduce_mean(p) * x[0, 0], "no sum, mean, maximum or minimum"),  # the batch's first example
+    (lambda x, n, p: tf.reduce_mean(p) / tf.reduce_prod(x), "no sum, mean, maximum or minimum"),
+])
+def test_statistics_that_combine_in_no_known_way_are_listed(build, why):
+    found = _find(build)
+    assert not found.combined and len(found.uncombinable) == 1 and why in found.uncombinable[0]
+
+
+def test_a_statistic_an_update_reads_is_listed_not_combined():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(F64, [None, 3], name="x")
+        w = tf1.get_variable("w", [3, 1], F64)
+        loss = tf.reduce_mean(tf.matmul(x, w))
+        tf1.train.GradientDescentOptimizer(0.1 * tf.reduce_mean(tf.abs(x))).minimize(loss)
+    found = batch_statistics.find(g, parallax.analyze(g))
+    assert not found.combined and found.uncombinable == (
+        "Mean_1:0 (an update or other state written in the step reads it: there one device's value is the whole "
+        "batch's)",)
+
+
+class _TwoWorkers:
+    """The collectives of worker 0 of two, the other worker's value being `other`."""
+    def __init__(self, other):
+        self.other, self._created = other, []
+
+    def allgather(self, tensor, name):
+        gathered = tf.concat([tensor, tf.constant([self.other], tensor.dtype)], 0, name=name)
+        self._created.append(gathered.op.name)
+        return gathered
+
+    def created(self):
+        names, self._created = self._created, []
+        return names
+
+
+def test_a_worker_reads_the_combined_count_where_gradients_are_computed_and_its_own_elsewhere():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(F64, [None, 2], name="x")
+        mask = tf1.placeholder(F64, [None], name="mask")
+        w = tf1.get_variable("w", [2, 1], F64, initializer=tf1.ones_initializer())
+        loss = tf.reduce_sum(tf.squeeze(tf.matmul(x, w), 1) * mask) / tf.reduce_sum(mask)
+        gradient = tf.gradients(loss, w)[0]
+        tf1.train.GradientDescentOptimizer(0.1).apply_gradients([(gradient, w)])
+    found = batch_statistics.find(g, parallax.analyze(g))
+    assert [(name, law) for name, law, _ in found.combined] == [("Sum_1:0", "mean")]
+    for name, law, readers in found.combined:
+        batch_statistics.combine(g, _TwoWorkers(5.0), name, law, readers)
+        assert batch_statistics.is_combined(g, name, readers)
+    xs, ms = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([1.0, 1.0, 0.0])
+    with tf1.Session(graph=g) as sess:
+        sess.run(tf1.global_variables_initializer())
+        got_loss, got_gradient = sess.run([loss, gradient], {x: xs, mask: ms})
+    assert got_loss == pytest.approx((3 + 7) / 2)  # the loss the script logs: this worker's own
+    # the gradient: this worker's share of one device's, its masked rows over the mean count (2 + 5) / 2
+    np.testing.assert_allclose(got_gradient, (xs * ms[:, None]).sum(axis=0)[:, None] / 3.5)
+
+
+def test_the_plan_carries_the_statistics_through_json_and_explain_states_them():
+    plan = Plan("MPI", 2, 1, (), batch_statistics=(("Sum_1:0", "mean", ("gradients/truediv_grad/RealDiv",)),),
+                uncombinable_statistics=("strided_slice:0 (why)",))
+    assert plan.uses_collectives
+    assert plan_json.loads(plan_json.dumps(plan)) == plan
+    g = tf.Graph()
+    with g.as_default():
+        w = tf1.get_variable("w", [2], F64)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * w))
+    text = premise(plan, parallax.analyze(g))
+    assert "1 statistic(s) of the batch that the gradients are computed from" in text
+    assert "strided_slice:0 (why) cannot be combined over the workers" in text
+    assert "statistics of the batch: Sum_1:0 (mean over workers), strided_slice:0 (why): each worker's own" in str(plan)
+
+
+def test_the_planner_warns_of_a_statistic_it_cannot_combine(tmp_path):
+    script = ("import tensorflow as tf, parallax\n"
+              "tf1 = tf.compat.v1\n"
+              "g = tf.Graph()\n"
+              "with g.as_default():\n"
+              "    x = tf1.placeholder(tf.float32, [None, 4])\n"
+              "    w = tf1.get_variable('w', [4, 1])\n"
+              "    tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)) * x[0, 0])\n"
+              "parallax.get_runner(g, 'localhost:2')\n")
+    out = tmp_path / "plan.json"
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", PARALLAX_ROLE="planner",
+               PARALLAX_PLAN_OUT=str(out))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "parallax: warning: statistic(s) of the batch strided_slice:0" in done.stderr
+    plan = plan_json.loads(out.read_text())
+    assert plan.uncombinable_statistics and not plan.batch_statistics
+
+
+def _token_weighted_graph():
+    g = tf.Graph()
+    with g.as_default():
+        x, mask = tf1.placeholder(F64, [None, 2], name="x"), tf1.placeholder(F64, [None], name="mask")
+        w = tf1.get_variable("w", [2, 1], F64)
+        loss = tf.reduce_sum(tf.squeeze(tf.matmul(x, w), 1) * mask) / tf.reduce_sum(mask)
+        tf1.train.AdamOptimizer(0.1).minimize(loss)
+    return g
+
+
+@pytest.mark.parametrize("run_option, backend, gather", [("PS", "auto", "CollectiveGatherV2"),
+                                                         ("MPI", "horovod", "HorovodAllgather")])
+def test_the_pass_gathers_each_statistic_with_the_plans_collectives(run_option, backend, gather):
+    from parallax.planning import plan_job
+    from parallax.rewrite.pipeline import RewriteContext, passes_for
+    g = _token_weighted_graph()
+    config = parallax.Config(run_option=run_option, collective_backend=backend)
+    plan = plan_job(g, parallax.analyze(g), parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1"), config)
+    assert plan.uses_collectives and [law for _, law, _ in plan.batch_statistics] == ["mean"]
+    ctx = RewriteContext(g, plan, config)
+    for p in passes_for(plan):
+        p.run(ctx)
+        if p.name == "combine_batch_statistics":
+            break
+    assert [ctx.graph.get_operation_by_name(c).type for c in ctx.collectives] == [gather]
+    name, _, readers = plan.batch_statistics[0]
+    assert batch_statistics.is_combined(ctx.graph, name, readers)
