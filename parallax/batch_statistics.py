@@ -29,6 +29,8 @@ from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
 MEAN, MAX, MIN = "mean", "max", "min"  # how the workers' values combine into what each worker reads
+SUM, AVERAGE = "sum", "average"  # what the value on a whole batch is of the values on its parts (and MAX, MIN)
+COMBINED = {SUM: MEAN, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # a sum's workers' mean is S / N; an average's is it
 # Ops whose output is a function of their input's shape, not of its values: a path through them is not a use of
 # the values.
 SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "VariableShape"}
@@ -59,13 +61,17 @@ def find(graph, analysis):
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
     forward = graph_utils.closure(losses, lambda op: [t.op for t in value_inputs(op)])
     from_data = _computed_from_data_alone(before | after | forward) & (forward | after)
-    if not from_data:
+    # A variable's values averaged over elements whose number the data may set (unknown before the step).
+    averaged = {op for op in forward - from_data if op.outputs and op.outputs[0].shape.is_fully_defined() and
+                not op.op_def.is_stateful and any(not t.shape.is_fully_defined() for t in value_inputs(op))}
+    if not from_data and not averaged:
         return BatchStatistics()
-    tensors = {t for op in from_data for t in op.outputs} | {t for op in from_data for t in value_inputs(op)}
+    probed = from_data | averaged
+    tensors = {t for op in probed for t in op.outputs} | {t for op in probed for t in value_inputs(op)}
     tensors = sorted((t for t in tensors if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype),
                      key=lambda t: t.name)
     graph_def = graph.as_graph_def()
-    subgraph = shape_subgraph(graph, graph_def, sorted(from_data, key=lambda o: o.name))
+    subgraph = shape_subgraph(graph, graph_def, sorted(probed, key=lambda o: o.name))
     inputs = per_worker_inputs(graph)
     probes = [probed_shapes(subgraph, inputs, tensors, m) for m in MARKERS]
     if not probes[0] or not probes[1]:
@@ -88,7 +94,19 @@ def find(graph, analysis):
                 uncombinable.append(f"{out.name} ({why})")
             else:
                 combined += [(t.name, law, tuple(sorted(c.name for c in readers))) for t, readers, _ in points]
+    uncombinable += [f"{op.outputs[0].name} (a mean over a number of elements that the data may set, as a "
+                     f"boolean mask's or a padded length: each worker divides by its own count; divide a sum by a "
+                     f"count instead)" for op in sorted(averaged, key=lambda o: o.name) if _averages_a_data_extent(op, probes)]
     return BatchStatistics(tuple(combined), tuple(uncombinable))
+
+
+def _averages_a_data_extent(op, probes):
+    """Whether `op` reduces away an input dimension that neither probe knows (the data sets it), as a mean does."""
+    out = op.outputs[0]
+    if out.name not in probes[0] or _follows(out, probes):
+        return False
+    unknown = [t for t in value_inputs(op) if probes[0].get(t.name) is not None and None in probes[0][t.name]]
+    return bool(unknown) and _combining_law(op, out, probes, raw=True) == AVERAGE
 
 
 def _computed_from_data_alone(ops):
@@ -130,9 +148,9 @@ def _why_not(op, out, points, in_loops):
     return None
 
 
-def _combining_law(op, out, probes):
+def _combining_law(op, out, probes, raw=False):
     """MEAN when the op's value on a whole batch is the sum or the mean of its values on two halves (the workers'
-    mean is then what each reads), MAX or MIN for the maximum or minimum; None when none holds on every trial, when
+    mean is then what each reads; `raw`: SUM or AVERAGE), MAX or MIN for the maximum or minimum; None when none holds on every trial, when
     the value changes with the examples' order (a batch's first example), or when the op cannot be run alone (an
     input of unknown value that is not the batch's)."""
     graph, sources = tf.Graph(), []
@@ -170,13 +188,15 @@ def _combining_law(op, out, probes):
                     for part in ("whole", "reversed", 0, 1))
                 if whole.shape != reversed_.shape or not np.allclose(whole, reversed_, rtol=1e-5, atol=1e-6):
                     return None
-                holds = {law for law, combined in ((MEAN, first + second), (MEAN, (first + second) / 2),
+                holds = {law for law, combined in ((SUM, first + second), (AVERAGE, (first + second) / 2),
                                                    (MAX, np.maximum(first, second)), (MIN, np.minimum(first, second)))
                          if whole.shape == combined.shape and np.allclose(whole, combined, rtol=1e-5, atol=1e-6)}
                 laws = holds if laws is None else laws & holds
     except (ValueError, TypeError, tf.errors.OpError):
         return None
-    return min(laws) if laws and len(laws) == 1 else None
+    if not laws or len(laws) != 1:
+        return None
+    return min(laws) if raw else COMBINED[min(laws)]
 
 
 def _probe_shape(t, probes):

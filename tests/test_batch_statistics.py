@@ -55,6 +55,8 @@ def test_statistics_that_gradients_read_are_combined_as_running_the_op_shows(bui
 @pytest.mark.parametrize("build, why", [
     (lambda x, n, p: tf.reduce_mean(p) * x[0, 0], "no sum, mean, maximum or minimum"),  # the batch's first example
     (lambda x, n, p: tf.reduce_mean(p) / tf.reduce_prod(x), "no sum, mean, maximum or minimum"),
+    (lambda x, n, p: tf.reduce_mean(tf.boolean_mask(p[:, 0], n > 1)), "a mean over a number of elements that the "
+                                                                       "data may set"),
 ])
 def test_statistics_that_combine_in_no_known_way_are_listed(build, why):
     found = _find(build)
