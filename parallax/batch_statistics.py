@@ -55,7 +55,9 @@ def find(graph, analysis):
     writers = [graph.get_operation_by_name(name) for v in analysis.trained_variables for p in v.parts
                for name in p.update_ops] + [graph.get_operation_by_name(name) for s in analysis.state
                                             for name in s.written_by]
-    losses = [graph.get_tensor_by_name(name).op for name in capture.loss_records(graph)]
+    names = {op.name for op in graph.get_operations()}
+    losses = [graph.get_operation_by_name(op_name) for op_name in
+              (name.rsplit(":", 1)[0] for name in capture.loss_records(graph)) if op_name in names]
     before = graph_utils.closure(gradients, lambda op: [t.op for t in value_inputs(op)])
     after = graph_utils.closure(writers, lambda op: [t.op for t in value_inputs(op)]) - before
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
@@ -150,39 +152,21 @@ def _why_not(op, out, points, in_loops):
 
 def _combining_law(op, out, probes, raw=False):
     """MEAN when the op's value on a whole batch is the sum or the mean of its values on two halves (the workers'
-    mean is then what each reads; `raw`: SUM or AVERAGE), MAX or MIN for the maximum or minimum; None when none holds on every trial, when
-    the value changes with the examples' order (a batch's first example), or when the op cannot be run alone (an
-    input of unknown value that is not the batch's)."""
-    graph, sources = tf.Graph(), []
-    with graph.as_default():
-        for i, t in enumerate(op.inputs):
-            placeholder = tf1.placeholder(t.dtype, name=f"in{i}")
-            if not _follows(t, probes):
-                value = tf.get_static_value(t)
-                if value is None:
-                    return None
-                sources.append((placeholder, value, None))
-                continue
-            shape = _probe_shape(t, probes)
-            if shape is None or not (t.dtype.is_floating or t.dtype.is_integer or t.dtype == tf.bool):
-                return None
-            sources.append((placeholder, shape, shape.index(2 * _HALF)))
-        node = tf1.NodeDef()
-        node.CopyFrom(op.node_def)
-        del node.input[:]
-        node.input.extend(p.op.name for p, _, _ in sources)
-        node.attr.pop("_class", None)
-        graph_def = graph.as_graph_def()
-        graph_def.node.extend([node])
-    laws = None
+    mean is then what each reads; with `raw`, SUM or AVERAGE), MAX or MIN for the maximum or minimum; None when
+    none holds on every trial, when the value changes with the examples' order (a batch's first example), or when
+    the op cannot be run alone (an input of unknown value that is not the batch's, a function it calls)."""
     try:
+        graph_def, sources, result_name = _op_alone(op, out, probes)
+        if graph_def is None:
+            return None
+        laws = None
         with tf.Graph().as_default() as run, tf1.Session(graph=run) as sess:
             tf1.import_graph_def(graph_def, name="")
-            result = run.get_tensor_by_name(f"{node.name}:{out.value_index}")
+            result = run.get_tensor_by_name(result_name)
             for trial in range(_TRIALS):
                 rng = np.random.RandomState(trial)
-                batch = [(p.name, value if axis is None else _random(rng, p.dtype, value), axis)
-                         for p, value, axis in sources]
+                batch = [(name, value if axis is None else _random(rng, dtype, value), axis)
+                         for name, dtype, value, axis in sources]
                 whole, reversed_, first, second = (
                     np.asarray(sess.run(result, {name: _part(v, axis, part) for name, v, axis in batch}), np.float64)
                     for part in ("whole", "reversed", 0, 1))
@@ -192,11 +176,38 @@ def _combining_law(op, out, probes, raw=False):
                                                    (MAX, np.maximum(first, second)), (MIN, np.minimum(first, second)))
                          if whole.shape == combined.shape and np.allclose(whole, combined, rtol=1e-5, atol=1e-6)}
                 laws = holds if laws is None else laws & holds
-    except (ValueError, TypeError, tf.errors.OpError):
+    except (ValueError, TypeError, KeyError, tf.errors.OpError):
         return None
     if not laws or len(laws) != 1:
         return None
     return min(laws) if raw else COMBINED[min(laws)]
+
+
+def _op_alone(op, out, probes):
+    """(a GraphDef of `op` fed by placeholders, [(placeholder tensor, dtype, static value or probe shape, batch axis
+    or None)], the name of `out` there); (None, ...) when an input is neither the batch's nor of static value."""
+    graph, sources = tf.Graph(), []
+    with graph.as_default():
+        for i, t in enumerate(op.inputs):
+            if not _follows(t, probes):
+                value = tf.get_static_value(t)
+                if value is None:
+                    return None, None, None
+                sources.append((f"in{i}:0", t.dtype, value, None))
+            else:
+                shape = _probe_shape(t, probes)
+                if shape is None or not (t.dtype.is_floating or t.dtype.is_integer or t.dtype == tf.bool):
+                    return None, None, None
+                sources.append((f"in{i}:0", t.dtype, shape, shape.index(2 * _HALF)))
+            tf1.placeholder(t.dtype, name=f"in{i}")
+        node = tf1.NodeDef()
+        node.CopyFrom(op.node_def)
+        del node.input[:]
+        node.input.extend(f"in{i}" for i in range(len(op.inputs)))
+        node.attr.pop("_class", None)
+        graph_def = graph.as_graph_def()
+        graph_def.node.extend([node])
+    return graph_def, sources, f"{node.name}:{out.value_index}"
 
 
 def _probe_shape(t, probes):
