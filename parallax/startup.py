@@ -85,7 +85,6 @@ def get_runner(graph, resource_spec, config=None):
     plan = _job_plan(graph, analysis, spec, config, role)
     if role.role in ("launcher", "planner"):
         _rebuild_if_repartitioned(graph, analysis, plan)
-    if role.role in ("launcher", "planner"):
         notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
         notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
         for note in notes:
