@@ -214,7 +214,13 @@ class LocalCluster:
         stale.remove_cluster({"namespaces": self._created_namespaces, "links": self._created_links})
         self._created_namespaces, self._created_links, self.sshd_pids = [], [], []
         shutil.rmtree(self.dir, ignore_errors=True)
+        for name in self.hostnames:  # OpenMPI's session directory of the jobs its hosts ran, named after the host
+            shutil.rmtree(_mpi_session_dir(name), ignore_errors=True)
         stale.forget_cluster(self.id)
+
+
+def _mpi_session_dir(hostname):
+    return os.path.join(tempfile.gettempdir(), f"ompi.{hostname}.{os.getuid()}")
 
 
 def _free_subnet():
