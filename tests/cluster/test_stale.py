@@ -5,9 +5,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from parallax.launcher import stale
+from parallax.launcher import local_cluster
 from parallax.launcher.local_cluster import LocalCluster
 from tests.cluster.conftest import JOB, LAUNCH, ROOT
 from tests.test_launcher import _assert_all_gone
@@ -81,3 +83,16 @@ def test_job_directories_of_live_launchers_and_unmarked_ones_are_kept(tmp_path):
     assert stale.sweep_job_dirs(str(tmp_path)) == [str(gone)]
     assert stale.sweep_job_dirs(str(tmp_path), now=time.time() + stale.ABANDONED_AFTER_S + 1) == [str(elsewhere)]
     assert mine.exists() and unmarked.exists()
+
+
+def test_stopping_a_cluster_removes_its_hosts_mpi_session_directories_and_no_other():
+    """OpenMPI's daemons on a test-bed host keep a session directory named after the host in the temp dir, and one
+    that was killed leaves it there: the cluster's stop removes those of its own hosts."""
+    cluster = LocalCluster(2, 1)  # not started: stop() is safe after a partial start
+    ours = [local_cluster._mpi_session_dir(name) for name in cluster.hostnames]
+    for directory in ours:
+        os.makedirs(os.path.join(directory, "jf.0"))
+    other = tempfile.mkdtemp(prefix="ompi.not-ours-")
+    cluster.stop()
+    assert not any(os.path.exists(d) for d in ours) and os.path.isdir(other)
+    os.rmdir(other)
