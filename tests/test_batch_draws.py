@@ -1,9 +1,6 @@
 """Random draws whose shape follows the batch (batch_draws.py): which are found, on which axis, and that a worker's
 rewritten draw is bitwise its share of the draw one device makes for the whole batch."""
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,10 +10,10 @@ import parallax
 from parallax import batch_draws, plan_json
 from parallax.explain import premise
 from parallax.plan import Plan
+from tests.planner_role import plan_in_planner_role
 
 tf1 = tf.compat.v1
 F64 = tf.float64
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def _graph():
@@ -113,19 +110,10 @@ def _graph_with_a_train_op():
 
 
 def test_the_planner_warns_of_a_draw_it_cannot_split(tmp_path):
-    script = ("import tensorflow as tf, parallax\n"
-              "tf1 = tf.compat.v1\n"
-              "g = tf.Graph()\n"
-              "with g.as_default():\n"
-              "    x = tf1.placeholder(tf.float32, [None, 4])\n"
-              "    logits = tf1.layers.dense(x, 3)\n"
-              "    picked = tf.cast(tf.random.categorical(logits, 1, seed=1), tf.float32)\n"
-              "    tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(logits * picked))\n"
-              "parallax.get_runner(g, 'localhost:2')\n")
-    out = tmp_path / "plan.json"
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", PARALLAX_ROLE="planner",
-               PARALLAX_PLAN_OUT=str(out))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "parallax: warning: random draw(s) categorical/Multinomial depend on the batch" in done.stderr
-    assert plan_json.loads(out.read_text()).unsplittable_draws == ("categorical/Multinomial",)
+    plan, stderr = plan_in_planner_role(tmp_path, [
+        "x = tf1.placeholder(tf.float32, [None, 4])",
+        "logits = tf1.layers.dense(x, 3)",
+        "picked = tf.cast(tf.random.categorical(logits, 1, seed=1), tf.float32)",
+        "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(logits * picked))"])
+    assert "parallax: warning: random draw(s) categorical/Multinomial depend on the batch" in stderr
+    assert plan.unsplittable_draws == ("categorical/Multinomial",)

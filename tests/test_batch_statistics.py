@@ -1,9 +1,6 @@
 """Statistics of the batch that gradients are computed from (batch_statistics.py): which are found, how the workers'
 values combine (found by running the op), and that a rewritten worker reads the combined value exactly where the
 gradient is computed and its own value elsewhere."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,10 +10,10 @@ import parallax
 from parallax import batch_statistics, plan_json
 from parallax.explain import premise
 from parallax.plan import Plan
+from tests.planner_role import plan_in_planner_role
 
 tf1 = tf.compat.v1
 F64 = tf.float64
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def _find(build):
@@ -130,23 +127,12 @@ def test_the_plan_carries_the_statistics_through_json_and_explain_states_them():
 
 
 def test_the_planner_warns_of_a_statistic_it_cannot_combine(tmp_path):
-    script = ("import tensorflow as tf, parallax\n"
-              "tf1 = tf.compat.v1\n"
-              "g = tf.Graph()\n"
-              "with g.as_default():\n"
-              "    x = tf1.placeholder(tf.float32, [None, 4])\n"
-              "    w = tf1.get_variable('w', [4, 1])\n"
-              "    tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)) * x[0, 0])\n"
-              "parallax.get_runner(g, 'localhost:2')\n")
-    out = tmp_path / "plan.json"
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", PARALLAX_ROLE="planner",
-               PARALLAX_PLAN_OUT=str(out))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "parallax: warning: statistic(s) of the batch strided_slice:0" in done.stderr
-    plan = plan_json.loads(out.read_text())
+    plan, stderr = plan_in_planner_role(tmp_path, [
+        "x = tf1.placeholder(tf.float32, [None, 4])",
+        "w = tf1.get_variable('w', [4, 1])",
+        "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)) * x[0, 0])"])
+    assert "parallax: warning: statistic(s) of the batch strided_slice:0" in stderr
     assert plan.uncombinable_statistics and not plan.batch_statistics
-
 
 def _token_weighted_graph():
     g = tf.Graph()
