@@ -24,6 +24,7 @@ from tensorflow.python.framework import op_def_registry
 
 from parallax import graph_utils
 from parallax.batch_shapes import MARKERS, batch_axis, per_worker_inputs, probed_shapes, shape_subgraph
+from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
@@ -152,8 +153,7 @@ def draw_for_the_whole_batch(graph, op_name, axis, num_workers, worker_id, layou
     op = graph.get_operation_by_name(op_name)
     index = shape_input(op)
     shape, drawn = op.inputs[index], op.outputs[0]
-    consumers = list(drawn.consumers())
-    with graph.as_default(), graph.name_scope(None), graph.name_scope("parallax_shard"), \
+    with graph.as_default(), new_ops(graph) as created, graph.name_scope(None), graph.name_scope("parallax_shard"), \
             graph.name_scope(op_name.replace("/", "_")):
         n = tf.constant(num_workers, shape.dtype, name="num_workers")
         i = tf.constant(worker_id, shape.dtype, name="worker_id")
@@ -161,10 +161,7 @@ def draw_for_the_whole_batch(graph, op_name, axis, num_workers, worker_id, layou
         op._update_input(index, tf.tensor_scatter_nd_update(shape, [[axis]], [local * n]))
         stride, offset = (n, i) if layout == INTERLEAVED else (tf.ones_like(n), i * local)
         mine = tf.gather(drawn, tf.range(local) * stride + offset, axis=axis)
-    for consumer in consumers:
-        for k, t in enumerate(consumer.inputs):
-            if t is drawn:
-                consumer._update_input(k, mine)
+    reroute_consumers(drawn, mine, keep=created)
 
 
 def is_split(graph, op_name):

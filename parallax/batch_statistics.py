@@ -12,10 +12,13 @@ needs: with A_i a worker's sum and S the whole batch's count, mean_i(A_i / (S / 
 How the workers' values combine into the whole batch's is a property of the reducing op, found by running it, not
 from its type: on random inputs of two halves of a batch, is its value on the whole batch the sum of its values on
 the halves (a sum: the workers' mean is S / N), their mean (a mean: the workers' mean is the batch's), their
-maximum or their minimum? A statistic that combines in none of these ways (a batch's first example), whose shape
-is not static, that is an integer sum read other than by a cast to floats (S / N is no integer), or that feeds a
-variable's update rather than its gradient (a learning rate scaled by the batch's count) is *uncombinable*: the
-plan lists it, the planner warns, and `parallax.explain` says the job is not exact there.
+maximum or their minimum? An integer statistic is combined where it is cast to floats
+(S / N need not be an integer); one read as an integer is an extent (a padded length) and stays each worker's own.
+A statistic that combines in none of these ways (a batch's first example), whose shape is not static, or that feeds
+a variable's update rather than its gradient (a learning rate scaled by the batch's count), and a mean of a
+variable's values over a number of elements the data may set (a boolean mask's), are *uncombinable*: the plan
+lists them, the planner warns, and `parallax.explain` says the job is not exact there. Statistics are looked for
+in the forward pass of the losses `tf.gradients` was taken of (capture.py records them).
 """
 import dataclasses
 from typing import Tuple
@@ -25,6 +28,7 @@ import tensorflow as tf
 
 from parallax import capture, graph_utils
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
+from parallax.rewrite.reroute import reroute_consumers
 from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
@@ -34,6 +38,9 @@ COMBINED = {SUM: MEAN, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # a sum's workers' me
 # Ops whose output is a function of their input's shape, not of its values: a path through them is not a use of
 # the values.
 SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "VariableShape"}
+NO_LAW = "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
+DATA_SET_COUNT = ("a mean over a number of elements that the data may set, as a boolean mask's or a padded length: "
+                  "each worker divides by its own count; divide a sum by a count instead")
 _HALF = 3  # examples in each half of the probe's batch
 _TRIALS = 3  # random batches every law must hold on
 
@@ -48,6 +55,10 @@ def value_inputs(op):
     return () if op.type in SHAPE_ONLY else tuple(op.inputs)
 
 
+def _value_ancestors(ops):
+    return graph_utils.closure(ops, lambda op: [t.op for t in value_inputs(op)])
+
+
 def find(graph, analysis):
     """The statistics of the batch that the graph's gradients are computed from (module docstring)."""
     gradients = [graph.get_tensor_by_name(name).op for v in analysis.trained_variables for p in v.parts
@@ -58,10 +69,10 @@ def find(graph, analysis):
     names = {op.name for op in graph.get_operations()}
     losses = [graph.get_operation_by_name(op_name) for op_name in
               (name.rsplit(":", 1)[0] for name in capture.loss_records(graph)) if op_name in names]
-    before = graph_utils.closure(gradients, lambda op: [t.op for t in value_inputs(op)])
-    after = graph_utils.closure(writers, lambda op: [t.op for t in value_inputs(op)]) - before
+    before = _value_ancestors(gradients)
+    after = _value_ancestors(writers) - before
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
-    forward = graph_utils.closure(losses, lambda op: [t.op for t in value_inputs(op)])
+    forward = _value_ancestors(losses)
     from_data = _computed_from_data_alone(before | after | forward) & (forward | after)
     # A variable's values averaged over elements whose number the data may set (unknown before the step).
     averaged = {op for op in forward - from_data if op.outputs and op.outputs[0].shape.is_fully_defined() and
@@ -92,13 +103,11 @@ def find(graph, analysis):
             why = _why_not(op, out, points, in_loops)
             law = None if why else _combining_law(op, out, probes)
             if why or law is None:
-                why = why or "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
-                uncombinable.append(f"{out.name} ({why})")
+                uncombinable.append(f"{out.name} ({why or NO_LAW})")
             else:
                 combined += [(t.name, law, tuple(sorted(c.name for c in readers))) for t, readers, _ in points]
-    uncombinable += [f"{op.outputs[0].name} (a mean over a number of elements that the data may set, as a "
-                     f"boolean mask's or a padded length: each worker divides by its own count; divide a sum by a "
-                     f"count instead)" for op in sorted(averaged, key=lambda o: o.name) if _averages_a_data_extent(op, probes)]
+    uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(averaged, key=lambda o: o.name)
+                     if _averages_a_data_extent(op, probes)]
     return BatchStatistics(tuple(combined), tuple(uncombinable))
 
 
@@ -252,11 +261,8 @@ def combine(graph, collective_ops, name, law, readers):
     with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{SCOPE}/{own.op.name}_{own.value_index}"):
         every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
         combined = _COMBINE[law](every, axis=0, name="combined")
-    for reader in readers:
-        op = graph.get_operation_by_name(reader)
-        for k, t in enumerate(op.inputs):
-            if t is own:
-                op._update_input(k, combined)
+    readers = set(readers)
+    reroute_consumers(own, combined, keep=[c for c in own.consumers() if c.name not in readers])
 
 
 def is_combined(graph, name, readers):
