@@ -17,9 +17,12 @@ def plan_job(graph, analysis, spec, config):
         auto = auto_plan.choose(graph, analysis, spec, config)
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions)
-    if spec.num_workers > 1 and plan.sync:  # asynchronous workers do not compute one device's steps anyway
-        statistics = batch_statistics.find(graph, analysis)
-        plan = dataclasses.replace(plan, batch_statistics=statistics.combined,
+    if spec.num_workers > 1:
+        draws = batch_draws.find(graph)
+        # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
+        statistics = batch_statistics.find(graph, analysis) if plan.sync else batch_statistics.BatchStatistics()
+        plan = dataclasses.replace(plan, batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
+                                   unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable)
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
@@ -27,11 +30,6 @@ def plan_job(graph, analysis, spec, config):
     if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
         plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
                                                          for v in plan.variables))
-    if spec.num_workers > 1:
-        draws = batch_draws.find(graph)
-        split = draws.split if plan.sync else ()  # asynchronous workers do not compute one device's steps anyway
-        plan = dataclasses.replace(plan, batch_draws=split, batch_layout=draws.layout,
-                                   unsplittable_draws=draws.unsplittable)
     return dataclasses.replace(plan, placements=decide_placements(graph, plan))
 
 
