@@ -21,12 +21,13 @@ lists them, the planner warns, and `parallax.explain` says the job is not exact 
 in the forward pass of the losses `tf.gradients` was taken of (capture.py records them).
 """
 import dataclasses
+import re
 from typing import Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from parallax import capture, graph_utils
+from parallax import capture, fused_batch_norm, graph_utils
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import reroute_consumers
 from parallax.row_keys import reads_input
@@ -35,9 +36,13 @@ tf1 = tf.compat.v1
 MEAN, MAX, MIN = "mean", "max", "min"  # how the workers' values combine into what each worker reads
 SUM, AVERAGE = "sum", "average"  # what the value on a whole batch is of the values on its parts (and MAX, MIN)
 COMBINED = {SUM: MEAN, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # a sum's workers' mean is S / N; an average's is it
+FOR_UPDATES = {SUM: SUM, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # an update reads one device's value: the whole sum
 # Ops whose output is a function of their input's shape, not of its values: a path through them is not a use of
 # the values.
 SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "VariableShape"}
+UNKNOWN_GRADIENT = "its gradient cannot be told from the gradients of its op's other outputs"
+EXTREME_WITH_GRADIENT = ("a maximum or minimum of values computed from variables: its gradient belongs to the one "
+                         "worker whose example holds it")
 NO_LAW = "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
 DATA_SET_COUNT = ("a mean over a number of elements that the data may set, as a boolean mask's or a padded length: "
                   "each worker divides by its own count; divide a sum by a count instead")
@@ -49,6 +54,7 @@ _TRIALS = 3  # random batches every law must hold on
 class BatchStatistics:
     combined: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # (tensor, MEAN|MAX|MIN, the ops that read it)
     uncombinable: Tuple[str, ...] = ()  # "tensor (why)"
+    fused: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (fused batch norm op, its gradient ops): fused_batch_norm.py
 
 
 def value_inputs(op):
@@ -60,7 +66,7 @@ def _value_ancestors(ops):
 
 
 def find(graph, analysis):
-    """The statistics of the batch that the graph's gradients are computed from (module docstring)."""
+    """The statistics of the batch that the graph's gradients and updates are computed from (module docstring)."""
     gradients = [graph.get_tensor_by_name(name).op for v in analysis.trained_variables for p in v.parts
                  for g in p.gradients for name in (g.values, g.indices) if name]
     writers = [graph.get_operation_by_name(name) for v in analysis.trained_variables for p in v.parts
@@ -73,13 +79,18 @@ def find(graph, analysis):
     after = _value_ancestors(writers) - before
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
     forward = _value_ancestors(losses)
-    from_data = _computed_from_data_alone(before | after | forward) & (forward | after)
+    data, variable = _origins(before | after | forward)
+    # Values of the examples: in the forward pass, or on the way to an update if of the data alone (what follows
+    # gradients there is a function of gradients, which the plan aggregates).
+    candidates = {op for op in forward | after if data.get(op) and not reads_input(op) and
+                  (op in forward or not variable.get(op))}
     # A variable's values averaged over elements whose number the data may set (unknown before the step).
-    averaged = {op for op in forward - from_data if op.outputs and op.outputs[0].shape.is_fully_defined() and
-                not op.op_def.is_stateful and any(not t.shape.is_fully_defined() for t in value_inputs(op))}
-    if not from_data and not averaged:
+    averaged = {op for op in forward if not (data.get(op) and not variable.get(op)) and op.outputs and
+                op.outputs[0].shape.is_fully_defined() and not op.op_def.is_stateful and
+                any(not t.shape.is_fully_defined() for t in value_inputs(op))}
+    if not candidates and not averaged:
         return BatchStatistics()
-    probed = from_data | averaged
+    probed = candidates | averaged
     tensors = {t for op in probed for t in op.outputs} | {t for op in probed for t in value_inputs(op)}
     tensors = sorted((t for t in tensors if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype),
                      key=lambda t: t.name)
@@ -90,25 +101,70 @@ def find(graph, analysis):
     if not probes[0] or not probes[1]:
         return BatchStatistics()  # the graph cannot be probed (batch_draws says so of its draws)
     in_loops = graph_utils.v1_loop_ops(graph)
-    combined, uncombinable = [], []
-    for op in sorted(from_data, key=lambda o: o.name):
+    extents = {op for op in averaged if _averages_a_data_extent(op, probes)}
+    combined, uncombinable, fused = [], [], []
+    for op in sorted(candidates - extents, key=lambda o: o.name):
         if op.op_def.is_stateful or not any(_follows(t, probes) for t in value_inputs(op)):
             continue  # a stateful op's value is no function of the batch (a sampler's draw: batch_draws.py)
+        if fused_batch_norm.in_training(op):
+            if op in in_loops:
+                uncombinable.append(f"{op.name} (a fused batch normalization computed in a while loop)")
+            else:
+                fused.append((op.name, tuple(sorted(g.name for g in fused_batch_norm.gradient_ops(op)))))
+            continue
         for out in op.outputs:
             if out.name not in probes[0] or _follows(out, probes):
                 continue
             points = _read_points(out, before, after)
             if not points:
                 continue
-            why = _why_not(op, out, points, in_loops)
-            law = None if why else _combining_law(op, out, probes)
-            if why or law is None:
-                uncombinable.append(f"{out.name} ({why or NO_LAW})")
-            else:
-                combined += [(t.name, law, tuple(sorted(c.name for c in readers))) for t, readers, _ in points]
-    uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(averaged, key=lambda o: o.name)
-                     if _averages_a_data_extent(op, probes)]
-    return BatchStatistics(tuple(combined), tuple(uncombinable))
+            law = _combining_law(op, out, probes, raw=True)
+            if law is None and variable[op]:
+                continue  # no reduction of the examples' values: a selection (a sampled softmax's sampled rows)
+            why = NO_LAW if law is None else _why_not(op, out, in_loops)
+            upstream = _upstream_gradients(op, out) if variable[op] else []
+            if not why and upstream is None:
+                why = UNKNOWN_GRADIENT
+            elif not why and upstream and law in (MAX, MIN):
+                why = EXTREME_WITH_GRADIENT
+            if why:
+                uncombinable.append(f"{out.name} ({why})")
+                continue
+            for t, for_gradients, for_updates in points:
+                combined += [(t.name, law_for, tuple(sorted(c.name for c in readers)))
+                             for law_for, readers in ((COMBINED[law], for_gradients), (FOR_UPDATES[law], for_updates))
+                             if readers]
+            combined += [(g.name, MEAN, tuple(sorted(c.name for c in readers))) for g, readers in upstream]
+    uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
+    return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused))
+
+
+def _upstream_gradients(op, out):
+    """[(tensor, the ops that read it)]: the gradients of the loss(es) with respect to `out` that `op`'s gradient
+    (tf.gradients' ops for it, in each of its calls) takes in; [] when none is taken (no gradient flows through
+    it); None when they cannot be told from those of `op`'s other outputs."""
+    grads = _gradient_ops_of(op)
+    if not grads:
+        return []
+    own = graph_utils.ancestors([op], False) | {op}
+    upstream = sorted({t for g in grads for t in g.inputs if t.op not in grads and t.op not in own},
+                      key=lambda t: t.name)
+    others = [o for o in op.outputs if o is not out and o.dtype.is_floating]
+    if any(t.dtype != out.dtype or not t.shape.is_compatible_with(out.shape) or
+           any(t.shape.is_compatible_with(o.shape) and t.dtype == o.dtype for o in others) for t in upstream):
+        return None
+    return [(t, [c for c in t.consumers() if c in grads]) for t in upstream]
+
+
+def _gradient_ops_of(op):
+    """The ops tf.gradients built for `op`'s gradient: those it recorded `op` as the origin of, or (in a graph
+    imported without that record) those in a `<gradients scope>/<op name>_grad/` name scope."""
+    graph = op.graph
+    by_origin = {g for g in graph.get_operations() if getattr(g, "_original_op", None) is op}
+    if by_origin:
+        return by_origin
+    scope = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/" + re.escape(op.name) + "_grad/")
+    return {g for g in graph.get_operations() if scope.match(g.name)}
 
 
 def _averages_a_data_extent(op, probes):
@@ -120,14 +176,14 @@ def _averages_a_data_extent(op, probes):
     return bool(unknown) and _combining_law(op, out, probes, raw=True) == AVERAGE
 
 
-def _computed_from_data_alone(ops):
-    """The ops of `ops` whose values come from per-worker inputs and from no variable."""
+def _origins(ops):
+    """({op: whether its value comes from a per-worker input}, {op: whether from a variable}) over `ops`."""
     variable, data = {}, {}
     for op in graph_utils.topological(ops):
         sources = [t.op for t in value_inputs(op)]
         variable[op] = op.type in graph_utils.VARIABLE_OP_TYPES or any(variable.get(s, False) for s in sources)
         data[op] = reads_input(op) or any(data.get(s, False) for s in sources)
-    return {op for op in ops if data[op] and not variable[op] and not reads_input(op)}
+    return data, variable
 
 
 def _follows(t, probes):
@@ -137,21 +193,21 @@ def _follows(t, probes):
 
 
 def _read_points(out, before, after):
-    """[(tensor, the ops that read it as floats, whether they compute the gradient)] where the statistic `out` is read
-    as floating-point values: itself, or its casts to floats. Only a value read so can be the workers' combined
-    one; an integer read is an extent or an index (a padded length, which a worker's own batch sets), left alone."""
+    """[(tensor, the ops that read it as floats to compute gradients, those that read it for an update or other
+    state the step writes)] where the statistic `out` is read as floating-point values: itself, or its casts to
+    floats. Only a value read so can be the workers' combined one; an integer read is an extent or an index (a
+    padded length, which a worker's own batch sets), left alone."""
     points = []
     for t in [out] if out.dtype.is_floating else [c.outputs[0] for c in out.consumers()
                                                   if c.type == "Cast" and c.outputs[0].dtype.is_floating]:
-        readers = [c for c in t.consumers() if c in before or c in after]
-        if readers:
-            points.append((t, readers, all(c in before for c in readers)))
+        for_gradients = [c for c in t.consumers() if c in before]
+        for_updates = [c for c in t.consumers() if c in after]
+        if for_gradients or for_updates:
+            points.append((t, for_gradients, for_updates))
     return points
 
 
-def _why_not(op, out, points, in_loops):
-    if not all(gradient for _, _, gradient in points):
-        return "an update or other state written in the step reads it: there one device's value is the whole batch's"
+def _why_not(op, out, in_loops):
     if not out.shape.is_fully_defined():
         return "its shape is not static"
     if op in in_loops:
@@ -251,7 +307,7 @@ def _part(value, axis, part):
 
 
 SCOPE = "parallax_statistics"
-_COMBINE = {MEAN: tf.reduce_mean, MAX: tf.reduce_max, MIN: tf.reduce_min}
+_COMBINE = {MEAN: tf.reduce_mean, MAX: tf.reduce_max, MIN: tf.reduce_min, SUM: tf.reduce_sum}
 
 
 def combine(graph, collective_ops, name, law, readers):
@@ -259,10 +315,15 @@ def combine(graph, collective_ops, name, law, readers):
     same bits) and combine them by `law`, for the ops `readers`; other readers keep the worker's own value."""
     own = graph.get_tensor_by_name(name)
     with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{SCOPE}/{own.op.name}_{own.value_index}"):
-        every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
-        combined = _COMBINE[law](every, axis=0, name="combined")
+        combined = over_workers(collective_ops, own, law)
     readers = set(readers)
     reroute_consumers(own, combined, keep=[c for c in own.consumers() if c.name not in readers])
+
+
+def over_workers(collective_ops, own, law):
+    """Every worker's value of `own` gathered in worker order and combined by `law` (in the current name scope)."""
+    every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
+    return _COMBINE[law](every, axis=0, name="combined")
 
 
 def is_combined(graph, name, readers):

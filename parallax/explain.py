@@ -132,9 +132,7 @@ def premise(plan, analysis):
     text = (f"exact: {plan.num_workers} workers of batch b compute what one device computes with batch "
             f"{plan.num_workers}*b when the loss is {loss} (average_dense/average_sparse: True for a mean, False "
             f"for a sum), and every worker runs the same sequence of synchronized steps")
-    if any(s.kind == "update_ops" for s in analysis.state):
-        text += ("; batch norm normalizes each worker's own batch, so it is exact only when each worker's batch has "
-                 "the global batch's statistics")
+    text += ", each worker's batch being its share of the global batch, of the same size in every worker"
     if plan.batch_draws:
         share = ("every N-th example (the input is sharded element-wise)" if plan.batch_layout == "interleaved"
                  else "a block of the global batch's examples, in worker order")
@@ -143,9 +141,12 @@ def premise(plan, analysis):
     if plan.unsplittable_draws:
         text += f"; {batch_draws.unsplittable_note(plan)}"
     if plan.batch_statistics:
-        text += (f"; {len(plan.batch_statistics)} statistic(s) of the batch that the gradients are computed from (a "
-                 f"token count a loss divides by) are every worker's values combined, so each worker's loss is its "
-                 f"share of one device's")
+        text += (f"; {len(plan.batch_statistics)} statistic(s) of the batch that the step computes with (a token "
+                 f"count a loss divides by, batch norm's moments, the gradients flowing into them) are every "
+                 f"worker's values combined, so each worker computes its share of one device's step")
+    if plan.fused_batch_norms:
+        text += (f"; {len(plan.fused_batch_norms)} fused batch norm(s) normalize with the whole batch's mean and "
+                 f"variance")
     if plan.uncombinable_statistics:
         text += f"; {batch_statistics.uncombinable_note(plan)}"
     return text

@@ -133,6 +133,9 @@ class Plan:
     # values combine into what each reads, the ops that read it), and those that cannot be combined ("tensor (why)").
     batch_statistics: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
     uncombinable_statistics: Tuple[str, ...] = ()
+    # Fused batch normalizations in training mode and their gradient ops, computed on the whole batch's statistics
+    # (fused_batch_norm.py).
+    fused_batch_norms: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
 
     @property
     def methods(self):
@@ -160,7 +163,7 @@ class Plan:
     @property
     def uses_collectives(self):
         """Replicated variables' gradients, or statistics of the batch, go through collectives."""
-        return any(m.replicated for m in self.methods) or bool(self.batch_statistics)
+        return any(m.replicated for m in self.methods) or bool(self.batch_statistics or self.fused_batch_norms)
 
     @property
     def uses_local_aggregation(self):
@@ -189,25 +192,24 @@ class Plan:
             head += f" collectives={self.backend}"
         out = head + "\n" + format_table(rows)
         out = out + "\n" + self.state_summary() if self.state else out
-        out = out + "\n" + self.draws_summary() if self.batch_draws or self.unsplittable_draws else out
-        return out + "\n" + self.statistics_summary() if self.batch_statistics or self.uncombinable_statistics else out
+        return "\n".join([out] + self.batch_summaries())
 
     def state_summary(self):
         """One line: where each piece of updated state lives."""
         return "state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
                                      + (" (averaged)" if s.aggregate else "") for s in self.state)
 
-    def draws_summary(self):
-        """One line: the random draws that follow the batch, split as one device draws them or not."""
-        parts = [f"{name} (batch axis {axis}, {self.batch_layout})" for name, axis in self.batch_draws]
-        parts += [f"{name} (cannot be split: differs from one device's)" for name in self.unsplittable_draws]
-        return "draws for the whole batch: " + ", ".join(parts)
-
-    def statistics_summary(self):
-        """One line: the statistics of the batch the workers combine, and those they cannot."""
-        parts = [f"{name} ({law} over workers)" for name, law, _ in self.batch_statistics]
-        parts += [f"{entry}: each worker's own" for entry in self.uncombinable_statistics]
-        return "statistics of the batch: " + ", ".join(parts)
+    def batch_summaries(self):
+        """Lines: the random draws that follow the batch, split as one device draws them or not; the statistics of
+        the batch the workers combine, and those they cannot (none when the plan has none of either)."""
+        draws = [f"{name} (batch axis {axis}, {self.batch_layout})" for name, axis in self.batch_draws]
+        draws += [f"{name} (cannot be split: differs from one device's)" for name in self.unsplittable_draws]
+        statistics = [f"{name} ({law} over workers)" for name, law, _ in self.batch_statistics]
+        statistics += [f"{name} (fused batch norm, its mean and variance over workers)"
+                       for name, _ in self.fused_batch_norms]
+        statistics += [f"{entry}: each worker's own" for entry in self.uncombinable_statistics]
+        return ["draws for the whole batch: " + ", ".join(draws)] * bool(draws) + \
+            ["statistics of the batch: " + ", ".join(statistics)] * bool(statistics)
 
 
 def make_plan(analysis, spec, config):

@@ -45,7 +45,8 @@ def from_data(data):
                 tuple((name, axis) for name, axis in data.get("batch_draws", [])), data.get("batch_layout", "blocks"),
                 tuple(data.get("unsplittable_draws", [])),
                 tuple((name, law, tuple(readers)) for name, law, readers in data.get("batch_statistics", [])),
-                tuple(data.get("uncombinable_statistics", [])))
+                tuple(data.get("uncombinable_statistics", [])),
+                tuple((name, tuple(gradients)) for name, gradients in data.get("fused_batch_norms", [])))
 
 
 def _plain(x):

@@ -23,7 +23,8 @@ def plan_job(graph, analysis, spec, config):
         statistics = batch_statistics.find(graph, analysis) if plan.sync else batch_statistics.BatchStatistics()
         plan = dataclasses.replace(plan, batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
-                                   uncombinable_statistics=statistics.uncombinable)
+                                   uncombinable_statistics=statistics.uncombinable,
+                                   fused_batch_norms=statistics.fused)
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

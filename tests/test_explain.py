@@ -134,10 +134,12 @@ def test_the_premise_of_exactness_is_printed_with_the_plan(capsys):
     assert "when the loss is a sum over the batch" in summed.premise and "batch norm" not in summed.premise
 
 
-def test_the_batch_norm_caveat_is_printed_for_a_graph_with_moving_statistics():
+def test_the_premise_states_that_batch_norm_normalizes_with_the_whole_batchs_statistics():
     from tests.test_ps_rewrite import _batch_norm_graph
     explanation = parallax.explain(_batch_norm_graph(), "localhost:2", print_table=False)
-    assert "exact only when each worker's batch has the global batch's statistics" in explanation.premise
+    assert "statistic(s) of the batch that the step computes with (a token count a loss divides by, batch norm's " \
+        "moments" in explanation.premise
+    assert "of the same size in every worker" in explanation.premise and "not exact" not in explanation.premise
 
 
 def test_parallax_explain_is_callable_after_its_module_was_imported():

@@ -3,7 +3,7 @@ statistics of the batch), then add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import batch_draws, batch_statistics
+from parallax import batch_draws, batch_statistics, fused_batch_norm
 
 tf1 = tf.compat.v1
 
@@ -33,6 +33,14 @@ def combine_batch_statistics(ctx):
     it there, every worker's value combined as the plan says (batch_statistics.py)."""
     for name, law, readers in ctx.plan.batch_statistics:
         batch_statistics.combine(ctx.graph, ctx.collective_ops, name, law, readers)
+        ctx.collectives += ctx.collective_ops.created()
+
+
+def synchronize_fused_batch_norms(ctx):
+    """Each fused batch normalization in training mode (and its gradient) computes with the whole batch's
+    statistics, the mean over workers of the workers' (fused_batch_norm.py)."""
+    for name, gradients in ctx.plan.fused_batch_norms:
+        fused_batch_norm.synchronize(ctx.graph, ctx.collective_ops, name, gradients, ctx.plan.num_workers)
         ctx.collectives += ctx.collective_ops.created()
 
 

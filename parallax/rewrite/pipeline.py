@@ -12,13 +12,13 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics, collectives
+from parallax import batch_draws, batch_statistics, collectives, fused_batch_norm
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
 from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
-                                           split_batch_draws)
+                                           split_batch_draws, synchronize_fused_batch_norms)
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
@@ -104,6 +104,8 @@ FACTS = {
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
     "statistics_combined": lambda ctx: all(batch_statistics.is_combined(ctx.graph, name, readers)
                                            for name, _, readers in ctx.plan.batch_statistics),
+    "batch_norms_synchronized": lambda ctx: all(fused_batch_norm.is_synchronized(ctx.graph, name, gradients)
+                                                for name, gradients in ctx.plan.fused_batch_norms),
     "server_placement": lambda ctx: bool(ctx.server_variables),
     "allreduced": lambda ctx: _all_aggregated(ctx, Aggregation.ALLREDUCE),
     "allgathered": lambda ctx: _all_aggregated(ctx, Aggregation.ALLGATHER),
@@ -122,6 +124,8 @@ PIPELINE = (
     _pass(split_batch_draws, lambda plan: bool(plan.batch_draws), {"graph"}, provides={"draws_split"}),
     _pass(combine_batch_statistics, lambda plan: bool(plan.batch_statistics), {"graph"},
           provides={"statistics_combined", "collectives"}),
+    _pass(synchronize_fused_batch_norms, lambda plan: bool(plan.fused_batch_norms), {"graph"},
+          provides={"batch_norms_synchronized", "collectives"}),
     _pass(place_variables_on_servers, lambda plan: plan.uses_servers, {"graph"}, provides={"server_placement"}),
     _pass(pin_ref_reads, lambda plan: plan.uses_servers, {"server_placement"}),
     _pass(allreduce_dense_gradients, _aggregates(Aggregation.ALLREDUCE), {"graph"},

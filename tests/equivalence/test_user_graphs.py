@@ -9,7 +9,7 @@ from tests.equivalence.user_graphs import USER_GRAPHS
 
 # At N=4 (the full matrix: make fuzz CASES=all WORKERS=4), the rows that mix servers, collectives and local state.
 FOUR_WORKERS = ("mixed_methods", "two_train_ops_ref", "grad_accumulation", "partitioned_ema_rmsprop_ref",
-                "tied_embedding_two_optimizers_clip")
+                "tied_embedding_two_optimizers_clip", "batch_norm_fused_conv")
 
 
 def _check(out, case, workers, mode):
@@ -22,10 +22,11 @@ def _check(out, case, workers, mode):
 
 # Graphs that no rule was written for and that were exact in every mode when added (user_graphs_more.py) run in
 # HYBRID, which runs collectives and servers together; `make fuzz CASES=all` runs them in every mode.
-# So do the dropout cases: their rewrite (split_batch_draws) is the same pass in every mode (exact in all three
-# when added).
+# So do the dropout cases and the statistics computed from variables but the fused batch norm: their rewrites
+# (split_batch_draws, combine_batch_statistics) are the same pass in every mode (exact in all three when added).
 HYBRID_ONLY = ("rare_optimizers", "rare_optimizers_ref", "keras_layers", "keras_gru", "plateau_lr_and_summaries",
-               "shard_list_debiased_average", "dropout_fed", "dropout_sharded")
+               "shard_list_debiased_average", "dropout_fed", "dropout_sharded", "batch_norm_moments", "layer_norm",
+               "root_mean_square_loss", "learning_rate_from_batch")
 
 
 # N=2, and N=4 (two workers on each host, so local aggregation groups them) for FOUR_WORKERS in HYBRID.

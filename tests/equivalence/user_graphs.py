@@ -370,3 +370,8 @@ USER_GRAPHS = {
 from tests.equivalence.user_graphs_more import USER_GRAPHS_MORE  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_MORE)
+
+# The third (user_graphs_statistics.py): statistics of the batch computed from variables.
+from tests.equivalence.user_graphs_statistics import USER_GRAPHS_STATISTICS  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_STATISTICS)

@@ -1,0 +1,125 @@
+"""Training graphs that compute with statistics of the batch (batch_statistics.py, fused_batch_norm.py), on data
+whose workers' batches differ (unlike cases.batch_norm, whose data is built so that they agree): batch
+normalization as tf.nn.moments computes it (float64) and as the fused kernel of tf1.layers.batch_normalization on
+images computes it (float32); layer normalization, whose statistics are over features (nothing to combine); a loss
+that is a nonlinear function of means over the batch; and a learning rate computed from the batch. Same
+conventions as cases.py.
+"""
+import numpy as np
+import tensorflow as tf
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+
+tf1 = tf.compat.v1
+
+
+def batch_norm_moments(n, b, steps, graph_batch, lr_scale=1.0):
+    """Two hidden layers normalized by their batch's mean and variance (tf.nn.moments, then tf.nn.batch_normalization
+    with trained scale and offset), moving statistics updated by assign ops in UPDATE_OPS, Momentum."""
+    rng = np.random.RandomState(21)
+    x = rng.randn(n * b * steps, 4) * rng.uniform(0.5, 3.0, size=(n * b * steps, 1)) + rng.randn(4)
+    y = np.sin(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 4], "x"), tf1.placeholder(F64, [None, 1], "y")
+        h = xp
+        for k in range(2):
+            h = _dense(h, 6, f"hidden{k}", 30 + k)
+            mean, variance = tf.nn.moments(h, axes=[0])
+            with tf1.variable_scope(f"bn{k}"):
+                gamma = tf1.get_variable("gamma", [6], F64, initializer=tf1.ones_initializer())
+                beta = tf1.get_variable("beta", [6], F64, initializer=tf1.zeros_initializer())
+                moving = [tf1.get_variable(name, [6], F64, initializer=init, trainable=False)
+                          for name, init in (("moving_mean", tf1.zeros_initializer()),
+                                             ("moving_variance", tf1.ones_initializer()))]
+            for var, value in zip(moving, (mean, variance)):
+                tf1.add_to_collection(tf1.GraphKeys.UPDATE_OPS, var.assign(0.9 * var + 0.1 * value))
+            h = tf.nn.relu(tf.nn.batch_normalization(h, mean, variance, beta, gamma, 1e-3))
+        loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 39) - yp))
+        with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
+            train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(
+                loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def batch_norm_fused_conv(n, b, steps, graph_batch, lr_scale=1.0):
+    """A convolution over 4x4 images (no bias: batch norm removes it, and its gradient is float noise that Adam
+    scales up), then tf1.layers.batch_normalization in training mode (on 4-D input it runs
+    TF's fused kernel, whose statistics are inside one op), float32, Adam."""
+    rng = np.random.RandomState(22)
+    x = (rng.randn(n * b * steps, 4, 4, 2) * rng.uniform(0.5, 2.0, size=(n * b * steps, 1, 1, 1))).astype(np.float32)
+    y = np.tanh(x.mean(axis=(1, 2))).sum(axis=1, keepdims=True).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        xp = tf1.placeholder(tf.float32, [None, 4, 4, 2], "x")
+        yp = tf1.placeholder(tf.float32, [None, 1], "y")
+        h = tf1.layers.conv2d(xp, 3, 3, padding="same", use_bias=False, name="conv",
+                              kernel_initializer=_init(40, tf.float32))
+        h = tf.nn.relu(tf1.layers.batch_normalization(h, training=True, momentum=0.9, name="bn"))
+        h = tf.reshape(h, [-1, 4 * 4 * 3])
+        pred = tf1.layers.dense(h, 1, name="out", kernel_initializer=_init(41, tf.float32))
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
+            train = tf1.train.AdamOptimizer(0.01 * lr_scale).minimize(
+                loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)), float32=True)
+
+
+def layer_norm(n, b, steps, graph_batch, lr_scale=1.0):
+    """Layer normalization (statistics over each example's features): nothing of the batch to combine."""
+    rng = np.random.RandomState(23)
+    x = rng.randn(n * b * steps, 5) * rng.uniform(0.5, 3.0, size=(n * b * steps, 1))
+    y = np.cos(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 5], "x"), tf1.placeholder(F64, [None, 1], "y")
+        h = _dense(xp, 6, "hidden", 42)
+        mean, variance = tf.nn.moments(h, axes=[1], keepdims=True)
+        h = tf.nn.relu((h - mean) * tf.math.rsqrt(variance + 1e-3))
+        loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 43) - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def root_mean_square_loss(n, b, steps, graph_batch, lr_scale=1.0):
+    """The loss is the root of the batch's mean squared error, plus the batch's mean error squared: functions of
+    means over the batch that are not themselves means over examples."""
+    rng = np.random.RandomState(24)
+    x = rng.randn(n * b * steps, 4) * rng.uniform(0.5, 3.0, size=(n * b * steps, 1))
+    y = np.sin(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 4], "x"), tf1.placeholder(F64, [None, 1], "y")
+        error = _dense(_dense(xp, 5, "hidden", 44, tf.tanh), 1, "out", 45) - yp
+        loss = tf.sqrt(tf.reduce_mean(tf.square(error))) + tf.square(tf.reduce_mean(error))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def learning_rate_from_batch(n, b, steps, graph_batch, lr_scale=1.0):
+    """The learning rate scales with the batch's total weight (a sum) and its largest input (a maximum): what the
+    update reads is one device's value for the whole batch."""
+    rng = np.random.RandomState(25)
+    x = rng.randn(n * b * steps, 3) * rng.uniform(0.5, 3.0, size=(n * b * steps, 1))
+    weights = rng.uniform(0.0, 1.0, size=(n * b * steps, 1))
+    y = np.cos(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, wp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "weights")
+        yp = tf1.placeholder(F64, [None, 1], "y")
+        loss = tf.reduce_mean(wp * tf.square(_dense(xp, 1, "out", 46) - yp))
+        rate = 0.01 * lr_scale * tf.reduce_sum(wp) / tf.reduce_max(tf.abs(xp))
+        train = tf1.train.GradientDescentOptimizer(rate).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, weights, y), (xp, wp, yp)))
+
+
+USER_GRAPHS_STATISTICS = {
+    "learning_rate_from_batch": learning_rate_from_batch,
+    "root_mean_square_loss": root_mean_square_loss,
+    "batch_norm_moments": batch_norm_moments,
+    "batch_norm_fused_conv": batch_norm_fused_conv,
+    "layer_norm": layer_norm,
+}
