@@ -43,7 +43,7 @@ def is_draw(op):
     return _kind(op)[0]
 
 
-def _calls_functions(op):
+def calls_functions(op):
     """An op that runs a graph function: one named by an attribute (a v2 loop's body), or the function itself."""
     return _kind(op)[1] or op.graph._is_function(op.type)
 
@@ -65,17 +65,17 @@ def find(graph):
     initialization = None
     candidates, callers = [], []
     for op in graph.get_operations():
-        if op.inputs and (is_draw(op) or _calls_functions(op)):
+        if op.inputs and (is_draw(op) or calls_functions(op)):
             initialization = graph_utils.initialization_ops(graph) if initialization is None else initialization
             if op.name not in initialization and _from_the_batch(op.inputs):
                 (candidates if is_draw(op) else callers).append(op)
     if not candidates and not callers:
         return BatchDraws()
     graph_def = graph.as_graph_def()
-    in_functions = _draws_in_functions(graph_def)
+    in_functions = nodes_in_functions(graph_def, _is_draw_node)
     # A draw in a function (a v2 while loop's body) cannot be probed or rewritten from outside.
     unsplittable = [f"{op.name}: {d}" for op in callers
-                    for d in sorted({d for f in _functions_run_by(op) for d in in_functions(f)})]
+                    for d in sorted({d for f in functions_run_by(op) for d in in_functions(f)})]
     subgraph = shape_subgraph(graph, graph_def, candidates)
     inputs = per_worker_inputs(graph) if candidates else []
     first_probe, second_probe = (probed_shapes(subgraph, inputs, [op.outputs[0] for op in candidates], m)
@@ -94,7 +94,7 @@ def find(graph):
     return BatchDraws(tuple(split), tuple(unsplittable), _layout(graph_def))
 
 
-def _functions_run_by(op):
+def functions_run_by(op):
     named = [f for a in op.node_def.attr.values() for f in _called(a)]
     return named + ([op.type] if op.graph._is_function(op.type) else [])
 
@@ -104,24 +104,29 @@ def _called(attr):
     return [attr.func.name] if attr.HasField("func") else [f.name for f in attr.list.func]
 
 
-def _draws_in_functions(graph_def):
-    """`draws(function name)`: the draws (node names) in that function and the functions it calls."""
+def _is_draw_node(node):
+    op_def = op_def_registry.get(node.op)
+    return op_def is not None and op_def.is_stateful and "seed" in node.attr and "seed2" in node.attr
+
+
+def nodes_in_functions(graph_def, wanted):
+    """`found(function name)`: the nodes (names) of that function and of the functions it calls for which
+    `wanted(node_def)` holds."""
     library = {f.signature.name: f for f in graph_def.library.function}
     memo = {}
 
-    def draws(name):
+    def found(name):
         if name not in memo:
             memo[name] = ()  # a recursive call adds nothing new
-            found = []
+            nodes = []
             for node in library[name].node_def if name in library else ():
                 for called in (f for a in node.attr.values() for f in _called(a)):
-                    found += draws(called)
-                op_def = op_def_registry.get(node.op)
-                if op_def is not None and op_def.is_stateful and "seed" in node.attr and "seed2" in node.attr:
-                    found.append(node.name)
-            memo[name] = tuple(found)
+                    nodes += found(called)
+                if wanted(node):
+                    nodes.append(node.name)
+            memo[name] = tuple(nodes)
         return memo[name]
-    return draws
+    return found
 
 
 def shape_input(op):

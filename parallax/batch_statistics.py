@@ -27,7 +27,7 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from parallax import capture, fused_batch_norm, graph_utils
+from parallax import batch_draws, capture, fused_batch_norm, graph_utils
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import reroute_consumers
 from parallax.row_keys import reads_input
@@ -43,6 +43,9 @@ SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "Varia
 UNKNOWN_GRADIENT = "its gradient cannot be told from the gradients of its op's other outputs"
 EXTREME_WITH_GRADIENT = ("a maximum or minimum of values computed from variables: its gradient belongs to the one "
                          "worker whose example holds it")
+FUSED_IN_FUNCTION = ("a fused batch norm in training mode inside a graph function, as a tf.cond on a `training` "
+                     "tensor builds: its statistics stay each worker's own; build the training graph with training="
+                     "True (a Python bool)")
 NO_LAW = "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
 DATA_SET_COUNT = ("a mean over a number of elements that the data may set, as a boolean mask's or a padded length: "
                   "each worker divides by its own count; divide a sum by a count instead")
@@ -103,8 +106,15 @@ def find(graph, analysis):
     in_loops = graph_utils.v1_loop_ops(graph)
     extents = {op for op in averaged if _averages_a_data_extent(op, probes)}
     combined, uncombinable, fused = [], [], []
+    in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
     for op in sorted(candidates - extents, key=lambda o: o.name):
-        if op.op_def.is_stateful or not any(_follows(t, probes) for t in value_inputs(op)):
+        if not any(_follows(t, probes) for t in value_inputs(op)):
+            continue
+        if batch_draws.calls_functions(op):  # a v2 cond or loop: its body cannot be rewritten from outside
+            uncombinable += [f"{op.name}: {node} ({FUSED_IN_FUNCTION})" for node in
+                             sorted({n for f in batch_draws.functions_run_by(op) for n in in_functions(f)})]
+            continue
+        if op.op_def.is_stateful:
             continue  # a stateful op's value is no function of the batch (a sampler's draw: batch_draws.py)
         if fused_batch_norm.in_training(op):
             if op in in_loops:

@@ -22,6 +22,11 @@ def in_training(op):
     return op.type in TYPES and op.get_attr("is_training")
 
 
+def in_training_node(node_def):
+    """The same for a NodeDef (in a graph function's body)."""
+    return node_def.op in TYPES and node_def.attr["is_training"].b
+
+
 def gradient_ops(op):
     """The fused gradient ops of `op`: those that take its saved statistics (outputs 3 and 4)."""
     return sorted({c for t in op.outputs[3:5] for c in t.consumers() if c.type in GRADIENT_TYPES},

@@ -98,6 +98,19 @@ def test_a_fused_batch_norm_in_training_is_recorded_with_its_gradient_op_and_in_
     assert batch_statistics.find(g, parallax.analyze(g)) == batch_statistics.BatchStatistics()
 
 
+def test_a_fused_batch_norm_inside_a_cond_on_a_training_tensor_is_listed_with_what_to_do():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3, 3, 2], name="x")
+        training = tf1.placeholder_with_default(True, [], name="training")
+        h = tf1.layers.batch_normalization(x, training=training, name="bn")
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(h)))
+    found = batch_statistics.find(g, parallax.analyze(g))
+    assert not found.fused and any(u.startswith("bn/cond: FusedBatchNormV3 (a fused batch norm in training mode "
+                                                "inside a graph function") and "training=True" in u
+                                   for u in found.uncombinable)
+
+
 class _Mirror:
     """The collectives of one of two workers whose batches are the same: every gather holds its value twice."""
     def __init__(self):

@@ -65,6 +65,29 @@ def batch_norm_fused_conv(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)), float32=True)
 
 
+def keras_batch_norm(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.keras.layers.BatchNormalization in a v1 graph on images (the fused kernel, its moving averages from the
+    layer's own updates) and on features (moments), float32, SGD with momentum."""
+    rng = np.random.RandomState(26)
+    x = (rng.randn(n * b * steps, 3, 3, 2) * rng.uniform(0.5, 2.0, size=(n * b * steps, 1, 1, 1))).astype(np.float32)
+    y = np.tanh(x.sum(axis=(1, 2))).sum(axis=1, keepdims=True).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        xp = tf1.placeholder(tf.float32, [None, 3, 3, 2], "x")
+        yp = tf1.placeholder(tf.float32, [None, 1], "y")
+        init = tf.keras.initializers.RandomUniform(-0.4, 0.4, seed=26)
+        layers = [tf.keras.layers.BatchNormalization(momentum=0.8), tf.keras.layers.BatchNormalization(momentum=0.8)]
+        h = tf.keras.layers.Conv2D(3, 2, padding="same", use_bias=False, kernel_initializer=init)(xp)
+        h = tf.keras.layers.Flatten()(tf.nn.relu(layers[0](h, training=True)))
+        h = tf.keras.layers.Dense(4, use_bias=False, kernel_initializer=init)(h)
+        pred = tf.keras.layers.Dense(1, kernel_initializer=init)(tf.nn.relu(layers[1](h, training=True)))
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        with tf.control_dependencies([u for layer in layers for u in layer.updates]):
+            train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(
+                loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)), float32=True)
+
+
 def layer_norm(n, b, steps, graph_batch, lr_scale=1.0):
     """Layer normalization (statistics over each example's features): nothing of the batch to combine."""
     rng = np.random.RandomState(23)
@@ -122,4 +145,5 @@ USER_GRAPHS_STATISTICS = {
     "batch_norm_moments": batch_norm_moments,
     "batch_norm_fused_conv": batch_norm_fused_conv,
     "layer_norm": layer_norm,
+    "keras_batch_norm": keras_batch_norm,
 }
