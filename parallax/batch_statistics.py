@@ -46,6 +46,8 @@ EXTREME_WITH_GRADIENT = ("a maximum or minimum of values computed from variables
 FUSED_IN_FUNCTION = ("a fused batch norm in training mode inside a graph function, as a tf.cond on a `training` "
                      "tensor builds: its statistics stay each worker's own; build the training graph with training="
                      "True (a Python bool)")
+PAIRWISE = ("it pairs the batch's examples with each other (the batch is on two of its axes, as in the logits of "
+            "in-batch negatives): each worker pairs only its own examples, where one device pairs the whole batch's")
 NO_LAW = "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
 DATA_SET_COUNT = ("a mean over a number of elements that the data may set, as a boolean mask's or a padded length: "
                   "each worker divides by its own count; divide a sum by a count instead")
@@ -146,6 +148,7 @@ def find(graph, analysis):
                              if readers]
             combined += [(g.name, MEAN, tuple(sorted(c.name for c in readers))) for g, readers in upstream]
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
+    uncombinable += [f"{t.name} ({PAIRWISE})" for t in _pairing_the_examples(candidates, probes)]
     return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused))
 
 
@@ -184,6 +187,15 @@ def _averages_a_data_extent(op, probes):
         return False
     unknown = [t for t in value_inputs(op) if probes[0].get(t.name) is not None and None in probes[0][t.name]]
     return bool(unknown) and _combining_law(op, out, probes, raw=True) == AVERAGE
+
+
+def _pairing_the_examples(ops, probes):
+    """The first tensors (none of their op's inputs is one) whose shape has the batch on two axes or more in both
+    probes: values of pairs of examples, as the logits of in-batch negatives (q @ k^T) are."""
+    def pairs(t):
+        return all(p.get(t.name) is not None and sum(d == m for d in p[t.name]) >= 2 for p, m in zip(probes, MARKERS))
+    return sorted((t for op in ops for t in op.outputs if pairs(t) and not any(pairs(i) for i in op.inputs)),
+                  key=lambda t: t.name)
 
 
 def _origins(ops):

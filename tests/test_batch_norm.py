@@ -186,3 +186,16 @@ def test_the_pass_synchronizes_each_fused_batch_norm_with_the_plans_collectives(
         raise AssertionError("no synchronize_fused_batch_norms pass")
     assert [ctx.graph.get_operation_by_name(c).type for c in ctx.collectives] == [gather] * 4
     assert FACTS["batch_norms_synchronized"](ctx)
+
+
+def test_values_that_pair_the_examples_with_each_other_are_listed():
+    """In-batch negatives: each query scored against every key of the batch (its shape has the batch twice)."""
+    def build(x):
+        query, key = _dense(x), _dense(x, 4)[:, :3]
+        logits = tf.matmul(query, key, transpose_b=True)
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.range(tf.shape(x)[0]), logits=logits))
+    _, found = _found(build)
+    assert found.uncombinable == ("MatMul:0 (it pairs the batch's examples with each other (the batch is on two of "
+                                  "its axes, as in the logits of in-batch negatives): each worker pairs only its own "
+                                  "examples, where one device pairs the whole batch's)",)
