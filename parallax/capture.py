@@ -8,6 +8,7 @@ which walks update ops back to their gradient inputs instead.
 """
 import functools
 import json
+import re
 import sys
 
 import tensorflow as tf
@@ -136,8 +137,23 @@ def grad_records(graph):
 
 
 def loss_records(graph):
-    """Names of the tensors the graph's gradients were taken of: its losses."""
-    return [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)]
+    """Names of the tensors the graph's gradients were taken of: its losses. For a graph built before the hooks,
+    the tensors whose gradient op takes tf.gradients' default seed (a `grad_ys_<i>` fill of ones)."""
+    recorded = [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)]
+    return recorded or _seeded_losses(graph)
+
+
+_SEED = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/grad_ys_\d+$")
+
+
+def _seeded_losses(graph):
+    losses = set()
+    for seed in (op for op in graph.get_operations() if op.type == "Fill" and _SEED.match(op.name)):
+        for reader in seed.outputs[0].consumers():
+            origin = getattr(reader, "_original_op", None)
+            if origin is not None:
+                losses.update(t.name for t in origin.outputs if t.dtype == seed.outputs[0].dtype)
+    return sorted(losses)
 
 
 def apply_records(graph):

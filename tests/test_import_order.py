@@ -42,3 +42,22 @@ def test_graph_built_before_import_parallax_is_analyzed_from_its_update_ops():
         v = a.variable("emb")
         print(a.captured, v.kind, v.gradients[0].is_sparse, len(v.slots), len(v.update_ops) > 0)""") == \
         "False sparse True 2 True"
+
+
+def test_a_graph_built_before_import_parallax_has_its_losses_and_batch_statistics_found():
+    """No loss was recorded: the losses are the tensors whose gradient takes tf.gradients' default seed."""
+    assert _run("""
+        import tensorflow as tf
+        tf1 = tf.compat.v1
+        tf1.disable_eager_execution()
+        x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        h = tf1.layers.dense(x, 4)
+        mean, variance = tf.nn.moments(h, axes=[0])
+        loss = tf.reduce_mean(tf.square((h - mean) * tf.math.rsqrt(variance + 1e-3)), name="loss")
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        import parallax
+        from parallax import batch_statistics, capture
+        g = tf1.get_default_graph()
+        found = batch_statistics.find(g, parallax.analyze(g))
+        print(capture.loss_records(g), sorted(n for n, _, _ in found.combined if not n.startswith("gradients/")))""") \
+        == "['loss:0'] ['moments/mean:0', 'moments/variance:0']"
