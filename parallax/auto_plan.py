@@ -42,8 +42,23 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
     state = tuple(cost_model.StateLoad(s.name, s.bytes or 0, s.kind == "update_ops", s.colocated_with,
                                        s.kind == "optimizer", _known(reads.get(s.name), s.bytes) or (0, 0.0))
                   for s in analysis.state)
-    workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads), state)
+    gathered = statistic_bytes(graph, analysis) if spec is not None and spec.num_workers > 1 and \
+        (config or Config()).sync else ()
+    workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads), state, gathered)
     return dataclasses.replace(workload, compute_cpu=calibration.compute_cpu_in_job(calibrated, workload))
+
+
+def statistic_bytes(graph, analysis):
+    """Bytes of each value a step gathers for the statistics of the batch: each combined statistic (and gradient
+    of one), and a fused batch norm's mean and variance and its gradient's two means (channels of float32)."""
+    from parallax import batch_statistics
+    found = batch_statistics.find(graph, analysis)
+    sizes = [graph.get_tensor_by_name(name) for name, _, _ in found.combined]
+    sizes = [(t.shape.num_elements() or 0) * t.dtype.size for t in sizes]
+    for name, _ in found.fused:
+        scale = graph.get_operation_by_name(name).inputs[1]
+        sizes += [(scale.shape.num_elements() or 0) * scale.dtype.size] * 4
+    return tuple(sizes)
 
 
 def _server_reads(graph, analysis, spec, config):

@@ -106,6 +106,9 @@ class Workload:
     compute_cpu: float  # CPU seconds of that step
     variables: Tuple[VariableLoad, ...]
     state: Tuple[StateLoad, ...] = ()
+    # Bytes of each value the workers gather every step for the statistics of the batch (batch_statistics.py,
+    # fused_batch_norm.py): one collective each, in every mode.
+    statistics: Tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,13 +167,15 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     by_method = {AR: [], AG: [], PS: []}
     for v in workload.variables:
         by_method[choices[v.name].method].append(v)
-    collectives = bool(by_method[AR] or by_method[AG])
+    collectives = bool(by_method[AR] or by_method[AG] or workload.statistics)
     if collectives and backend in LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES:
         choices = {name: dataclasses.replace(c, local_aggregation=False) for name, c in choices.items()}
     if n > 1:
         _allreduce(load, by_method[AR], workers_per_host, machine, backend)
         _allgather(load, by_method[AG], workers_per_host, machine, backend)
         _servers(load, by_method[PS], choices, workers_per_host, machine, workload.state)
+        _allgather(load, [VariableLoad(f"statistic {k}", "dense", b) for k, b in enumerate(workload.statistics)],
+                   workers_per_host, machine, backend, applied=False)
         if collectives and by_method[PS] and backend in FENCED_BACKENDS:
             # the fence: one scalar allreduce per worker and step, after all its work
             _allreduce(load, [VariableLoad("fence", "dense", 0)], workers_per_host, machine, backend)
@@ -215,8 +220,9 @@ def _allreduce(load, variables, workers_per_host, machine, backend):
     load.waits += machine.round_time(f"allreduce/{backend}", 2 * (n - 1))
 
 
-def _allgather(load, variables, workers_per_host, machine, backend):
-    """One collective per sparse variable (its rows and indices packed together)."""
+def _allgather(load, variables, workers_per_host, machine, backend, applied=True):
+    """One collective per sparse variable (its rows and indices packed together), whose rows every worker
+    applies (`applied`: not for a statistic's values)."""
     n, hosts = sum(workers_per_host), len(workers_per_host)
     for v in variables:
         moved = (n - 1) * v.alpha * v.bytes
@@ -224,7 +230,7 @@ def _allgather(load, variables, workers_per_host, machine, backend):
             for h in range(hosts):
                 load.send(h, (h + 1) % hosts, moved, machine.link_rate(f"allgather/{backend}"))
         per_worker = _cost(machine, f"allgather/{backend}", 2 * moved) + \
-            n * v.alpha * v.bytes * machine.update_cpu_per_byte  # every worker applies every worker's rows
+            applied * n * v.alpha * v.bytes * machine.update_cpu_per_byte  # every worker applies every worker's rows
         for h, w in enumerate(workers_per_host):
             load.cpu[h] += w * per_worker
         load.worker_cpu += per_worker

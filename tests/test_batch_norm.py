@@ -199,3 +199,9 @@ def test_values_that_pair_the_examples_with_each_other_are_listed():
     assert found.uncombinable == ("MatMul:0 (it pairs the batch's examples with each other (the batch is on two of "
                                   "its axes, as in the logits of in-batch negatives): each worker pairs only its own "
                                   "examples, where one device pairs the whole batch's)",)
+
+
+def test_the_cost_model_counts_each_gathered_statistic():
+    from parallax import auto_plan
+    g, *_ = _conv_bn()
+    assert auto_plan.statistic_bytes(g, parallax.analyze(g)) == (8,) * 4  # 2 channels of float32, 4 gathers

@@ -27,6 +27,23 @@ def test_allgather_moves_n_minus_one_a_b():
     assert p.link_bytes == pytest.approx((3 * 0.01 * 1e6,) * 2)
 
 
+def test_each_statistic_of_the_batch_is_one_gather_in_every_mode_and_turns_local_aggregation_off():
+    """Batch norm's statistics are gathered in PS mode too (TF's collectives), so the step pays each gather's
+    rounds and bytes, and the plan runs without local aggregation there."""
+    emb = cm.VariableLoad("e", "sparse", 1_000_000, alpha=0.01)
+    plain, with_statistics = _workload(emb), cm.Workload(0.1, 0.1, (emb,), statistics=(4_000, 4_000))
+    choices = {"e": cm.Choice(cm.PS, (0,), local_aggregation=True)}
+    before, after = (cm.predict(w, choices, TWO_BY_TWO, NET) for w in (plain, with_statistics))
+    # two gathers of 3 other workers' 4 kB each, one round of 3 latencies each, and the fence's allreduce
+    assert after.link_bytes[0] - before.link_bytes[0] == pytest.approx(2 * 3 * 4_000, rel=0.05)
+    assert after.seconds - before.seconds >= 2 * 3 * 1e-4 + 2 * 3 * 4_000 / 1e8
+    machine = dataclasses.replace(NET, cpu_per_message={"ps": 1e-3})
+    without_la = {"e": cm.Choice(cm.PS, (0,), local_aggregation=False)}
+    assert cm.predict(with_statistics, choices, TWO_BY_TWO, machine).host_cpu == \
+        cm.predict(plain, without_la, TWO_BY_TWO, machine).host_cpu != \
+        cm.predict(plain, choices, TWO_BY_TWO, machine).host_cpu
+
+
 def test_a_server_on_one_host_is_hot_and_its_link_carries_the_other_hosts_pushes_and_pulls():
     w = _workload(cm.VariableLoad("w", "dense", 1_000_000))
     one = cm.predict(w, {"w": cm.Choice(cm.PS, (0,))}, TWO_BY_TWO, NET)
