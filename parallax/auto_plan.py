@@ -50,14 +50,15 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
 
 def statistic_bytes(graph, analysis):
     """Bytes of each value a step gathers for the statistics of the batch: each combined statistic (and gradient
-    of one), and a fused batch norm's mean and variance and its gradient's two means (channels of float32)."""
+    of one), and a fused batch norm's mean, its variance and its gradient's two means (one gather)."""
     from parallax import batch_statistics
     found = batch_statistics.find(graph, analysis)
     sizes = [graph.get_tensor_by_name(name) for name, _, _ in found.combined]
     sizes = [(t.shape.num_elements() or 0) * t.dtype.size for t in sizes]
     for name, _ in found.fused:
         scale = graph.get_operation_by_name(name).inputs[1]
-        sizes += [(scale.shape.num_elements() or 0) * scale.dtype.size] * 4
+        channels = (scale.shape.num_elements() or 0) * scale.dtype.size
+        sizes += [channels, channels, 2 * channels]
     return tuple(sizes)
 
 

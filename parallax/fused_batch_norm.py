@@ -3,7 +3,7 @@ input run them): the batch's per-channel mean and variance are computed inside o
 computes with them inside another. No rewrite of the ops' outputs can make those statistics the whole batch's, so
 each such op is replaced by the same computation in primitive ops, its statistics the mean over workers of the
 workers' values (batch_statistics.py's rule for a mean), and its gradient op by batch normalization's gradient in
-closed form, whose two batch means of the upstream gradient are likewise the means over workers. With equal
+closed form, whose two batch means of the upstream gradient are likewise the means over workers (one gather). With equal
 per-worker batches (what every combined mean assumes), that is what one device computes on the whole batch: the
 normalized values, the gradients, and the moving statistics, whose variance is corrected by the whole batch's
 count n / (n - 1), as the kernel corrects it by its own."""
@@ -79,8 +79,9 @@ def _gradient(graph, collective_ops, op, scale, normalized, inverse, axes, chann
         upstream = tf.cast(op.inputs[0], scale.dtype)
         d_offset = tf.reduce_sum(upstream, axes)
         d_scale = tf.reduce_sum(upstream * normalized, axes)
-        mean_upstream = _mean_over_workers(collective_ops, tf.reduce_mean(upstream, axes))
-        mean_projection = _mean_over_workers(collective_ops, tf.reduce_mean(upstream * normalized, axes))
+        # both means in one gather: they are ready together, and each gather is a round of the workers
+        mean_upstream, mean_projection = tf.unstack(_mean_over_workers(collective_ops, tf.stack(
+            [tf.reduce_mean(upstream, axes), tf.reduce_mean(upstream * normalized, axes)])))
         d_x = tf.reshape(scale * inverse, channels) * (
             upstream - tf.reshape(mean_upstream, channels) - normalized * tf.reshape(mean_projection, channels))
         d_x = tf.cast(d_x, dtype)
