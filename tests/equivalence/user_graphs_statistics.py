@@ -42,17 +42,22 @@ def batch_norm_moments(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def _images(seed, rows, size, reduce):
+    """(images [rows, size, size, 2] at random scales, targets [rows, 1] = tanh(reduce(image)) summed, their
+    float32 placeholders x and y)."""
+    rng = np.random.RandomState(seed)
+    x = (rng.randn(rows, size, size, 2) * rng.uniform(0.5, 2.0, size=(rows, 1, 1, 1))).astype(np.float32)
+    y = np.tanh(reduce(x, axis=(1, 2))).sum(axis=1, keepdims=True).astype(np.float32)
+    return x, y, tf1.placeholder(tf.float32, [None, size, size, 2], "x"), tf1.placeholder(tf.float32, [None, 1], "y")
+
+
 def batch_norm_fused_conv(n, b, steps, graph_batch, lr_scale=1.0):
     """A convolution over 4x4 images (no bias: batch norm removes it, and its gradient is float noise that Adam
     scales up), then tf1.layers.batch_normalization in training mode (on 4-D input it runs
     TF's fused kernel, whose statistics are inside one op), float32, Adam."""
-    rng = np.random.RandomState(22)
-    x = (rng.randn(n * b * steps, 4, 4, 2) * rng.uniform(0.5, 2.0, size=(n * b * steps, 1, 1, 1))).astype(np.float32)
-    y = np.tanh(x.mean(axis=(1, 2))).sum(axis=1, keepdims=True).astype(np.float32)
     g = tf.Graph()
     with g.as_default():
-        xp = tf1.placeholder(tf.float32, [None, 4, 4, 2], "x")
-        yp = tf1.placeholder(tf.float32, [None, 1], "y")
+        x, y, xp, yp = _images(22, n * b * steps, 4, np.mean)
         h = tf1.layers.conv2d(xp, 3, 3, padding="same", use_bias=False, name="conv",
                               kernel_initializer=_init(40, tf.float32))
         h = tf.nn.relu(tf1.layers.batch_normalization(h, training=True, momentum=0.9, name="bn"))
@@ -68,13 +73,9 @@ def batch_norm_fused_conv(n, b, steps, graph_batch, lr_scale=1.0):
 def keras_batch_norm(n, b, steps, graph_batch, lr_scale=1.0):
     """tf.keras.layers.BatchNormalization in a v1 graph on images (the fused kernel, its moving averages from the
     layer's own updates) and on features (moments), float32, SGD with momentum."""
-    rng = np.random.RandomState(26)
-    x = (rng.randn(n * b * steps, 3, 3, 2) * rng.uniform(0.5, 2.0, size=(n * b * steps, 1, 1, 1))).astype(np.float32)
-    y = np.tanh(x.sum(axis=(1, 2))).sum(axis=1, keepdims=True).astype(np.float32)
     g = tf.Graph()
     with g.as_default():
-        xp = tf1.placeholder(tf.float32, [None, 3, 3, 2], "x")
-        yp = tf1.placeholder(tf.float32, [None, 1], "y")
+        x, y, xp, yp = _images(26, n * b * steps, 3, np.sum)
         init = tf.keras.initializers.RandomUniform(-0.4, 0.4, seed=26)
         layers = [tf.keras.layers.BatchNormalization(momentum=0.8), tf.keras.layers.BatchNormalization(momentum=0.8)]
         h = tf.keras.layers.Conv2D(3, 2, padding="same", use_bias=False, kernel_initializer=init)(xp)
@@ -88,14 +89,20 @@ def keras_batch_norm(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)), float32=True)
 
 
+def _features(seed, rows, width, target):
+    """(features [rows, width] at random scales, targets [rows, 1] = target(features) summed, their float64
+    placeholders x and y)."""
+    rng = np.random.RandomState(seed)
+    x = rng.randn(rows, width) * rng.uniform(0.5, 3.0, size=(rows, 1))
+    y = target(x).sum(axis=1, keepdims=True)
+    return x, y, tf1.placeholder(F64, [None, width], "x"), tf1.placeholder(F64, [None, 1], "y")
+
+
 def layer_norm(n, b, steps, graph_batch, lr_scale=1.0):
     """Layer normalization (statistics over each example's features): nothing of the batch to combine."""
-    rng = np.random.RandomState(23)
-    x = rng.randn(n * b * steps, 5) * rng.uniform(0.5, 3.0, size=(n * b * steps, 1))
-    y = np.cos(x).sum(axis=1, keepdims=True)
     g = tf.Graph()
     with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 5], "x"), tf1.placeholder(F64, [None, 1], "y")
+        x, y, xp, yp = _features(23, n * b * steps, 5, np.cos)
         h = _dense(xp, 6, "hidden", 42)
         mean, variance = tf.nn.moments(h, axes=[1], keepdims=True)
         h = tf.nn.relu((h - mean) * tf.math.rsqrt(variance + 1e-3))
@@ -108,12 +115,9 @@ def layer_norm(n, b, steps, graph_batch, lr_scale=1.0):
 def root_mean_square_loss(n, b, steps, graph_batch, lr_scale=1.0):
     """The loss is the root of the batch's mean squared error, plus the batch's mean error squared: functions of
     means over the batch that are not themselves means over examples."""
-    rng = np.random.RandomState(24)
-    x = rng.randn(n * b * steps, 4) * rng.uniform(0.5, 3.0, size=(n * b * steps, 1))
-    y = np.sin(x).sum(axis=1, keepdims=True)
     g = tf.Graph()
     with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 4], "x"), tf1.placeholder(F64, [None, 1], "y")
+        x, y, xp, yp = _features(24, n * b * steps, 4, np.sin)
         error = _dense(_dense(xp, 5, "hidden", 44, tf.tanh), 1, "out", 45) - yp
         loss = tf.sqrt(tf.reduce_mean(tf.square(error))) + tf.square(tf.reduce_mean(error))
         train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
