@@ -9,7 +9,7 @@ from tests.equivalence.user_graphs import USER_GRAPHS
 
 # At N=4 (the full matrix: make fuzz CASES=all WORKERS=4), the rows that mix servers, collectives and local state.
 FOUR_WORKERS = ("mixed_methods", "two_train_ops_ref", "grad_accumulation", "partitioned_ema_rmsprop_ref",
-                "tied_embedding_two_optimizers_clip", "batch_norm_fused_conv")
+                "tied_embedding_two_optimizers_clip")
 
 
 def _check(out, case, workers, mode):
@@ -25,13 +25,18 @@ def _check(out, case, workers, mode):
 # So do the dropout cases and the statistics computed from variables but the fused batch norm: their rewrites
 # (split_batch_draws, combine_batch_statistics) are the same pass in every mode (exact in all three when added).
 HYBRID_ONLY = ("rare_optimizers", "rare_optimizers_ref", "keras_layers", "keras_gru", "plateau_lr_and_summaries",
-               "shard_list_debiased_average", "dropout_fed", "dropout_sharded", "batch_norm_moments", "layer_norm", "keras_batch_norm",
+               "shard_list_debiased_average", "dropout_fed", "dropout_sharded", "batch_norm_moments", "keras_batch_norm",
                "root_mean_square_loss", "learning_rate_from_batch")
+
+
+# Left to `make fuzz CASES=all` for CI's 90 minutes: graphs where no rule applies and a unit test checks that none
+# does (layer norm: tests/test_batch_norm.py).
+FUZZ_ONLY = ("layer_norm",)
 
 
 # N=2, and N=4 (two workers on each host, so local aggregation groups them) for FOUR_WORKERS in HYBRID.
 RUNS = [(case, mode, 2) for case in sorted(USER_GRAPHS) for mode in GRAPH_MODES
-        if case not in HYBRID_ONLY or mode == "HYBRID"] + \
+        if case not in FUZZ_ONLY and (case not in HYBRID_ONLY or mode == "HYBRID")] + \
     [(case, "HYBRID", 4) for case in FOUR_WORKERS if "HYBRID" in GRAPH_MODES]
 
 
