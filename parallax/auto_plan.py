@@ -23,12 +23,13 @@ def workers_per_host(spec):
     return tuple(counts.get(h, 0) for h in range(spec.num_hosts))
 
 
-def workload_of(graph, analysis, calibrated, spec=None, config=None):
+def workload_of(graph, analysis, calibrated, spec=None, config=None, statistics=None):
     """The cost model's workload: the analysis' variables with the calibration's a (or the static estimate from
     the gradient's shape, parallax.explain's, or 1 when neither is known), the state its steps write, what a
     worker's step reads of each on a server (read off the graph of the PS plan on `spec`, when given), its step
-    time, and the step's CPU as the script's real jobs showed it (calibration.compute_cpu_in_job, which
-    fit_in_job takes as it is)."""
+    time, the step's CPU as the script's real jobs showed it (calibration.compute_cpu_in_job, which fit_in_job
+    takes as it is), and what it gathers for the statistics of the batch (`statistics`: batch_statistics.find's,
+    found here when None)."""
     reads = _server_reads(graph, analysis, spec, config) if spec is not None and spec.num_workers > 1 else {}
     loads = []
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
@@ -42,17 +43,18 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None):
     state = tuple(cost_model.StateLoad(s.name, s.bytes or 0, s.kind == "update_ops", s.colocated_with,
                                        s.kind == "optimizer", _known(reads.get(s.name), s.bytes) or (0, 0.0))
                   for s in analysis.state)
-    gathered = statistic_bytes(graph, analysis) if spec is not None and spec.num_workers > 1 and \
-        (config or Config()).sync else ()
+    if statistics is None and spec is not None and spec.num_workers > 1 and (config or Config()).sync:
+        from parallax import batch_statistics
+        statistics = batch_statistics.find(graph, analysis)
+    gathered = statistic_bytes(graph, statistics) if statistics is not None else ()
     workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads), state, gathered)
     return dataclasses.replace(workload, compute_cpu=calibration.compute_cpu_in_job(calibrated, workload))
 
 
-def statistic_bytes(graph, analysis):
-    """Bytes of each value a step gathers for the statistics of the batch: each combined statistic (and gradient
-    of one), and a fused batch norm's mean, its variance and its gradient's two means (one gather)."""
-    from parallax import batch_statistics
-    found = batch_statistics.find(graph, analysis)
+def statistic_bytes(graph, found):
+    """Bytes of each value a step gathers for the statistics of the batch `found` (batch_statistics.find): each
+    combined statistic (and gradient of one), and a fused batch norm's mean, its variance and its gradient's two
+    means (one gather)."""
     sizes = [graph.get_tensor_by_name(name) for name, _, _ in found.combined]
     sizes = [(t.shape.num_elements() or 0) * t.dtype.size for t in sizes]
     for name, _ in found.fused:
@@ -99,13 +101,14 @@ class AutoChoice:
     overlap_exponent: Optional[float] = None  # how the model's two bounds combine on these hosts (fit_in_job)
 
 
-def choose(graph, analysis, spec, config):
+def choose(graph, analysis, spec, config, statistics=None):
     """AUTO's choice for `graph` on `spec`: each variable's method and local aggregation, and the number of shards
     of the variables parallax.get_partitioner split (the paper's partition search: every count from 1 to twice the
     servers, by predicted step time; the graph's own count stays unless another is predicted REPARTITION_GAIN
-    faster, since a new count means running the script again and the model is no finer than that)."""
+    faster, since a new count means running the script again and the model is no finer than that). `statistics`:
+    the graph's batch_statistics.find, when the caller has it (else found here)."""
     calibrated = calibration.load(calibration.path_for(config))
-    workload = workload_of(graph, analysis, calibrated, spec, config)
+    workload = workload_of(graph, analysis, calibrated, spec, config, statistics)
     in_job = calibration.fit_in_job(calibrated, workload)
     machine, scales = in_job.machine, in_job.scales
     fixed = dict(config.methods)  # the user's own choices stay

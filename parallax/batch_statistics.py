@@ -1,24 +1,31 @@
-"""Statistics of the batch that the training computation reads: a token count, a sum of example weights.
+"""Statistics of the batch that the training computation reads: a token count, a sum of example weights, batch
+norm's mean and variance, the mean a root-mean-square loss takes the root of.
 
 A loss normalized by such a value (`sum(loss * mask) / sum(mask)`, tf.compat.v1.losses with `weights`) is not a
 mean over examples: one device divides by the whole batch's count, and a worker by its own. Averaging the workers'
 gradients then weights each worker's examples by 1/(its count), not 1/(the whole count), and the job differs from
-one device by as much as the counts differ. The rule: a value computed from the examples alone (no variable in
-what it is computed from) that reduces them away (its shape does not follow the batch while an input's does, by
-batch_shapes.py's markers) is, wherever the gradients are computed from it, the *mean over workers* of the
-workers' values. Each worker's loss is then its share of one device's loss, in the sense the gradient average
-needs: with A_i a worker's sum and S the whole batch's count, mean_i(A_i / (S / N)) = sum_i(A_i) / S.
+one device by as much as the counts differ. The rule: a value computed from the examples that reduces them away
+(its shape does not follow the batch while an input's does, by batch_shapes.py's markers), in the forward pass of
+the losses `tf.gradients` was taken of (capture.py records them) or, if of the data alone, on the way to an update,
+is, wherever the gradients are computed from it, the *mean over workers* of the workers' values. Each worker's
+loss is then its share of one device's loss, in the sense the gradient average needs: with A_i a worker's sum and
+S the whole batch's count, mean_i(A_i / (S / N)) = sum_i(A_i) / S. An update that reads it reads one device's
+value: the whole batch's mean, maximum or minimum, or the workers' sum of a sum. A statistic computed from
+variables also carries gradient into every worker's examples: the gradient tf.gradients sends into the op that
+computed it is, like the statistic, the mean over workers (with g_j worker j's, one device's gradient needs
+mean_j(g_j) from every worker). Fused batch norm computes its statistics inside one op: fused_batch_norm.py.
 
 How the workers' values combine into the whole batch's is a property of the reducing op, found by running it, not
 from its type: on random inputs of two halves of a batch, is its value on the whole batch the sum of its values on
 the halves (a sum: the workers' mean is S / N), their mean (a mean: the workers' mean is the batch's), their
 maximum or their minimum? An integer statistic is combined where it is cast to floats
 (S / N need not be an integer); one read as an integer is an extent (a padded length) and stays each worker's own.
-A statistic that combines in none of these ways (a batch's first example), whose shape is not static, or that feeds
-a variable's update rather than its gradient (a learning rate scaled by the batch's count), and a mean of a
-variable's values over a number of elements the data may set (a boolean mask's), are *uncombinable*: the plan
-lists them, the planner warns, and `parallax.explain` says the job is not exact there. Statistics are looked for
-in the forward pass of the losses `tf.gradients` was taken of (capture.py records them).
+A value of variables that follows none of these laws is a selection, not a reduction (a sampled softmax's sampled
+rows), and is left alone. *Uncombinable*, so listed in the plan, warned of by the planner and stated by
+`parallax.explain`: a statistic of the data that combines in none of these ways (a batch's first example), whose
+shape is not static or that is computed in a while loop; a maximum or minimum of variables that gradient flows
+into; a mean of a variable's values over a number of elements the data may set (a boolean mask's); a fused batch
+norm inside a graph function; and a value that pairs the batch's examples with each other (in-batch negatives).
 """
 import dataclasses
 import re

@@ -12,15 +12,16 @@ from parallax.plan import Aggregation, make_plan
 
 def plan_job(graph, analysis, spec, config):
     partitions = None
+    # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
+    statistics = batch_statistics.find(graph, analysis) if spec.num_workers > 1 and config.sync else \
+        batch_statistics.BatchStatistics()
     if config.run_option == "AUTO" and spec.num_workers > 1:
         from parallax import auto_plan
-        auto = auto_plan.choose(graph, analysis, spec, config)
+        auto = auto_plan.choose(graph, analysis, spec, config, statistics)
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions)
     if spec.num_workers > 1:
         draws = batch_draws.find(graph)
-        # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
-        statistics = batch_statistics.find(graph, analysis) if plan.sync else batch_statistics.BatchStatistics()
         plan = dataclasses.replace(plan, batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,

@@ -204,4 +204,5 @@ def test_values_that_pair_the_examples_with_each_other_are_listed():
 def test_the_cost_model_counts_each_gathered_statistic():
     from parallax import auto_plan
     g, *_ = _conv_bn()
-    assert auto_plan.statistic_bytes(g, parallax.analyze(g)) == (8, 8, 16)  # 2 channels of float32, 3 gathers
+    found = batch_statistics.find(g, parallax.analyze(g))
+    assert auto_plan.statistic_bytes(g, found) == (8, 8, 16)  # 2 channels of float32, 3 gathers
