@@ -34,7 +34,7 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from parallax import batch_draws, capture, fused_batch_norm, graph_utils
+from parallax import batch_draws, batch_sizes, capture, fused_batch_norm, graph_utils
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import reroute_consumers
 from parallax.row_keys import reads_input
@@ -92,16 +92,19 @@ def find(graph, analysis):
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
     forward = _value_ancestors(losses)
     data, variable = _origins(before | after | forward)
-    # Values of the examples: in the forward pass, or on the way to an update if of the data alone (what follows
-    # gradients there is a function of gradients, which the plan aggregates).
+    sizes = [(t.name, FOR_UPDATES[SUM], readers) for t, readers in batch_sizes.sizes_read_by_updates(
+        graph, before | after | forward, value_inputs, SHAPE_ONLY, lambda out: _read_points(out, before, after))]
+    # Values of the examples: in the forward pass, or on the way to an update if not computed from the gradients
+    # (a function of gradients, as a global norm, is of what the plan aggregates): a streaming metric's total.
+    of_gradients = _computed_from(after, set(gradients))
     candidates = {op for op in forward | after if data.get(op) and not reads_input(op) and
-                  (op in forward or not variable.get(op))}
+                  (op in forward or not variable.get(op) or op not in of_gradients)}
     # A variable's values averaged over elements whose number the data may set (unknown before the step).
     averaged = {op for op in forward if not (data.get(op) and not variable.get(op)) and op.outputs and
                 op.outputs[0].shape.is_fully_defined() and not op.op_def.is_stateful and
                 any(not t.shape.is_fully_defined() for t in value_inputs(op))}
     if not candidates and not averaged:
-        return BatchStatistics()
+        return BatchStatistics(tuple(sizes))
     probed = candidates | averaged
     tensors = {t for op in probed for t in op.outputs} | {t for op in probed for t in value_inputs(op)}
     tensors = sorted((t for t in tensors if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype),
@@ -111,10 +114,10 @@ def find(graph, analysis):
     inputs = per_worker_inputs(graph)
     probes = [probed_shapes(subgraph, inputs, tensors, m) for m in MARKERS]
     if not probes[0] or not probes[1]:
-        return BatchStatistics()  # the graph cannot be probed (batch_draws says so of its draws)
+        return BatchStatistics(tuple(sizes))  # the graph cannot be probed (batch_draws says so of its draws)
     in_loops = graph_utils.v1_loop_ops(graph)
     extents = {op for op in averaged if _averages_a_data_extent(op, probes)}
-    combined, uncombinable, fused = [], [], []
+    combined, uncombinable, fused = list(sizes), [], []
     in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
     for op in sorted(candidates - extents, key=lambda o: o.name):
         if not any(_follows(t, probes) for t in value_inputs(op)):
@@ -213,6 +216,15 @@ def _origins(ops):
         variable[op] = op.type in graph_utils.VARIABLE_OP_TYPES or any(variable.get(s, False) for s in sources)
         data[op] = reads_input(op) or any(data.get(s, False) for s in sources)
     return data, variable
+
+
+def _computed_from(ops, sources):
+    """The ops among `ops` whose value is computed from an op of `sources`."""
+    found = set()
+    for op in graph_utils.topological(ops):
+        if any(t.op in sources or t.op in found for t in value_inputs(op)):
+            found.add(op)
+    return found
 
 
 def _follows(t, probes):

@@ -74,6 +74,50 @@ def test_a_statistic_an_update_reads_is_combined_into_the_whole_batchs_value(red
     assert [(law_, readers) for _, law_, readers in found.combined] == [(law, ("mul",))] and not found.uncombinable
 
 
+def _update_reads(size_of):
+    """batch_statistics.find of a graph whose learning rate and a counter are `size_of(x, prediction)`."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(F64, [None, 3], name="x")
+        w = tf1.get_variable("w", [3, 1], F64)
+        prediction = tf.matmul(x, w)
+        size = size_of(x, prediction)
+        seen = tf1.get_variable("seen", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        with tf.control_dependencies([seen.assign_add(size, name="count")]):
+            tf1.train.GradientDescentOptimizer(tf.multiply(size, 0.01, name="rate")).minimize(
+                tf.reduce_mean(prediction))
+    return batch_statistics.find(g, parallax.analyze(g))
+
+
+@pytest.mark.parametrize("size_of, readers", [
+    (lambda x, p: tf.cast(tf.shape(x)[0], F64), ("count", "rate")),
+    (lambda x, p: tf.cast(tf.size(p), F64) * 0.5, ("mul",)),  # where it is first read as floats, not again after
+    (lambda x, p: tf.cast(tf.shape(tf.concat([x, x], 1))[0] * 2, F64), ("count", "rate")),
+])
+def test_a_size_of_the_batch_an_update_reads_is_the_whole_batchs(size_of, readers):
+    """A value computed from the batch's shape alone that is proportional to its size: an update reads the sum over
+    workers (one device's count of examples), found by the marker probes, whatever ops computed it."""
+    found = _update_reads(size_of)
+    assert [(law, readers) for _, law, readers in found.combined] == [("sum", readers)], found.combined
+    assert not found.uncombinable
+
+
+@pytest.mark.parametrize("size_of", [
+    lambda x, p: tf.cast(tf.shape(x)[1], F64),  # the features' count: no size of the batch
+    lambda x, p: tf.cast(tf.shape(x)[0] + 1, F64),  # not proportional to it: no law says what one device reads
+    lambda x, p: tf.constant(4.0, F64),
+])
+def test_a_value_of_shapes_that_is_no_size_of_the_batch_is_left_alone(size_of):
+    assert not _update_reads(size_of).combined
+
+
+def test_a_streaming_total_of_the_predictions_is_the_whole_batchs():
+    """A sum over the batch of values computed from variables that only an update reads (a streaming metric's
+    total): not a function of the gradients, so one device's sum."""
+    found = _update_reads(lambda x, p: tf.reduce_sum(tf.abs(p)))
+    assert [(law, readers) for _, law, readers in found.combined] == [("sum", ("count", "rate"))], found.combined
+
+
 class _TwoWorkers:
     """The collectives of worker 0 of two, the other worker's value being `other`."""
     def __init__(self, other):

@@ -143,6 +143,27 @@ def learning_rate_from_batch(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, weights, y), (xp, wp, yp)))
 
 
+def counts_from_shapes(n, b, steps, graph_batch, lr_scale=1.0):
+    """Statistics of the batch read from its shape: a learning rate scaled by the batch's size (tf.shape), a
+    counter of examples seen and a streaming mean's total and count (tf.size), updated with the train op: what one
+    device reads there is the whole batch's size."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y, xp, yp = _features(26, n * b * steps, 3, np.sin)
+        error = _dense(xp, 1, "out", 47) - yp
+        loss = tf.reduce_mean(tf.square(error))
+        size = tf.cast(tf.shape(xp)[0], F64)
+        counters = {name: tf1.get_variable(name, [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+                    for name in ("examples_seen", "error_total", "error_count")}
+        updates = [counters["examples_seen"].assign_add(size),
+                   counters["error_total"].assign_add(tf.reduce_sum(tf.abs(error))),
+                   counters["error_count"].assign_add(tf.cast(tf.size(error), F64))]
+        with tf.control_dependencies(updates):
+            train = tf1.train.GradientDescentOptimizer(0.002 * lr_scale * size).minimize(
+                loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 USER_GRAPHS_STATISTICS = {
     "learning_rate_from_batch": learning_rate_from_batch,
     "root_mean_square_loss": root_mean_square_loss,
@@ -150,4 +171,5 @@ USER_GRAPHS_STATISTICS = {
     "batch_norm_fused_conv": batch_norm_fused_conv,
     "layer_norm": layer_norm,
     "keras_batch_norm": keras_batch_norm,
+    "counts_from_shapes": counts_from_shapes,
 }
