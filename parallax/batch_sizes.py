@@ -54,7 +54,8 @@ def _from_shapes(ops, value_inputs, shape_only):
         sources = [t.op for t in value_inputs(op)]
         if op.type in shape_only:
             clean[op] = True
-            found.add(op) if any(o.dtype.is_integer for o in op.outputs) else None
+            if any(o.dtype.is_integer for o in op.outputs):
+                found.add(op)
         elif op.type in graph_utils.VARIABLE_OP_TYPES or op.op_def.is_stateful or not sources:
             clean[op] = op.type == "Const"
         else:
