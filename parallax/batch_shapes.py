@@ -50,7 +50,8 @@ def probed_shapes(graph_def, inputs, tensors, marker):
         return {}
     out = {}
     for t in tensors:
-        shape = probe.get_tensor_by_name("probe/" + t.name).shape
+        # An input's readers read its placeholder; the input's own node, imported beside it, keeps its shape.
+        shape = (input_map[t.name] if t.name in input_map else probe.get_tensor_by_name("probe/" + t.name)).shape
         out[t.name] = tuple(shape.as_list()) if shape.rank is not None else None
     return out
 

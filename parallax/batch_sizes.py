@@ -77,10 +77,7 @@ def _probe_values(graph, value_inputs, shape_only, tensors):
     per_marker = []
     for marker in MARKERS:
         shapes = probed_shapes(subgraph, inputs, read_shapes, marker)
-        # An input itself keeps its own (unknown) first dimension in the probe, which maps its readers elsewhere.
-        shapes.update({t.name: (marker, *t.shape.as_list()[1:]) for t in read_shapes if t in inputs})
-        per_marker.append(_evaluate(graph_def, needed, shape_only, shapes,
-                                    [t for t in tensors if t.op in needed]))
+        per_marker.append(_evaluate(graph_def, needed, shape_only, shapes, [t for t in tensors if t.op in needed]))
     return {name: (per_marker[0][name], per_marker[1][name]) for name in per_marker[0] if name in per_marker[1]}
 
 
