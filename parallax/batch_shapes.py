@@ -34,16 +34,19 @@ def shape_subgraph(graph, graph_def, ops):
     return sub
 
 
-def probed_shapes(graph_def, inputs, tensors, marker):
+def probed_shapes(graph_def, inputs, tensors, marker, pin=None):
     """{tensor name: its static shape (a tuple, None where unknown)} when every per-worker input holds `marker`
-    examples; {} when the graph cannot be imported so (an input whose first dimension is not examples)."""
+    examples (and, with `pin`, that extent on each of its other unknown dimensions, a padded length: what is then
+    still unknown is set by the data's values); {} when the graph cannot be imported so (an input whose first
+    dimension is not examples)."""
     if not tensors:
         return {}
     probe = tf.Graph()
     names = {n.name for n in graph_def.node}
     try:
         with probe.as_default():
-            input_map = {t.name: tf1.placeholder(t.dtype, [marker] + t.shape.as_list()[1:])
+            input_map = {t.name: tf1.placeholder(t.dtype, [marker] + [pin if d is None else d
+                                                                      for d in t.shape.as_list()[1:]])
                          for t in inputs if t.op.name in names}
             tf1.import_graph_def(graph_def, input_map=input_map, name="probe")
     except (ValueError, TypeError, tf.errors.OpError):

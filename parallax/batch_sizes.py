@@ -24,9 +24,9 @@ def sizes_read_by_updates(graph, ops, value_inputs, shape_only, read_points):
     training computation) that update-side ops read. `value_inputs(op)`: the inputs whose values `op` reads;
     `shape_only`: the op types whose value is their inputs' shape; `read_points(tensor)`: batch_statistics'
     [(float tensor, readers for gradients, readers for updates)]."""
-    from_shapes = _from_shapes(ops, value_inputs, shape_only)
+    computed = from_shapes(ops, value_inputs, shape_only)
     read = {op: [(t, updates) for out in op.outputs for t, _, updates in read_points(out) if updates]
-            for op in from_shapes}
+            for op in computed}
     read = {op: points for op, points in read.items() if points}
     if not read:
         return []
@@ -35,7 +35,7 @@ def sizes_read_by_updates(graph, ops, value_inputs, shape_only, read_points):
     except (tf.errors.OpError, ValueError, TypeError, KeyError):
         return []  # sizes that cannot be computed from the probes' shapes are left alone
     out, combined, downstream = [], set(), set()
-    for op in graph_utils.topological(from_shapes):
+    for op in graph_utils.topological(computed):
         if any(i in combined or i.op in downstream for i in value_inputs(op)):
             downstream.add(op)  # computed from a combined size: already the whole batch's
             continue
@@ -47,7 +47,7 @@ def sizes_read_by_updates(graph, ops, value_inputs, shape_only, read_points):
     return out
 
 
-def _from_shapes(ops, value_inputs, shape_only):
+def from_shapes(ops, value_inputs, shape_only):
     """The ops among `ops` whose value is computed from shapes (and constants) alone, with a shape on the way."""
     found, clean = set(), {}
     for op in graph_utils.topological(ops):

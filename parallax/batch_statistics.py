@@ -25,7 +25,8 @@ A value of variables that follows none of these laws is a selection, not a reduc
 rows), and is left alone. *Uncombinable*, so listed in the plan, warned of by the planner and stated by
 `parallax.explain`: a statistic of the data that combines in none of these ways (a batch's first example), whose
 shape is not static or that is computed in a while loop; a maximum or minimum of variables that gradient flows
-into; a mean of a variable's values over a number of elements the data may set (a boolean mask's); a fused batch
+into; the value of a mean of a variable's values over a number of elements the data may set (a boolean mask's:
+the count its gradient divides by is data_counts.py's) where it is read; a fused batch
 norm inside a graph function; and a value that pairs the batch's examples with each other (in-batch negatives).
 """
 import dataclasses
@@ -35,7 +36,7 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from parallax import batch_draws, batch_sizes, capture, fused_batch_norm, graph_utils
+from parallax import batch_draws, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import reroute_consumers
 from parallax.row_keys import reads_input
@@ -95,6 +96,9 @@ def find(graph, analysis):
     data, variable = _origins(before | after | forward)
     sizes = [(t.name, FOR_UPDATES[SUM], readers) for t, readers in batch_sizes.sizes_read_by_updates(
         graph, before | after | forward, value_inputs, SHAPE_ONLY, lambda out: _read_points(out, before, after))]
+    counts, uncounted = data_counts.find(graph, before | after | forward, value_inputs, SHAPE_ONLY,
+                                         lambda out: _read_points(out, before, after))
+    sizes += counts
     # Values of the examples: in the forward pass, or on the way to an update if not computed from the gradients
     # (a function of gradients, as a global norm, is of what the plan aggregates): a streaming metric's total.
     of_gradients = _computed_from(after, set(gradients))
@@ -105,7 +109,7 @@ def find(graph, analysis):
                 op.outputs[0].shape.is_fully_defined() and not op.op_def.is_stateful and
                 any(not t.shape.is_fully_defined() for t in value_inputs(op))}
     if not candidates and not averaged:
-        return BatchStatistics(tuple(sizes))
+        return BatchStatistics(tuple(sizes), tuple(uncounted))
     probed = candidates | averaged
     tensors = {t for op in probed for t in op.outputs} | {t for op in probed for t in value_inputs(op)}
     tensors = sorted((t for t in tensors if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype),
@@ -115,10 +119,12 @@ def find(graph, analysis):
     inputs = per_worker_inputs(graph)
     probes = [probed_shapes(subgraph, inputs, tensors, m) for m in MARKERS]
     if not probes[0] or not probes[1]:
-        return BatchStatistics(tuple(sizes))  # the graph cannot be probed (batch_draws says so of its draws)
+        return BatchStatistics(tuple(sizes), tuple(uncounted))  # cannot be probed (batch_draws says so of its draws)
     in_loops = graph_utils.v1_loop_ops(graph)
-    extents = {op for op in averaged if _averages_a_data_extent(op, probes)}
-    combined, uncombinable, fused = list(sizes), [], []
+    # Its gradient divides by the count (data_counts.py): only a read of its value is each worker's own.
+    extents = {op for op in averaged
+               if _averages_a_data_extent(op, probes) and _read_points(op.outputs[0], before, after)}
+    combined, uncombinable, fused = list(sizes), list(uncounted), []
     in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
     for op in sorted(candidates - extents, key=lambda o: o.name):
         if not any(_follows(t, probes) for t in value_inputs(op)):
@@ -242,8 +248,9 @@ def _read_points(out, before, after):
     points = []
     for t in [out] if out.dtype.is_floating else [c.outputs[0] for c in out.consumers()
                                                   if c.type == "Cast" and c.outputs[0].dtype.is_floating]:
-        for_gradients = [c for c in t.consumers() if c in before]
-        for_updates = [c for c in t.consumers() if c in after]
+        readers = [c for c in t.consumers() if c.type not in SHAPE_ONLY]  # a shape op reads no value
+        for_gradients = [c for c in readers if c in before]
+        for_updates = [c for c in readers if c in after]
         if for_gradients or for_updates:
             points.append((t, for_gradients, for_updates))
     return points

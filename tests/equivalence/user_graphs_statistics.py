@@ -2,7 +2,8 @@
 whose workers' batches differ (unlike cases.batch_norm, whose data is built so that they agree): batch
 normalization as tf.nn.moments computes it (float64) and as the fused kernel of tf1.layers.batch_normalization on
 images computes it (float32); layer normalization, whose statistics are over features (nothing to combine); a loss
-that is a nonlinear function of means over the batch; and a learning rate computed from the batch. Same
+that is a nonlinear function of means over the batch; a learning rate computed from the batch; and means over the
+examples a mask keeps, whose number the data (or the model's own predictions) set (data_counts.py). Same
 conventions as cases.py.
 """
 import numpy as np
@@ -164,7 +165,52 @@ def counts_from_shapes(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def _masked_errors(seed, n, b, steps):
+    """(features, targets, weights) whose weights are zero for about 40% of the examples, unevenly over the
+    workers' batches, and their placeholders; and the squared errors of a small network on them."""
+    rng = np.random.RandomState(seed)
+    rows = n * b * steps
+    x = rng.randn(rows, 3) * rng.uniform(0.5, 3.0, size=(rows, 1))
+    weights = (rng.uniform(size=(rows, 1)) < np.linspace(0.2, 0.9, rows)[:, None]).astype(np.float64)
+    y = np.cos(x).sum(axis=1, keepdims=True)
+    xp, wp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "weights")
+    yp = tf1.placeholder(F64, [None, 1], "y")
+    error = tf.square(_dense(_dense(xp, 4, "hidden", 48, tf.tanh), 1, "out", 49) - yp)
+    return (x, y, weights), (xp, yp, wp), error
+
+
+def masked_mean_loss(n, b, steps, graph_batch, lr_scale=1.0):
+    """The loss is the mean of the errors of the examples a boolean mask keeps: a mean over a number of elements
+    the data sets, which differs between the workers' batches; a counter of the kept examples is updated with the
+    train op."""
+    g = tf.Graph()
+    with g.as_default():
+        data, places, error = _masked_errors(27, n, b, steps)
+        kept = tf.boolean_mask(error, tf.reshape(places[2] > 0.5, [-1]))
+        loss = tf.reduce_mean(kept)
+        seen = tf1.get_variable("kept_seen", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        with tf.control_dependencies([seen.assign_add(tf.cast(tf.shape(kept)[0], F64))]):
+            train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+                loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows(data, places))
+
+
+def masked_sum_over_size(n, b, steps, graph_batch, lr_scale=1.0):
+    """The hard examples' errors (those above a threshold, so the model's own predictions set their number) summed
+    and divided by their number, read from their shape (tf.size)."""
+    g = tf.Graph()
+    with g.as_default():
+        data, places, error = _masked_errors(28, n, b, steps)
+        kept = tf.gather(error, tf.where(tf.reshape(error, [-1]) > 0.3)[:, 0])
+        loss = tf.reduce_sum(kept) / tf.cast(tf.size(kept), F64)
+        train = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows(data, places))
+
+
 USER_GRAPHS_STATISTICS = {
+    "masked_mean_loss": masked_mean_loss,
+    "masked_sum_over_size": masked_sum_over_size,
     "learning_rate_from_batch": learning_rate_from_batch,
     "root_mean_square_loss": root_mean_square_loss,
     "batch_norm_moments": batch_norm_moments,

@@ -1,0 +1,157 @@
+"""Counts of the batch that its values set: the number of examples a boolean mask keeps (`tf.size(boolean_mask(..))`,
+`tf.shape(tf.where(mask))[0]`), and the count a mean divides by when the data set the number of its elements (the
+factor of `reduce_mean(boolean_mask(loss, mask))`'s gradient, which tf.gradients reads from the shape).
+
+Such a value is computed from shapes alone, as batch_sizes.py's sizes of the batch are, but no marker probe knows it:
+it stays unknown when every per-worker input's extents are known (batch_shapes.py's probe with `pin`). A worker's
+value is its own examples' count, where one device's is the whole batch's. The rule is batch_statistics.py's for a
+sum: where the gradients read it as floats, the workers' mean (with A_i a worker's masked sum and C the whole count,
+mean_i(A_i / (C / N)) = sum_i(A_i) / C, so `reduce_mean(boolean_mask(..))`'s gradient is one device's); where an
+update reads it, the workers' sum. Whether the whole batch's value is the sum of its parts' is found by running the
+graph's own ops on random batches and on their halves and reversal, not from op types: a count of distinct ids
+(`tf.unique`) or a padded length set by the longest example is no such sum, so it is listed as not combined (the job
+warns and `parallax.explain` says so). A value the examples do not change (a count over a variable's values) is no
+count of the batch and is left alone. Integer reads are extents (a reshape's, a tile's) and stay each worker's own.
+"""
+import numpy as np
+import tensorflow as tf
+
+from parallax import graph_utils
+from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
+from parallax.batch_sizes import from_shapes
+
+tf1 = tf.compat.v1
+MEAN, SUM = "mean", "sum"
+_PIN = 5  # each per-worker input's unknown extents other than the batch's, in the probe that pins them
+_HALF = 4  # examples in each half of a random batch
+_TRIALS = 3
+NOT_A_SUM = ("a count of the batch that its values set, whose value on the whole batch is not the sum of its values "
+             "on the parts (distinct ids, a longest example's length)")
+NOT_RUN = "a count of the batch that its values set, which parallax could not compute on a random batch to check"
+_MAX_BYTES = 256 << 20
+TOO_LARGE = ("a count of the batch that its values set, computed from variables of more than 256 MB, too large to "
+             "check on a random batch: divide by the mask's sum (reduce_sum(cast(mask))), which parallax combines")
+_WHY_NOT = {"unrun": NOT_RUN, "too large": TOO_LARGE}
+
+
+def find(graph, ops, value_inputs, shape_only, read_points):
+    """([(float tensor, MEAN | SUM, (the ops that read it))], ["tensor (why)"]): the counts among `ops` (the graph's
+    training computation) that the data set and the gradients or updates read, combined as the module docstring
+    says, and those that cannot be. `read_points(tensor)`: batch_statistics' [(float tensor, readers for
+    gradients, readers for updates)]."""
+    computed = from_shapes(ops, value_inputs, shape_only)
+    read = {op: [p for out in op.outputs for p in read_points(out)] for op in computed}
+    read = {op: points for op, points in read.items() if points}
+    if not read:
+        return [], []
+    unknown = _shapes_the_data_set(graph, graph_utils.closure(
+        set(read), lambda op: [] if op.type in shape_only else [t.op for t in value_inputs(op)]), shape_only)
+    if not unknown:
+        return [], []
+    set_by_data, candidates = set(), []
+    for op in graph_utils.topological(computed):
+        if (op.type in shape_only and any(t.name in unknown for t in op.inputs)) or \
+                any(t.op in set_by_data for t in value_inputs(op)):
+            set_by_data.add(op)
+    seen, downstream = set(), set()
+    for op in graph_utils.topological(computed):
+        if any(t.op in downstream for t in value_inputs(op)):
+            downstream.add(op)  # computed from a combined count: already the whole batch's
+            continue
+        for t, for_gradients, for_updates in read.get(op, ()):
+            # A count reduces the examples away: its shape is static (unlike zeros or ones shaped as the kept rows).
+            if op in set_by_data and t not in seen and t.shape.is_fully_defined():
+                seen.add(t)
+                candidates.append((t, t if t.op is op else t.op.inputs[0], for_gradients, for_updates))
+                downstream.add(t.op)
+    if not candidates:
+        return [], []
+    samples = _sampled(graph, [source for _, source, _, _ in candidates])
+    combined, uncombinable = [], []
+    for t, source, for_gradients, for_updates in candidates:
+        law = "too large" if samples is None else _law(samples.get(source.name))
+        if law in ("constant", "follows"):
+            continue
+        if law != SUM:
+            uncombinable.append(f"{t.name} ({_WHY_NOT.get(law, NOT_A_SUM)})")
+            continue
+        combined += [(t.name, how, tuple(sorted(c.name for c in readers)))
+                     for how, readers in ((MEAN, for_gradients), (SUM, for_updates)) if readers]
+    return combined, uncombinable
+
+
+def _shapes_the_data_set(graph, needed, shape_only):
+    """The names of the tensors that shape ops among `needed` read whose shape stays unknown in a probe with every
+    per-worker input's extents known."""
+    read = sorted({t for op in needed if op.type in shape_only for t in op.inputs}, key=lambda t: t.name)
+    if not read:
+        return set()
+    graph_def = graph.as_graph_def()
+    subgraph = shape_subgraph(graph, graph_def, sorted({t.op for t in read}, key=lambda o: o.name))
+    shapes = probed_shapes(subgraph, per_worker_inputs(graph), read, MARKERS[0], pin=_PIN)
+    return {t.name for t in read if t.name in shapes and (shapes[t.name] is None or None in shapes[t.name])}
+
+
+def _sampled(graph, tensors):
+    """{tensor name: [its values on each of _PARTS, per trial]} with every per-worker input
+    fed random examples and the variables their initial values; {} when that cannot be run, None when the
+    variables it needs hold more than _MAX_BYTES (which a throw-away session would hold again)."""
+    variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
+                 graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
+    needed = graph_utils.ancestors([t.op for t in tensors], False)
+    read = [variables[op.name] for op in needed if op.name in variables]
+    if sum((v.shape.num_elements() or _MAX_BYTES) * v.dtype.base_dtype.size for v in read) > _MAX_BYTES:
+        return None
+    initializers = [v.initializer for v in read]
+    inputs = per_worker_inputs(graph)
+    try:
+        subgraph = shape_subgraph(graph, graph.as_graph_def(), sorted({t.op for t in tensors} | set(initializers),
+                                                                      key=lambda o: o.name))
+        names = {n.name for n in subgraph.node}
+        inputs = [t for t in inputs if t.op.name in names]
+        with tf.Graph().as_default() as run, tf1.Session(graph=run) as session:
+            feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:]) for t in inputs}
+            tf1.import_graph_def(subgraph, input_map=feeds, name="")
+            session.run([run.get_operation_by_name(op.name) for op in initializers])
+            fetches = [run.get_tensor_by_name(t.name) for t in tensors]
+            samples = {t.name: [] for t in tensors}
+            for trial in range(_TRIALS):
+                rng = np.random.RandomState(trial)
+                batch = {feeds[t.name]: _random(rng, t) for t in inputs}
+                parts = [session.run(fetches, {p: part(v) for p, v in batch.items()}) for part in _PARTS]
+                for i, t in enumerate(tensors):
+                    samples[t.name].append(tuple(np.asarray(p[i], np.float64) for p in parts))
+            return samples
+    except (ValueError, TypeError, KeyError, tf.errors.OpError):
+        return {}
+
+
+def _law(samples):
+    """SUM when in every trial the whole batch's value is its reversal's and the sum of each split's two parts',
+    and the examples change it; "constant" when they never do; "follows" when its shape changes with them (no
+    count: ones tiled over the kept examples); None otherwise."""
+    if not samples:
+        return "unrun"
+    if any(part.shape != whole.shape for whole, *parts in samples for part in parts):
+        return "follows"
+    if all(np.array_equal(whole, part) for whole, *parts in samples for part in parts):
+        return "constant"
+    for whole, reversed_, *splits in samples:
+        if not np.allclose(whole, reversed_) or not all(np.allclose(whole, first + second)
+                                                        for first, second in zip(splits[::2], splits[1::2])):
+            return None
+    return SUM
+
+
+def _random(rng, t):
+    shape = [2 * _HALF] + [_PIN if d is None else d for d in t.shape.as_list()[1:]]
+    if t.dtype == tf.bool:
+        return rng.rand(*shape) < 0.5
+    if t.dtype.is_integer:
+        return rng.randint(0, 3, size=shape).astype(t.dtype.as_numpy_dtype)
+    return rng.randn(*shape).astype(t.dtype.as_numpy_dtype)
+
+
+# The whole batch, its reversal, and two splits of it: its halves, and its first example and the rest. A count is
+# the sum of any two parts'; a longest example's length seldom is for both splits.
+_PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:_HALF], lambda v: v[_HALF:], lambda v: v[:1], lambda v: v[1:])
