@@ -43,6 +43,7 @@ from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
 MEAN, MAX, MIN = "mean", "max", "min"  # how the workers' values combine into what each worker reads
+SELECTION = "selection"  # a value the examples change that follows no law
 SUM, AVERAGE = "sum", "average"  # what the value on a whole batch is of the values on its parts (and MAX, MIN)
 COMBINED = {SUM: MEAN, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # a sum's workers' mean is S / N; an average's is it
 FOR_UPDATES = {SUM: SUM, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # an update reads one device's value: the whole sum
@@ -58,9 +59,11 @@ FUSED_IN_FUNCTION = ("a fused batch norm in training mode inside a graph functio
 PAIRWISE = ("it pairs the batch's examples with each other (the batch is on two of its axes, as in the logits of "
             "in-batch negatives): each worker pairs only its own examples, where one device pairs the whole batch's")
 NO_LAW = "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
+SELECTS = ("a selection of the batch's examples computed from variables (its top k, its first example): gradient "
+           "flows only into the examples it selects, each worker's from its own batch")
 DATA_SET_COUNT = ("a mean over a number of elements that the data may set, as a boolean mask's or a padded length: "
                   "each worker divides by its own count; divide a sum by a count instead")
-_HALF = 3  # examples in each half of the probe's batch
+_HALF = 8  # examples in each half of the probe's batch (a top k of a constant k up to 8 runs on it)
 _TRIALS = 3  # random batches every law must hold on
 
 
@@ -126,6 +129,7 @@ def find(graph, analysis):
                if _averages_a_data_extent(op, probes) and _read_points(op.outputs[0], before, after)}
     combined, uncombinable, fused = list(sizes), list(uncounted), []
     in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
+    gradient_ops = _gradient_ops(graph)
     for op in sorted(candidates - extents, key=lambda o: o.name):
         if not any(_follows(t, probes) for t in value_inputs(op)):
             continue
@@ -145,13 +149,19 @@ def find(graph, analysis):
             if out.name not in probes[0] or _follows(out, probes):
                 continue
             points = _read_points(out, before, after)
-            if not points:
+            # Gradient flowing through a value of variables reaches the examples its law picks, read or not.
+            flows = variable[op] and out.dtype.is_floating and bool(gradient_ops(op))
+            if not points and not flows:
                 continue
-            law = _combining_law(op, out, probes, raw=True)
+            law = _combining_law(op, out, probes)
             if law is None and variable[op]:
-                continue  # no reduction of the examples' values: a selection (a sampled softmax's sampled rows)
-            why = NO_LAW if law is None else _why_not(op, out, in_loops)
-            upstream = _upstream_gradients(op, out) if variable[op] else []
+                continue  # not of the examples' values (a sampled softmax's sampled rows), or not run alone
+            if not points:
+                if law in (MAX, MIN, SELECTION):
+                    uncombinable.append(f"{out.name} ({EXTREME_WITH_GRADIENT if law != SELECTION else SELECTS})")
+                continue
+            why = NO_LAW if law in (None, SELECTION) else _why_not(op, out, in_loops)
+            upstream = _upstream_gradients(op, out, gradient_ops) if variable[op] else []
             if not why and upstream is None:
                 why = UNKNOWN_GRADIENT
             elif not why and upstream and law in (MAX, MIN):
@@ -169,11 +179,11 @@ def find(graph, analysis):
     return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused))
 
 
-def _upstream_gradients(op, out):
+def _upstream_gradients(op, out, gradient_ops):
     """[(tensor, the ops that read it)]: the gradients of the loss(es) with respect to `out` that `op`'s gradient
     (tf.gradients' ops for it, in each of its calls) takes in; [] when none is taken (no gradient flows through
     it); None when they cannot be told from those of `op`'s other outputs."""
-    grads = _gradient_ops_of(op)
+    grads = gradient_ops(op)
     if not grads:
         return []
     own = graph_utils.ancestors([op], False) | {op}
@@ -186,15 +196,18 @@ def _upstream_gradients(op, out):
     return [(t, [c for c in t.consumers() if c in grads]) for t in upstream]
 
 
-def _gradient_ops_of(op):
-    """The ops tf.gradients built for `op`'s gradient: those it recorded `op` as the origin of, or (in a graph
-    imported without that record) those in a `<gradients scope>/<op name>_grad/` name scope."""
-    graph = op.graph
-    by_origin = {g for g in graph.get_operations() if getattr(g, "_original_op", None) is op}
-    if by_origin:
-        return by_origin
-    scope = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/" + re.escape(op.name) + "_grad/")
-    return {g for g in graph.get_operations() if scope.match(g.name)}
+def _gradient_ops(graph):
+    """`op` -> the ops tf.gradients built for `op`'s gradient: those it recorded `op` as the origin of, or (in a
+    graph imported without that record) those in a `<gradients scope>/<op name>_grad/` name scope."""
+    by_origin, by_scope = {}, {}
+    scope = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/(.+?)_grad/")
+    for g in graph.get_operations():
+        origin = getattr(g, "_original_op", None)
+        if origin is not None:
+            by_origin.setdefault(origin, set()).add(g)
+        for match in scope.finditer(g.name):
+            by_scope.setdefault(match.group(1), set()).add(g)
+    return lambda op: by_origin.get(op) or by_scope.get(op.name, set())
 
 
 def _averages_a_data_extent(op, probes):
@@ -203,7 +216,7 @@ def _averages_a_data_extent(op, probes):
     if out.name not in probes[0] or _follows(out, probes):
         return False
     unknown = [t for t in value_inputs(op) if probes[0].get(t.name) is not None and None in probes[0][t.name]]
-    return bool(unknown) and _combining_law(op, out, probes, raw=True) == AVERAGE
+    return bool(unknown) and _combining_law(op, out, probes) == AVERAGE
 
 
 def _pairing_the_examples(ops, probes):
@@ -264,10 +277,10 @@ def _why_not(op, out, in_loops):
     return None
 
 
-def _combining_law(op, out, probes, raw=False):
-    """MEAN when the op's value on a whole batch is the sum or the mean of its values on two halves (the workers'
-    mean is then what each reads; with `raw`, SUM or AVERAGE), MAX or MIN for the maximum or minimum; None when
-    none holds on every trial, when the value changes with the examples' order (a batch's first example), or when
+def _combining_law(op, out, probes):
+    """SUM, AVERAGE, MAX or MIN when the op's value on a whole batch is the sum, mean, maximum or minimum of its
+    values on two halves on every trial; SELECTION when the examples change it but no one law holds, or their order
+    does (a batch's first example, its top k); None when they never change it (a sampled softmax's sampled rows) or
     the op cannot be run alone (an input of unknown value that is not the batch's, a function it calls)."""
     try:
         graph_def, sources, result_name = _op_alone(op, out, probes)
@@ -285,16 +298,16 @@ def _combining_law(op, out, probes, raw=False):
                     np.asarray(sess.run(result, {name: _part(v, axis, part) for name, v, axis in batch}), np.float64)
                     for part in ("whole", "reversed", 0, 1))
                 if whole.shape != reversed_.shape or not np.allclose(whole, reversed_, rtol=1e-5, atol=1e-6):
-                    return None
+                    return SELECTION
                 holds = {law for law, combined in ((SUM, first + second), (AVERAGE, (first + second) / 2),
                                                    (MAX, np.maximum(first, second)), (MIN, np.minimum(first, second)))
                          if whole.shape == combined.shape and np.allclose(whole, combined, rtol=1e-5, atol=1e-6)}
                 laws = holds if laws is None else laws & holds
     except (ValueError, TypeError, KeyError, tf.errors.OpError):
         return None
-    if not laws or len(laws) != 1:
-        return None
-    return min(laws) if raw else COMBINED[min(laws)]
+    if not laws:
+        return SELECTION
+    return min(laws) if len(laws) == 1 else None
 
 
 def _op_alone(op, out, probes):
@@ -309,10 +322,10 @@ def _op_alone(op, out, probes):
                     return None, None, None
                 sources.append((f"in{i}:0", t.dtype, value, None))
             else:
-                shape = _probe_shape(t, probes)
+                shape, axis = _probe_shape(t, probes)
                 if shape is None or not (t.dtype.is_floating or t.dtype.is_integer or t.dtype == tf.bool):
                     return None, None, None
-                sources.append((f"in{i}:0", t.dtype, shape, shape.index(2 * _HALF)))
+                sources.append((f"in{i}:0", t.dtype, shape, axis))
             tf1.placeholder(t.dtype, name=f"in{i}")
         node = tf1.NodeDef()
         node.CopyFrom(op.node_def)
@@ -325,17 +338,17 @@ def _op_alone(op, out, probes):
 
 
 def _probe_shape(t, probes):
-    """A concrete shape for `t` with 2*_HALF examples on its batch axis (the one that took the markers, else an
-    unknown first dimension) and 2 on its other unknown ones; None without a batch axis to split."""
+    """(A concrete shape for `t` with 2*_HALF examples on its batch axis (the one that took the markers, else an
+    unknown first dimension) and 2 on its other unknown ones, that axis); (None, None) without a batch axis."""
     first, second = (p.get(t.name) for p in probes)
     if first is None or second is None or len(first) != len(second):
-        return None
+        return None, None
     axes = [d for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS]
     if not axes and first and first[0] is None:
         axes = [0]
     if len(axes) != 1:
-        return None
-    return [2 * _HALF if d == axes[0] else (2 if a is None else a) for d, a in enumerate(first)]
+        return None, None
+    return [2 * _HALF if d == axes[0] else (2 if a is None else a) for d, a in enumerate(first)], axes[0]
 
 
 def _random(rng, dtype, shape):

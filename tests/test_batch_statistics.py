@@ -62,6 +62,18 @@ def test_statistics_that_combine_in_no_known_way_are_listed(build, why):
     assert len(found.uncombinable) == 1 and why in found.uncombinable[0]
 
 
+@pytest.mark.parametrize("build, why", [
+    (lambda x, n, p: tf.reduce_mean(tf.math.top_k(p[:, 0], k=4).values), batch_statistics.SELECTS),  # hard examples
+    (lambda x, n, p: tf.reduce_mean(p) + tf.sort(p[:, 0])[0], batch_statistics.SELECTS),  # the op alone: a first one
+    (lambda x, n, p: tf.reduce_mean(p) + tf.reduce_max(p), batch_statistics.EXTREME_WITH_GRADIENT),
+])
+def test_gradient_through_a_selection_of_the_batch_is_listed_though_no_gradient_reads_it(build, why):
+    """Its value is read by no gradient, but gradient flows through it only into the examples it picks: one device
+    picks them from the whole batch, a worker from its own."""
+    found = _find(build)
+    assert not found.combined and len(found.uncombinable) == 1 and why in found.uncombinable[0], found
+
+
 @pytest.mark.parametrize("reduce, law", [(tf.reduce_mean, "mean"), (tf.reduce_sum, "sum"), (tf.reduce_max, "max")])
 def test_a_statistic_an_update_reads_is_combined_into_the_whole_batchs_value(reduce, law):
     """An update reads one device's value: the whole batch's mean, maximum, or sum (not the workers' mean of sums,
