@@ -9,6 +9,7 @@ from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
 MARKERS = (1009, 1013)  # primes no model's other dimensions are likely to equal, and not each other's multiples
+PIN = 5  # an input's unknown extent other than the batch's (a padded length), where a probe or a sample pins it
 
 
 def per_worker_inputs(graph):
@@ -21,16 +22,23 @@ def shape_subgraph(graph, graph_def, ops):
     """The part of the graph the ops' output shapes follow from: their inputs' data ancestors (and the ops), with
     control edges and colocations left out."""
     needed = {op.name for op in graph_utils.ancestors([i.op for op in ops for i in op.inputs], False) | set(ops)}
+    return copy_nodes(graph_def, needed)
+
+
+def copy_nodes(graph_def, names, control=False):
+    """A GraphDef of the nodes named `names`, with their data inputs and (with `control`) those of their control
+    inputs that are among them too; no colocations or devices."""
     sub = type(graph_def)()
     sub.library.CopyFrom(graph_def.library)
     sub.versions.CopyFrom(graph_def.versions)
     for node in graph_def.node:
-        if node.name in needed:
+        if node.name in names:
             kept = sub.node.add()
             kept.CopyFrom(node)
             del kept.input[:]
-            kept.input.extend(i for i in node.input if not i.startswith("^"))
+            kept.input.extend(i for i in node.input if not i.startswith("^") or (control and i[1:] in names))
             kept.attr.pop("_class", None)  # colocation with ops that may be left out
+            kept.device = ""
     return sub
 
 

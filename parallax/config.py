@@ -14,6 +14,7 @@ RUN_OPTIONS = ("HYBRID", "PS", "MPI", "AUTO")
 METHODS = ("AR", "AG", "PS")
 COLLECTIVE_BACKENDS = ("auto", "horovod", "tf")
 TRANSPORTS = ("direct", "ssh")
+_FROM_THE_LOSS = ("average_dense", "average_sparse")  # None: True unless the loss is a sum (loss_law.py)
 _BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_post_aggregation_ops",
                 "place_boundary_ops", "sync")
 
@@ -28,11 +29,12 @@ class Config:
     """How parallax distributes a graph.
 
     The defaults make N workers of batch b compute exactly what one device computes with batch N*b:
-    gradients are averaged over workers, dense and sparse alike.
+    gradients are averaged over workers, dense and sparse alike, when the loss is a mean over the batch, and summed
+    when it is a sum (average_dense/average_sparse None: decided from the loss, loss_law.py).
     """
     run_option: str = "HYBRID"
-    average_dense: bool = True
-    average_sparse: bool = True
+    average_dense: Optional[bool] = None
+    average_sparse: Optional[bool] = None
     local_aggregation: bool = True
     place_post_aggregation_ops: bool = True
     place_boundary_ops: bool = True
@@ -103,8 +105,9 @@ class Config:
                               f"use one of {', '.join(repr(o) for o in RUN_OPTIONS)}")
         for name in _BOOL_FIELDS:
             value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise ConfigError(f"Config.{name}={value!r} must be True or False")
+            if not isinstance(value, bool) and not (value is None and name in _FROM_THE_LOSS):
+                raise ConfigError(f"Config.{name}={value!r} must be True or False" +
+                                  " (or None: from the loss)" * (name in _FROM_THE_LOSS))
         for name in ("checkpoint_dir", "log_dir", "calibration"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):

@@ -17,20 +17,17 @@ import numpy as np
 import tensorflow as tf
 
 from parallax import graph_utils
-from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
+from parallax.batch_samples import TOO_LARGE as TOO_LARGE_TO_RUN, sampled
+from parallax.batch_shapes import MARKERS, PIN, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.batch_sizes import from_shapes
 
 tf1 = tf.compat.v1
 MEAN, SUM = "mean", "sum"
-_PIN = 5  # each per-worker input's unknown extents other than the batch's, in the probe that pins them
-_HALF = 4  # examples in each half of a random batch
-_TRIALS = 3
 NOT_A_SUM = ("a count of the batch that its values set, whose value on the whole batch is not the sum of its values "
              "on the parts (distinct ids, a longest example's length)")
 NOT_RUN = "a count of the batch that its values set, which parallax could not compute on a random batch to check"
-_MAX_BYTES = 256 << 20
-TOO_LARGE = ("a count of the batch that its values set, computed from variables of more than 256 MB, too large to "
-             "check on a random batch: divide by the mask's sum (reduce_sum(cast(mask))), which parallax combines")
+TOO_LARGE = (f"a count of the batch that its values set, computed from variables {TOO_LARGE_TO_RUN} to check on a "
+             f"random batch: divide by the mask's sum (reduce_sum(cast(mask))), which parallax combines")
 _WHY_NOT = {"unrun": NOT_RUN, "too large": TOO_LARGE}
 
 
@@ -66,7 +63,7 @@ def find(graph, ops, value_inputs, shape_only, read_points):
                 downstream.add(t.op)
     if not candidates:
         return [], []
-    samples = _sampled(graph, [source for _, source, _, _ in candidates])
+    samples = sampled(graph, [source for _, source, _, _ in candidates])
     combined, uncombinable = [], []
     for t, source, for_gradients, for_updates in candidates:
         law = "too large" if samples is None else _law(samples.get(source.name))
@@ -88,42 +85,8 @@ def _shapes_the_data_set(graph, needed, shape_only):
         return set()
     graph_def = graph.as_graph_def()
     subgraph = shape_subgraph(graph, graph_def, sorted({t.op for t in read}, key=lambda o: o.name))
-    shapes = probed_shapes(subgraph, per_worker_inputs(graph), read, MARKERS[0], pin=_PIN)
+    shapes = probed_shapes(subgraph, per_worker_inputs(graph), read, MARKERS[0], pin=PIN)
     return {t.name for t in read if t.name in shapes and (shapes[t.name] is None or None in shapes[t.name])}
-
-
-def _sampled(graph, tensors):
-    """{tensor name: [its values on each of _PARTS, per trial]} with every per-worker input
-    fed random examples and the variables their initial values; {} when that cannot be run, None when the
-    variables it needs hold more than _MAX_BYTES (which a throw-away session would hold again)."""
-    variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
-                 graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
-    needed = graph_utils.ancestors([t.op for t in tensors], False)
-    read = [variables[op.name] for op in needed if op.name in variables]
-    if sum((v.shape.num_elements() or _MAX_BYTES) * v.dtype.base_dtype.size for v in read) > _MAX_BYTES:
-        return None
-    initializers = [v.initializer for v in read]
-    inputs = per_worker_inputs(graph)
-    try:
-        subgraph = shape_subgraph(graph, graph.as_graph_def(), sorted({t.op for t in tensors} | set(initializers),
-                                                                      key=lambda o: o.name))
-        names = {n.name for n in subgraph.node}
-        inputs = [t for t in inputs if t.op.name in names]
-        with tf.Graph().as_default() as run, tf1.Session(graph=run) as session:
-            feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:]) for t in inputs}
-            tf1.import_graph_def(subgraph, input_map=feeds, name="")
-            session.run([run.get_operation_by_name(op.name) for op in initializers])
-            fetches = [run.get_tensor_by_name(t.name) for t in tensors]
-            samples = {t.name: [] for t in tensors}
-            for trial in range(_TRIALS):
-                rng = np.random.RandomState(trial)
-                batch = {feeds[t.name]: _random(rng, t) for t in inputs}
-                parts = [session.run(fetches, {p: part(v) for p, v in batch.items()}) for part in _PARTS]
-                for i, t in enumerate(tensors):
-                    samples[t.name].append(tuple(np.asarray(p[i], np.float64) for p in parts))
-            return samples
-    except (ValueError, TypeError, KeyError, tf.errors.OpError):
-        return {}
 
 
 def _law(samples):
@@ -141,17 +104,3 @@ def _law(samples):
                                                         for first, second in zip(splits[::2], splits[1::2])):
             return None
     return SUM
-
-
-def _random(rng, t):
-    shape = [2 * _HALF] + [_PIN if d is None else d for d in t.shape.as_list()[1:]]
-    if t.dtype == tf.bool:
-        return rng.rand(*shape) < 0.5
-    if t.dtype.is_integer:
-        return rng.randint(0, 3, size=shape).astype(t.dtype.as_numpy_dtype)
-    return rng.randn(*shape).astype(t.dtype.as_numpy_dtype)
-
-
-# The whole batch, its reversal, and two splits of it: its halves, and its first example and the rest. A count is
-# the sum of any two parts'; a longest example's length seldom is for both splits.
-_PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:_HALF], lambda v: v[_HALF:], lambda v: v[:1], lambda v: v[1:])

@@ -131,7 +131,8 @@ def premise(plan, analysis):
             else "a mean over the batch for averaged variables, a sum for the others")
     text = (f"exact: {plan.num_workers} workers of batch b compute what one device computes with batch "
             f"{plan.num_workers}*b when the loss is {loss} (average_dense/average_sparse: True for a mean, False "
-            f"for a sum), and every worker runs the same sequence of synchronized steps")
+            f"for a sum{'; ' + plan.averaging if plan.averaging else ''}), and every worker runs the same sequence "
+            f"of synchronized steps")
     text += ", each worker's batch being its share of the global batch, of the same size in every worker"
     if plan.batch_draws:
         share = ("every N-th example (the input is sharded element-wise)" if plan.batch_layout == "interleaved"

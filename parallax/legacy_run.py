@@ -60,10 +60,11 @@ def parallel_run(single_gpu_graph, resource_info, sync=True, parallax_config=Non
 
 def _default_notes(given, translated):
     notes = []
-    if translated.average_sparse:
-        notes.append("parallax: average_sparse=True (the original Parallax's default: False): sparse gradients are "
-                     "averaged over workers like dense ones, so N workers compute what one device computes with N "
-                     "times the batch; set it to False for the original's sum")
+    if translated.average_sparse is not False:
+        notes.append("parallax: average_sparse=None (the original Parallax's default: False): sparse gradients are "
+                     "averaged over workers like dense ones when the loss is a mean over the batch (summed when it is "
+                     "a sum), so N workers compute what one device computes with N times the batch; set it to False "
+                     "for the original's sum")
     if "search_partitions" not in given.legacy:
         notes.append("parallax: search_partitions=False (the original Parallax's default: True): the graph's own "
                      "partitions are kept; run_option='AUTO' searches them")

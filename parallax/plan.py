@@ -136,6 +136,8 @@ class Plan:
     # Fused batch normalizations in training mode and their gradient ops, computed on the whole batch's statistics
     # (fused_batch_norm.py).
     fused_batch_norms: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    # Why the variables' `average` is what it is, when the loss decided it (loss_law.py); "" when Config set it.
+    averaging: str = ""
 
     @property
     def methods(self):
@@ -220,7 +222,8 @@ def make_plan(analysis, spec, config):
     overrides = _method_overrides(config, trained, n)
     decisions = []
     for v in trained:
-        average = config.average_sparse if v.kind == "sparse" else config.average_dense
+        # None (from the loss) is plan_job's to decide; alone, make_plan takes the loss for a mean.
+        average = (config.average_sparse if v.kind == "sparse" else config.average_dense) is not False
         method = overrides.get(v.name) or _method(v.kind, config.run_option, n)
         decisions.append(VariablePlan(v.name, v.kind, method, v.bytes, average, shape=tuple(v.shape),
                                       dtype=v.dtype))

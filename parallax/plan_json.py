@@ -46,7 +46,8 @@ def from_data(data):
                 tuple(data.get("unsplittable_draws", [])),
                 tuple((name, law, tuple(readers)) for name, law, readers in data.get("batch_statistics", [])),
                 tuple(data.get("uncombinable_statistics", [])),
-                tuple((name, tuple(gradients)) for name, gradients in data.get("fused_batch_norms", [])))
+                tuple((name, tuple(gradients)) for name, gradients in data.get("fused_batch_norms", [])),
+                data.get("averaging", ""))
 
 
 def _plain(x):

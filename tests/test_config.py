@@ -6,7 +6,7 @@ from parallax import Config, ConfigError
 
 def test_defaults_are_single_device_equivalent():
     c = Config()
-    assert (c.run_option, c.average_dense, c.average_sparse, c.sync) == ("HYBRID", True, True, True)
+    assert (c.run_option, c.average_dense, c.average_sparse, c.sync) == ("HYBRID", None, None, True)
     assert c.local_aggregation and c.place_post_aggregation_ops and c.place_boundary_ops
     assert c.checkpoint_dir is None and c.save_checkpoint_steps is None and c.log_dir is None
 

@@ -26,7 +26,9 @@ class Case:
     feeds: Optional[Callable[[int, int, int], Dict]]  # (step, first row, rows) -> feed_dict; None: tf.data
     float32: bool = False
     step_fetch: Optional[Callable[[int], Any]] = None  # what run k fetches; None: train_op every time
-    average: bool = True  # False: the loss is a sum, run with average_dense=average_sparse=False (then exact too)
+    # Config's average_dense/average_sparse: None (the default) decides from the loss (a sum: summed); True or False
+    # sets them.
+    average: Optional[bool] = None
     methods: Optional[Dict[str, str]] = None  # Config.methods for the distributed run (a mixed plan)
 
     def fetch(self, k):

@@ -66,7 +66,7 @@ def main():
             _dump(args.out, variables, sess.run(variables))
         return
     on = set(args.switches.split(",")) - {"none", ""}
-    average = case.average and not args.no_average
+    average = False if args.no_average else case.average
     config = parallax.Config(run_option=args.run_option, average_dense=average, average_sparse=average, sync=args.sync,
                              local_aggregation="LA" in on,
                              place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on,

@@ -208,7 +208,30 @@ def masked_sum_over_size(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows(data, places))
 
 
+def summed_loss(n, b, steps, graph_batch, lr_scale=1.0):
+    """The loss is a sum over the batch, not a mean: one device's gradient is the workers' sum, which parallax finds
+    from the loss (Config's average_dense/average_sparse left at None). One optimizer is handed the per-example
+    loss vector (tf.gradients sums it) for the embedding, the other its reduce_sum for the dense head."""
+    rng = np.random.RandomState(30)
+    rows = n * b * steps
+    ids = rng.randint(0, 20, size=(rows, 2)).astype(np.int32)
+    y = np.sin(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 2], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        embedding = tf1.get_variable("embedding", [20, 3], F64, initializer=_init(51))
+        head = _dense(tf.reduce_sum(tf.gather(embedding, idp), 1), 1, "head", 52)
+        per_example = 0.02 * tf.square(head - yp)[:, 0]
+        train = tf.group(
+            tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(per_example, var_list=[embedding]),
+            tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(
+                tf.reduce_sum(per_example), var_list=tf1.trainable_variables("head"),
+                global_step=tf1.train.get_or_create_global_step()))
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
 USER_GRAPHS_STATISTICS = {
+    "summed_loss": summed_loss,
     "masked_mean_loss": masked_mean_loss,
     "masked_sum_over_size": masked_sum_over_size,
     "learning_rate_from_batch": learning_rate_from_batch,

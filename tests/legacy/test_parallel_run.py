@@ -53,7 +53,7 @@ def test_simple_example(tmp_path, one_device, launch, mode, sync):
     out = _run([SIMPLE, "--resource_info", _resource_info(tmp_path), "--ckpt_dir", ckpt, "--max_steps", "20",
                 "--run_option", mode, "--sync" if sync else "--nosync"], launch)
     assert "worker 1 of 2, 1 replica(s)" in out and ("global step: 10" if sync else "global step: ") in out
-    assert out.count("parallax: average_sparse=True (the original Parallax's default: False)") == 1
+    assert out.count("parallax: average_sparse=None (the original Parallax's default: False)") == 1
     restored = _run([SIMPLE, "--restore_from", ckpt])
     assert "restored w=" in restored
     got = _values(ckpt)

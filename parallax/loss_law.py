@@ -1,0 +1,44 @@
+"""Whether the training loss is a sum over the batch: what Config.average_dense/average_sparse left at None (the
+default) are decided from.
+
+One device's gradient of a sum over N*b examples is the *sum* of the workers' gradients, of a mean their mean.
+So the workers' gradients are averaged unless every loss `tf.gradients` was taken of (capture.py records them) is
+a sum over the batch: its value on a random batch is, on every trial, the sum of its values on the parts of each of
+two splits of it (batch_samples.py), and the examples change it. The loss tf.gradients differentiates is the sum of
+the loss tensor's elements (its default seed is ones), so a per-example loss vector handed to `minimize` is a sum
+too. A mean, a sum divided by a count of the batch (rule 7), a loss with batch normalization: no sum, averaged. A
+sum plus a term the batch does not change (a weight penalty) is neither a sum nor a mean: no setting makes it one
+device's, and it is averaged.
+"""
+import numpy as np
+
+from parallax import capture
+from parallax.batch_samples import sampled
+
+SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
+AVERAGED = "the loss was not found to be a sum over the batch, so gradients are averaged over workers"
+UNCHECKED = ("the loss could not be run on random batches, so gradients are averaged over workers, as for a mean; "
+             "set Config.average_dense/average_sparse to False if it is a sum")
+
+
+def decide(graph):
+    """(whether to average the workers' gradients, the sentence explain states)."""
+    names = {op.name for op in graph.get_operations()}
+    losses = [graph.get_tensor_by_name(name) for name in capture.loss_records(graph)
+              if name.rsplit(":", 1)[0] in names]
+    if not losses:
+        return True, UNCHECKED
+    samples = sampled(graph, losses)
+    if not samples:
+        return True, UNCHECKED
+    if all(_is_sum(samples[t.name]) for t in losses):
+        return False, SUMMED
+    return True, AVERAGED
+
+
+def _is_sum(trials):
+    totals = [[float(np.sum(v)) for v in parts] for parts in trials]  # what tf.gradients differentiates
+    if all(len(set(parts)) == 1 for parts in totals):
+        return False  # the examples do not change it
+    return all(np.allclose(whole, [reversed_, first + second, one + rest], rtol=1e-4, atol=1e-6)
+               for whole, reversed_, first, second, one, rest in totals)

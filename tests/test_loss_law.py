@@ -1,0 +1,55 @@
+"""Config.average_dense/average_sparse left at None are decided from the loss (loss_law.py): summed over workers when
+every loss is a sum over the batch (found by running it on random batches and their parts), averaged otherwise;
+set values are kept; the plan and parallax.explain say which it was and why."""
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax import loss_law
+
+tf1 = tf.compat.v1
+F64 = tf.float64
+
+
+def _graph(loss_of, table_rows=10):
+    """A graph whose loss is `loss_of(per-example squared errors [batch], embedding)`, trained by SGD."""
+    g = tf.Graph()
+    with g.as_default():
+        ids = tf1.placeholder(tf.int32, [None, 2], name="ids")
+        y = tf1.placeholder(F64, [None], name="y")
+        emb = tf1.get_variable("emb", [table_rows, 3], F64)
+        w = tf1.get_variable("w", [3, 1], F64)
+        per_example = tf.square(tf.matmul(tf.reduce_sum(tf.gather(emb, ids), 1), w)[:, 0] - y)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss_of(per_example, w))
+    return g
+
+
+@pytest.mark.parametrize("loss_of, average, why", [
+    (lambda e, w: tf.reduce_sum(e), False, loss_law.SUMMED),
+    (lambda e, w: 0.5 * tf.reduce_sum(e), False, loss_law.SUMMED),
+    (lambda e, w: e, False, loss_law.SUMMED),  # a per-example vector: tf.gradients differentiates its sum
+    (lambda e, w: tf.reduce_mean(e), True, loss_law.AVERAGED),
+    (lambda e, w: tf.reduce_sum(e) / tf.reduce_sum(tf.abs(e)), True, loss_law.AVERAGED),  # a sum over a count
+    (lambda e, w: tf.reduce_sum(e) + tf.reduce_sum(tf.square(w)), True, loss_law.AVERAGED),  # plus a penalty
+    (lambda e, w: tf.reduce_sum(w), True, loss_law.AVERAGED),  # the examples do not change it
+])
+def test_the_loss_decides_whether_workers_gradients_are_summed(loss_of, average, why):
+    assert loss_law.decide(_graph(loss_of)) == (average, why)
+
+
+def test_a_loss_over_variables_too_large_to_run_again_is_averaged_and_says_so():
+    g = _graph(lambda e, w: tf.reduce_sum(e), table_rows=30_000_000)  # 720 MB: not allocated to check
+    assert loss_law.decide(g) == (True, loss_law.UNCHECKED)
+
+
+def test_none_is_decided_in_the_plan_and_a_set_value_is_kept():
+    g = _graph(lambda e, w: tf.reduce_sum(e))
+    decided = parallax.explain(g, "localhost:2", print_table=False)
+    assert {v.average for v in decided.plan.variables} == {False} and decided.plan.averaging == loss_law.SUMMED
+    assert "when the loss is a sum over the batch" in decided.premise and loss_law.SUMMED in decided.premise
+    kept = parallax.explain(g, "localhost:2", parallax.Config(average_dense=True), print_table=False)
+    assert kept.plan.variable("w").average is True and kept.plan.variable("emb").average is False
+    assert kept.plan.averaging == loss_law.SUMMED  # average_sparse was None: decided
+    given = parallax.explain(g, "localhost:2", parallax.Config(average_dense=True, average_sparse=True),
+                             print_table=False)
+    assert {v.average for v in given.plan.variables} == {True} and given.plan.averaging == ""
