@@ -21,10 +21,11 @@ TOO_LARGE = "of more than 256 MB, too large"
 # The whole batch, its reversal, and two splits of it: its halves, and its first example and the rest. A count is
 # the sum of any two parts'; a longest example's length seldom is for both splits.
 PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:HALF], lambda v: v[HALF:], lambda v: v[:1], lambda v: v[1:])
+WHOLE_AND_SPLITS = (PARTS[0], PARTS[2], PARTS[3], PARTS[4], PARTS[5])
 
 
-def sampled(graph, tensors):
-    """{tensor name: [its values (float64 arrays) on each of PARTS, per trial]}; {} when that cannot be run; None
+def sampled(graph, tensors, parts=PARTS, trials=TRIALS):
+    """{tensor name: [its values (float64 arrays) on each of `parts`, per trial]}; {} when that cannot be run; None
     when the variables it needs hold more than MAX_BYTES."""
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
@@ -37,6 +38,7 @@ def sampled(graph, tensors):
         # A constant in a v1 while loop's body is in the loop's frame through a control edge from its pivot.
         subgraph = copy_nodes(graph.as_graph_def(), {op.name for op in graph_utils.ancestors(
             [t.op for t in tensors] + initializers, False)}, control=True)
+        _seed_unseeded(subgraph)
         names = {n.name for n in subgraph.node}
         inputs = [t for t in per_worker_inputs(graph) if t.op.name in names]
         with tf.Graph().as_default() as run, tf1.Session(graph=run) as session:
@@ -45,15 +47,23 @@ def sampled(graph, tensors):
             session.run([run.get_operation_by_name(op.name) for op in initializers])
             fetches = [run.get_tensor_by_name(t.name) for t in tensors]
             samples = {t.name: [] for t in tensors}
-            for trial in range(TRIALS):
+            for trial in range(trials):
                 rng = np.random.RandomState(trial)
                 batch = {feeds[t.name]: _random(rng, t) for t in inputs}
-                parts = [session.run(fetches, {p: part(v) for p, v in batch.items()}) for part in PARTS]
+                values = [session.run(fetches, {p: part(v) for p, v in batch.items()}) for part in parts]
                 for i, t in enumerate(tensors):
-                    samples[t.name].append(tuple(np.asarray(p[i], np.float64) for p in parts))
+                    samples[t.name].append(tuple(np.asarray(v[i], np.float64) for v in values))
             return samples
     except (ValueError, TypeError, KeyError, tf.errors.OpError):
         return {}
+
+
+def _seed_unseeded(graph_def):
+    """Give every op left to a random seed (an initializer's draw in a graph without a seed) a fixed one, so that
+    what is found is the same in every run."""
+    for i, node in enumerate(graph_def.node):
+        if "seed" in node.attr and "seed2" in node.attr and not node.attr["seed"].i and not node.attr["seed2"].i:
+            node.attr["seed"].i, node.attr["seed2"].i = 1, i + 1
 
 
 def _random(rng, t):

@@ -4,7 +4,7 @@ run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
-from parallax import batch_draws, batch_statistics, collectives, loss_law
+from parallax import batch_draws, batch_statistics, collectives, gradient_check, loss_law
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
@@ -30,6 +30,11 @@ def plan_job(graph, analysis, spec, config):
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,
                                    fused_batch_norms=statistics.fused)
+        if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.split or
+                              draws.unsplittable):  # what a rule rewrites or lists is not simulated in the check
+            averaged = {v.name: v.average for v in plan.variables}
+            plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
+                graph, analysis, lambda name: averaged.get(name, True))))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

@@ -1,0 +1,65 @@
+"""A last check that nothing in the graph mixes the batch's examples in a way parallax does not rewrite: on a random
+batch, is each trained variable's gradient the workers' mean (or, for a summed loss, sum) of its gradients on the
+batch's two halves, as the aggregation will make it?
+
+The rules (batch_statistics.py, data_counts.py, batch_draws.py) each find one way a worker's gradient can differ
+from its share of one device's, by what they can see in the graph. This one runs the graph's own gradient ops
+(batch_samples.py) and compares, whatever ops computed them: a top k of a fraction of the batch (hard-example
+mining), a cumulative sum or a softmax over the batch's axis. A variable whose gradients differ is listed as not
+exact: the job warns and `parallax.explain` says so. It is not run where a rule already rewrites or lists something
+(its combination is not simulated here), where a stateful op other than a variable's (a random draw, a sampler)
+makes two runs differ, or where the graph cannot be run on random batches.
+"""
+import numpy as np
+
+from parallax import graph_utils
+from parallax.batch_samples import HALF, WHOLE_AND_SPLITS, sampled
+
+_TRIALS = 3
+MIXES = ("its gradient on a random batch is not the workers' {} of its gradients on the batch's halves: the graph "
+         "mixes the batch's examples in a way parallax does not rewrite (a top k of a fraction of the batch, a "
+         "cumulative sum over it)")
+
+
+def mismatched(graph, analysis, averaged):
+    """["variable (why)"] for the trained variables whose gradient is not the halves' combination (their mean for
+    the variables `averaged(name)` says, else their sum); [] when all are, or when the check cannot be run."""
+    gradients = [(v.name, g) for v in analysis.trained_variables for p in v.parts for g in p.gradients]
+    tensors = [graph.get_tensor_by_name(name) for _, g in gradients for name in (g.values, g.indices) if name]
+    if not tensors:
+        return []
+    ancestors = graph_utils.ancestors([t.op for t in tensors], False)
+    if any(op.op_def.is_stateful and op.type not in graph_utils.VARIABLE_OP_TYPES and
+           op.type not in graph_utils.PURE_READS for op in ancestors):
+        return []
+    samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS)
+    if not samples:
+        return []
+    wrong = set()
+    for name, g in gradients:
+        for trial, parts in enumerate(samples[g.values]):
+            if g.indices:
+                parts = _aligned([_by_row(v, r) for v, r in zip(parts, samples[g.indices][trial])])
+            whole, *splits = parts
+            # Each split's parts hold (HALF, HALF) and (1, 2 * HALF - 1) examples: a mean's is their weighted mean.
+            for (first, second), weight in zip((splits[:2], splits[2:]), (0.5, 0.5 / HALF)):
+                combined = weight * first + (1 - weight) * second if averaged(name) else first + second
+                scale = float(np.max(np.abs(whole), initial=1.0))
+                if whole.shape != first.shape or not np.allclose(whole, combined, rtol=1e-4, atol=1e-6 * scale):
+                    wrong.add(name)
+    return [f"{name} ({MIXES.format('mean' if averaged(name) else 'sum')})" for name in sorted(wrong)]
+
+
+def _by_row(values, indices):
+    """{row: its values summed} of an IndexedSlices' values and indices."""
+    out = {}
+    for row, value in zip(indices.astype(np.int64).ravel(), values):
+        out[row] = out.get(row, 0) + value
+    return out
+
+
+def _aligned(maps):
+    """Row maps as arrays over the union of their rows, in one order (a row one map lacks is zeros)."""
+    rows = sorted(set().union(*maps))
+    width = next((v.shape for m in maps for v in m.values()), (0,))
+    return [np.stack([m.get(r, np.zeros(width)) for r in rows]) if rows else np.zeros((0,) + width) for m in maps]

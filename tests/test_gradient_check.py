@@ -1,0 +1,61 @@
+"""The planner's last check (gradient_check.py): a trained variable whose gradient on a random batch is not the
+workers' mean (or sum) of its gradients on the batch's halves is listed as not exact, whatever ops mix the
+examples; graphs the rules cover, or that the check cannot compare, list nothing from it."""
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax import gradient_check
+
+tf1 = tf.compat.v1
+
+
+def _graph(loss_of):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], "x")
+        y = tf1.placeholder(tf.float32, [None], "y")
+        error = tf.square(tf.squeeze(tf1.layers.dense(x, 1, name="out"), 1) - y)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss_of(error))
+    return g
+
+
+def _listed(loss_of):
+    return parallax.explain(_graph(loss_of), "localhost:2", print_table=False).plan.uncombinable_statistics
+
+
+@pytest.mark.parametrize("loss_of", [
+    lambda e: tf.reduce_mean(tf.math.top_k(e, k=tf.shape(e)[0] // 2).values),  # the batch's harder half
+    lambda e: tf.reduce_mean(tf.sqrt(tf.cumsum(e) + 1.0)),  # a running total over the batch
+    lambda e: tf.reduce_sum(tf.nn.softmax(-e) * e),  # weights normalized over the batch's examples
+])
+def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed(loss_of):
+    listed = _listed(loss_of)
+    assert [entry.split(" (")[0] for entry in listed] == ["out/bias", "out/kernel"], listed
+    assert all("not the workers' mean" in entry for entry in listed)
+
+
+@pytest.mark.parametrize("loss_of", [
+    tf.reduce_mean,
+    tf.reduce_sum,  # summed over workers (loss_law.py): the check combines the halves so too
+    lambda e: tf.reduce_mean(tf.nn.dropout(e, rate=0.5, seed=1)),  # a draw: batch_draws.py's, not compared
+])
+def test_graphs_whose_gradients_are_the_workers_list_nothing(loss_of):
+    assert _listed(loss_of) == ()
+
+
+def test_the_combination_is_the_plans():
+    """A mean loss checked as if its gradients were summed: every variable differs."""
+    g = _graph(tf.reduce_mean)
+    listed = gradient_check.mismatched(g, parallax.analyze(g), averaged=lambda name: False)
+    assert [entry.split(" (")[0] for entry in listed] == ["out/bias", "out/kernel"]
+
+
+def test_the_planner_warns_of_it(tmp_path):
+    from tests.planner_role import plan_in_planner_role
+    plan, stderr = plan_in_planner_role(tmp_path, [
+        "x = tf1.placeholder(tf.float32, [None, 4])",
+        "w = tf1.get_variable('w', [4, 1])",
+        "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.cumsum(tf.matmul(x, w)) ** 2))"])
+    assert "parallax: warning: statistic(s) of the batch w (its gradient on a random batch is not" in stderr
+    assert [entry.split(" (")[0] for entry in plan.uncombinable_statistics] == ["w"]
