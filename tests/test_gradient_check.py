@@ -59,3 +59,14 @@ def test_the_planner_warns_of_it(tmp_path):
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.cumsum(tf.matmul(x, w)) ** 2))"])
     assert "parallax: warning: statistic(s) of the batch w (its gradient on a random batch is not" in stderr
     assert [entry.split(" (")[0] for entry in plan.uncombinable_statistics] == ["w"]
+
+
+def test_a_graph_that_blocks_when_run_is_not_checked_and_does_not_block_the_planner(monkeypatch):
+    from parallax import batch_samples
+    monkeypatch.setattr(batch_samples, "_BOUNDED", tf1.RunOptions(timeout_in_ms=500))
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], "x")
+        scale = tf1.FIFOQueue(2, [tf.float32], shapes=[[]]).dequeue()  # nothing ever enqueues
+        loss = tf.reduce_sum(tf1.layers.dense(x, 1)) * scale
+    assert batch_samples.sampled(g, [loss]) == {}
