@@ -16,9 +16,9 @@ from parallax import graph_utils
 from parallax.batch_samples import HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
-MIXES = ("its gradient on a random batch is not the workers' {} of its gradients on the batch's halves: the graph "
-         "mixes the batch's examples in a way parallax does not rewrite (a top k of a fraction of the batch, a "
-         "cumulative sum over it)")
+MIXES = ("its gradient on a random batch is not the workers' {} of its gradients on the batch's parts: the loss is "
+         "neither a mean nor a sum over the examples (a sum plus a weight penalty), or the graph mixes the examples "
+         "in a way no rule rewrites (a top k of a fraction of the batch, a cumulative sum over it)")
 
 
 def mismatched(graph, analysis, averaged):

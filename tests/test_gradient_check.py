@@ -28,6 +28,7 @@ def _listed(loss_of):
     lambda e: tf.reduce_mean(tf.math.top_k(e, k=tf.shape(e)[0] // 2).values),  # the batch's harder half
     lambda e: tf.reduce_mean(tf.sqrt(tf.cumsum(e) + 1.0)),  # a running total over the batch
     lambda e: tf.reduce_sum(tf.nn.softmax(-e) * e),  # weights normalized over the batch's examples
+    lambda e: tf.reduce_sum(e) + tf.add_n([tf.nn.l2_loss(v) for v in tf1.trainable_variables()]),  # no sum, no mean
 ])
 def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed(loss_of):
     listed = _listed(loss_of)
@@ -57,7 +58,8 @@ def test_the_planner_warns_of_it(tmp_path):
         "x = tf1.placeholder(tf.float32, [None, 4])",
         "w = tf1.get_variable('w', [4, 1])",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.cumsum(tf.matmul(x, w)) ** 2))"])
-    assert "parallax: warning: statistic(s) of the batch w (its gradient on a random batch is not" in stderr
+    assert "parallax: warning: statistic(s) of the batch w (its gradient on a random batch is not the workers' mean" \
+        in stderr
     assert [entry.split(" (")[0] for entry in plan.uncombinable_statistics] == ["w"]
 
 
