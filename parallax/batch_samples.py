@@ -74,6 +74,8 @@ def _random(rng, t):
     shape = [2 * HALF] + [PIN if d is None else d for d in t.shape.as_list()[1:]]
     if t.dtype == tf.bool:
         return rng.rand(*shape) < 0.5
+    if t.dtype == tf.string:  # words: a hash bucket's or a vocabulary's keys
+        return rng.randint(0, 3, size=shape).astype(str).astype(object)
     if t.dtype.is_integer:
         return rng.randint(0, 3, size=shape).astype(t.dtype.as_numpy_dtype)
     return rng.randn(*shape).astype(t.dtype.as_numpy_dtype)

@@ -1,6 +1,6 @@
 """Which tensors follow the batch, by TF's own shape inference: the graph (the part the asked tensors' shapes follow
 from) is imported with the first dimension of every per-worker input (placeholders, iterators, queues: their rows are
-examples) set to a marker size, once per marker. A dimension that takes the marker each time is the batch; a shape
+examples; strings too, as a recommendation model's categorical features) set to a marker size, once per marker. A dimension that takes the marker each time is the batch; a shape
 that stays the same and fully known does not depend on the batch. batch_draws.py and batch_statistics.py ask."""
 import tensorflow as tf
 
@@ -14,7 +14,7 @@ PIN = 5  # an input's unknown extent other than the batch's (a padded length), w
 
 def per_worker_inputs(graph):
     return [t for op in graph.get_operations() if reads_input(op) for t in op.outputs
-            if t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype and
+            if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype and
             t.shape.rank is not None and t.shape.rank >= 1]
 
 

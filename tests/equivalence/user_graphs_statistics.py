@@ -230,7 +230,28 @@ def summed_loss(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
+def hashed_words(n, b, steps, graph_batch, lr_scale=1.0):
+    """Words fed as strings, hashed into an embedding's rows (a recommendation model's categorical feature):
+    dropout on the rows, and the loss centred by the batch's mean prediction. The batch is found through the
+    string input too, so the dropout is split and the mean combined."""
+    rng = np.random.RandomState(31)
+    rows = n * b * steps
+    words = np.array([f"w{k}" for k in rng.randint(0, 40, size=rows)], dtype=object)
+    y = rng.randn(rows)
+    g = tf.Graph()
+    with g.as_default():
+        wp, yp = tf1.placeholder(tf.string, [None], "words"), tf1.placeholder(F64, [None], "y")
+        embedding = tf1.get_variable("embedding", [16, 3], F64, initializer=_init(53))
+        hidden = tf1.nn.dropout(tf.gather(embedding, tf.strings.to_hash_bucket_fast(wp, 16)), rate=0.25, seed=7)
+        out = _dense(hidden, 1, "out", 54)[:, 0]
+        loss = tf.reduce_mean(tf.square(out - tf.reduce_mean(out) - yp))
+        train = tf1.train.AdagradOptimizer(0.2 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((words, y), (wp, yp)))
+
+
 USER_GRAPHS_STATISTICS = {
+    "hashed_words": hashed_words,
     "summed_loss": summed_loss,
     "masked_mean_loss": masked_mean_loss,
     "masked_sum_over_size": masked_sum_over_size,
