@@ -394,7 +394,8 @@ def is_combined(graph, name, readers):
 
 
 def uncombinable_note(plan):
-    """One sentence naming the plan's uncombinable statistics: for the planner's warning and explain."""
-    return (f"statistic(s) of the batch {', '.join(plan.uncombinable_statistics)} cannot be combined over the workers: "
-            f"each worker reads its own batch's value where one device reads the whole batch's, so the job is not "
-            f"exact there")
+    """One sentence naming the plan's uncombinable statistics (and rule 8's variables, gradient_check.py): for the
+    planner's warning and explain."""
+    return (f"value(s) of the batch that parallax cannot make one device's: {', '.join(plan.uncombinable_statistics)}; "
+            f"each worker computes them from its own batch where one device computes them from the whole batch, so "
+            f"the job is not exact there")

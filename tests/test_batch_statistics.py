@@ -181,7 +181,7 @@ def test_the_plan_carries_the_statistics_through_json_and_explain_states_them():
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * w))
     text = premise(plan, parallax.analyze(g))
     assert "1 statistic(s) of the batch that the step computes with" in text
-    assert "strided_slice:0 (why) cannot be combined over the workers" in text
+    assert "cannot make one device's: strided_slice:0 (why); each worker computes them" in text
     assert "statistics of the batch: Sum_1:0 (mean over workers), strided_slice:0 (why): each worker's own" in str(plan)
 
 
@@ -190,7 +190,7 @@ def test_the_planner_warns_of_a_statistic_it_cannot_combine(tmp_path):
         "x = tf1.placeholder(tf.float32, [None, 4])",
         "w = tf1.get_variable('w', [4, 1])",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)) * x[0, 0])"])
-    assert "parallax: warning: statistic(s) of the batch strided_slice:0" in stderr
+    assert "parallax: warning: value(s) of the batch that parallax cannot make one device's: strided_slice:0" in stderr
     assert plan.uncombinable_statistics and not plan.batch_statistics
 
 def _token_weighted_graph():

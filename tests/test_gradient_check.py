@@ -58,7 +58,7 @@ def test_the_planner_warns_of_it(tmp_path):
         "x = tf1.placeholder(tf.float32, [None, 4])",
         "w = tf1.get_variable('w', [4, 1])",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.cumsum(tf.matmul(x, w)) ** 2))"])
-    assert "parallax: warning: statistic(s) of the batch w (its gradient on a random batch is not the workers' mean" \
+    assert "parallax: warning: value(s) of the batch that parallax cannot make one device's: w (its gradient on" \
         in stderr
     assert [entry.split(" (")[0] for entry in plan.uncombinable_statistics] == ["w"]
 
