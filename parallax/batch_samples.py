@@ -71,11 +71,15 @@ def _seed_unseeded(graph_def):
 
 
 def _random(rng, t):
-    shape = [2 * HALF] + [PIN if d is None else d for d in t.shape.as_list()[1:]]
-    if t.dtype == tf.bool:
+    return random_values(rng, t.dtype, [2 * HALF] + [PIN if d is None else d for d in t.shape.as_list()[1:]])
+
+
+def random_values(rng, dtype, shape):
+    """Random examples of `dtype`: small ints (valid ids of any table), words, booleans, or normal floats."""
+    if dtype == tf.bool:
         return rng.rand(*shape) < 0.5
-    if t.dtype == tf.string:  # words: a hash bucket's or a vocabulary's keys
+    if dtype == tf.string:  # words: a hash bucket's or a vocabulary's keys
         return rng.randint(0, 3, size=shape).astype(str).astype(object)
-    if t.dtype.is_integer:
-        return rng.randint(0, 3, size=shape).astype(t.dtype.as_numpy_dtype)
-    return rng.randn(*shape).astype(t.dtype.as_numpy_dtype)
+    if dtype.is_integer:
+        return rng.randint(0, 3, size=shape).astype(dtype.as_numpy_dtype)
+    return rng.randn(*shape).astype(dtype.as_numpy_dtype)

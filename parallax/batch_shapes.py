@@ -1,7 +1,8 @@
 """Which tensors follow the batch, by TF's own shape inference: the graph (the part the asked tensors' shapes follow
 from) is imported with the first dimension of every per-worker input (placeholders, iterators, queues: their rows are
-examples; strings too, as a recommendation model's categorical features) set to a marker size, once per marker. A dimension that takes the marker each time is the batch; a shape
-that stays the same and fully known does not depend on the batch. batch_draws.py and batch_statistics.py ask."""
+examples; strings too, as a recommendation model's categorical features) set to a marker size, once per marker. A
+dimension that takes the marker each time is the batch; a shape that stays the same and fully known does not depend
+on the batch. batch_draws.py and batch_statistics.py ask."""
 import tensorflow as tf
 
 from parallax import graph_utils

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from parallax import batch_draws, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils
+from parallax.batch_samples import random_values
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import reroute_consumers
 from parallax.row_keys import reads_input
@@ -292,7 +293,7 @@ def _combining_law(op, out, probes):
             result = run.get_tensor_by_name(result_name)
             for trial in range(_TRIALS):
                 rng = np.random.RandomState(trial)
-                batch = [(name, value if axis is None else _random(rng, dtype, value), axis)
+                batch = [(name, value if axis is None else random_values(rng, dtype, value), axis)
                          for name, dtype, value, axis in sources]
                 whole, reversed_, first, second = (
                     np.asarray(sess.run(result, {name: _part(v, axis, part) for name, v, axis in batch}), np.float64)
@@ -349,14 +350,6 @@ def _probe_shape(t, probes):
     if len(axes) != 1:
         return None, None
     return [2 * _HALF if d == axes[0] else (2 if a is None else a) for d, a in enumerate(first)], axes[0]
-
-
-def _random(rng, dtype, shape):
-    if dtype == tf.bool:
-        return rng.rand(*shape) < 0.5
-    if dtype.is_integer:
-        return rng.randint(0, 3, size=shape).astype(dtype.as_numpy_dtype)
-    return rng.randn(*shape).astype(dtype.as_numpy_dtype)
 
 
 def _part(value, axis, part):
