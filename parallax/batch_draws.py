@@ -10,7 +10,9 @@ sharded element-wise before batching (`parallax.shard`, `ds.shard(N, i)`: "inter
 Which dimension of a draw is the batch is found by TF's own shape inference, not by op type: the graph is
 imported twice with the first dimension of every per-worker input (placeholders, iterators, queues; their rows
 are examples) set to two marker sizes. A dimension that takes the marker each time is the batch; a draw whose
-shape does not change does not depend on the batch (a seeded sampler's draw) and needs nothing. A draw that
+shape does not change and is known does not depend on the batch (a seeded sampler's draw) and needs nothing. Where
+shape inference leaves a dimension unknown (a value sets it: the examples a sparse input's dense shape counts), the
+graph is run on random batches of known sizes to find it (batch_samples.with_extents_from_runs). A draw that
 depends on the batch in any other way (its shape is not known, or holds the batch twice or merged with another
 dimension; it has inputs other than its shape that come from the batch, as a multinomial's logits or a shuffle's
 values; it is inside a v1 while loop) is *unsplittable*: the plan lists it and `parallax.explain` says that it
@@ -22,7 +24,7 @@ from typing import Tuple
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from parallax import graph_utils
+from parallax import batch_samples, graph_utils
 from parallax.batch_shapes import MARKERS, batch_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
@@ -78,13 +80,14 @@ def find(graph):
                     for d in sorted({d for f in functions_run_by(op) for d in in_functions(f)})]
     subgraph = shape_subgraph(graph, graph_def, candidates)
     inputs = per_worker_inputs(graph) if candidates else []
-    first_probe, second_probe = (probed_shapes(subgraph, inputs, [op.outputs[0] for op in candidates], m)
-                                  for m in MARKERS)
+    drawn = [op.outputs[0] for op in candidates]
+    first_probe, second_probe = batch_samples.with_extents_from_runs(
+        graph, drawn, [probed_shapes(subgraph, inputs, drawn, m) for m in MARKERS], MARKERS)
     in_loops = graph_utils.v1_loop_ops(graph) if candidates else set()
     split = []
     for op in candidates:
         first, second = first_probe.get(op.outputs[0].name), second_probe.get(op.outputs[0].name)
-        if first is not None and first == second:
+        if first is not None and first == second and None not in first:
             continue  # its shape does not follow the batch
         axis = batch_axis(first, second)
         if axis is None or op in in_loops or _other_inputs_from_the_batch(op):

@@ -2,15 +2,16 @@
 relates to its parts' (a sum, a mean, neither) is found by running what the user wrote, not from op types
 (data_counts.py's counts, loss_law.py's losses).
 
-The tensors' data ancestors are copied into a throw-away graph (control edges only among them), every per-worker input
-(placeholders, iterators, queues: rows are examples) becomes a placeholder fed random examples, and the variables
-they read get their initial values. Each trial feeds a batch of 2 * HALF examples and, for every input alike,
-each of PARTS: the whole batch, its reversal, its halves, and its first example and the rest.
+The tensors' data ancestors are copied into a throw-away graph (control edges only among them), every per-worker
+input (placeholders, iterators, queues: rows are examples) becomes a placeholder fed random examples (a sparse
+input's three parts, one valid random sparse batch: sparse_inputs.py), and the variables they read get their initial
+values. Each trial feeds a batch of 2 * HALF examples and, for every input alike, each of PARTS: the whole batch,
+its reversal, its halves, and its first example and the rest.
 """
 import numpy as np
 import tensorflow as tf
 
-from parallax import graph_utils
+from parallax import graph_utils, sparse_inputs
 from parallax.batch_shapes import PIN, copy_nodes, per_worker_inputs
 
 tf1 = tf.compat.v1
@@ -26,9 +27,14 @@ PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:HALF], lambda v: v[HALF:],
 WHOLE_AND_SPLITS = (PARTS[0], PARTS[2], PARTS[3], PARTS[4], PARTS[5])
 
 
-def sampled(graph, tensors, parts=PARTS, trials=TRIALS):
-    """{tensor name: [its values (float64 arrays) on each of `parts`, per trial]}; {} when that cannot be run; None
-    when the variables it needs hold more than MAX_BYTES."""
+def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None):
+    """{tensor name: [its values (float64 arrays) on each of `parts`, per trial]}, or with `shapes` its shapes
+    (int64 arrays); {} when that cannot be run; None when the variables it needs hold more than MAX_BYTES.
+    `held` ({tensor name: f(value, examples)}) makes every part after the whole batch (parts[0]) read each of those
+    tensors as f of its value on the whole batch and of the part's examples (their positions in it): what the
+    rewrite makes a worker read. A statistic of the batch as combined, each of two workers reading one device's
+    mean, or half its sum (batch_statistics.py, statistic_as_combined); a random draw as split, each example's
+    values of one device's draw (batch_draws.py, draw_as_split)."""
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
     needed = graph_utils.ancestors([t.op for t in tensors], False)
@@ -42,24 +48,70 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS):
             [t.op for t in tensors] + initializers, False)}, control=True)
         _seed_unseeded(subgraph)
         names = {n.name for n in subgraph.node}
-        inputs = [t for t in per_worker_inputs(graph) if t.op.name in names]
+        sparse = [s for s in sparse_inputs.find(graph) if any(t.op.name in names for t in s.tensors)]
+        fed_sparse = {t.name for s in sparse for t in s.tensors}
+        inputs = [t for t in per_worker_inputs(graph) if t.op.name in names and t.name not in fed_sparse]
         # On the CPU, and each run bounded: a blocking op of the user's (a queue outside the inputs) ends the check.
         with tf.Graph().as_default() as run, tf1.Session(graph=run, config=_CPU_ONLY) as session:
-            feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:]) for t in inputs}
+            feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:])
+                     for t in inputs + [t for s in sparse for t in s.tensors if t.op.name in names]}
             tf1.import_graph_def(subgraph, input_map=feeds, name="")
             session.run([run.get_operation_by_name(op.name) for op in initializers], options=_BOUNDED)
-            fetches = [run.get_tensor_by_name(t.name) for t in tensors]
+            # an input's readers read its feed; its own node, imported beside it, is never fed
+            fetches = [feeds[t.name] if t.name in feeds else run.get_tensor_by_name(t.name) for t in tensors]
+            fetches = [tf.shape(t, out_type=tf.int64) for t in fetches] if shapes else fetches
             samples = {t.name: [] for t in tensors}
+            examples = np.arange(2 * HALF)
             for trial in range(trials):
                 rng = np.random.RandomState(trial)
                 batch = {feeds[t.name]: _random(rng, t) for t in inputs}
-                values = [session.run(fetches, {p: part(v) for p, v in batch.items()}, options=_BOUNDED)
-                          for part in parts]
+                sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, random_values)) for s in sparse]
+                feeds_of_parts = [_part_feed(feeds, batch, sparse_batch, part, examples) for part in parts]
+                values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
+                                    {run.get_tensor_by_name(n): f for n, f in (held or {}).items()
+                                     if n.rsplit(":", 1)[0] in names})
                 for i, t in enumerate(tensors):
-                    samples[t.name].append(tuple(np.asarray(v[i], np.float64) for v in values))
+                    samples[t.name].append(tuple(np.asarray(v[i], np.int64 if shapes else np.float64)
+                                                 for v in values))
             return samples
     except Exception:  # noqa: BLE001  a check that cannot run the user's graph so is skipped, never the job
         return {}
+
+
+def _run_parts(session, fetches, feeds_of_parts, orders, held):
+    """The fetches' values on each part; after the first, a part reads each `held` tensor as f(its value on the
+    first part, the part's examples)."""
+    held = sorted(held.items(), key=lambda item: item[0].name)
+    whole = None
+    values = []
+    for feed, order in zip(feeds_of_parts, orders):
+        if whole is not None:
+            feed = dict(feed, **{t.name: np.asarray(f(v, order)).astype(v.dtype) for (t, f), v in zip(held, whole)})
+        out = session.run(fetches + [t for t, _ in held], feed, options=_BOUNDED)
+        values.append(out[:len(fetches)])
+        whole = out[len(fetches):] if whole is None else whole
+    return values
+
+
+def statistic_as_combined(law_is_sum):
+    """What a part reads of a statistic the rewrite combines: one device's value; for a sum, a worker of two in a
+    split reads half of it (the workers' mean)."""
+    return lambda value, examples: value / 2 if law_is_sum and len(examples) < 2 * HALF else value
+
+
+def draw_as_split(axis):
+    """What a part reads of a random draw the rewrite splits: its examples' values of the whole batch's draw."""
+    return lambda value, examples: np.take(value, examples, axis=axis)
+
+
+def _part_feed(feeds, batch, sparse_batch, part, examples):
+    """The feed of one part of the batch: `part` of each dense input's rows, and of each sparse input's examples."""
+    feed = {p: part(v) for p, v in batch.items()}
+    for s, whole in sparse_batch:
+        for t, value in zip(s.tensors, sparse_inputs.part(whole, part(examples))):
+            if t.name in feeds:
+                feed[feeds[t.name]] = value
+    return feed
 
 
 def _seed_unseeded(graph_def):
@@ -83,3 +135,34 @@ def random_values(rng, dtype, shape):
     if dtype.is_integer:
         return rng.randint(0, 3, size=shape).astype(dtype.as_numpy_dtype)
     return rng.randn(*shape).astype(dtype.as_numpy_dtype)
+
+
+def with_extents_from_runs(graph, tensors, probes, markers):
+    """The marker probes' shapes (one {tensor name: shape} per marker, batch_shapes.probed_shapes) with what shape
+    inference left unknown found by running the graph on random batches and their parts: a dimension that holds
+    each part's number of examples is the batch's (the marker), one that is the same in every part is that extent.
+    Shape inference cannot see the batch through a value: a sparse input's dense shape, the segments of
+    embedding_lookup_sparse. Probes that are empty (the graph could not be imported so) are returned as they are."""
+    if not all(probes):
+        return probes
+    unknown = [t for t in tensors if any(p.get(t.name, ()) is None or None in p.get(t.name, ()) for p in probes)]
+    runs = sampled(graph, unknown, shapes=True) if unknown else {}
+    if not runs:
+        return probes
+    examples = [len(part(np.arange(2 * HALF))) for part in PARTS]
+    filled = [dict(p) for p in probes]
+    for t in unknown:
+        shapes = [s for trial in runs[t.name] for s in trial]
+        if len({len(s) for s in shapes}) != 1:
+            continue
+        for p, marker in zip(filled, markers):
+            static = p[t.name] or (None,) * len(shapes[0])
+            p[t.name] = tuple(d if d is not None else _extent([int(s[k]) for s in shapes], examples * TRIALS, marker)
+                              for k, d in enumerate(static))
+    return filled
+
+
+def _extent(seen, examples, marker):
+    if seen == examples:
+        return marker
+    return seen[0] if len(set(seen)) == 1 else None

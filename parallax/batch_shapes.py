@@ -5,7 +5,7 @@ dimension that takes the marker each time is the batch; a shape that stays the s
 on the batch. batch_draws.py and batch_statistics.py ask."""
 import tensorflow as tf
 
-from parallax import graph_utils
+from parallax import graph_utils, sparse_inputs
 from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
@@ -14,9 +14,14 @@ PIN = 5  # an input's unknown extent other than the batch's (a padded length), w
 
 
 def per_worker_inputs(graph):
-    return [t for op in graph.get_operations() if reads_input(op) for t in op.outputs
+    """The tensors whose first dimension is each worker's own: the outputs of what reads input, and the indices and
+    values of sparse inputs (each entry's example is its first index), not their dense shapes (sparse_inputs.py)."""
+    sparse = sparse_inputs.find(graph)
+    dense_shapes = {s.dense_shape.name for s in sparse}
+    read = [t for op in graph.get_operations() if reads_input(op) for t in op.outputs
             if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype and
-            t.shape.rank is not None and t.shape.rank >= 1]
+            t.shape.rank is not None and t.shape.rank >= 1 and t.name not in dense_shapes]
+    return read + [t for s in sparse for t in (s.indices, s.values) if t not in read]
 
 
 def shape_subgraph(graph, graph_def, ops):

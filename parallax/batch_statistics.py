@@ -36,7 +36,7 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from parallax import batch_draws, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils
+from parallax import batch_draws, batch_samples, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils
 from parallax.batch_samples import random_values
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import reroute_consumers
@@ -73,6 +73,9 @@ class BatchStatistics:
     combined: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # (tensor, MEAN|MAX|MIN, the ops that read it)
     uncombinable: Tuple[str, ...] = ()  # "tensor (why)"
     fused: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (fused batch norm op, its gradient ops): fused_batch_norm.py
+    # (tensor, SUM|AVERAGE|MAX|MIN): how the whole batch's value of each statistic the gradients read follows from
+    # its parts' (what loss_law.py holds them at on the parts)
+    laws: Tuple[Tuple[str, str], ...] = ()
 
 
 def value_inputs(op):
@@ -103,6 +106,7 @@ def find(graph, analysis):
     counts, uncounted = data_counts.find(graph, before | after | forward, value_inputs, SHAPE_ONLY,
                                          lambda out: _read_points(out, before, after))
     sizes += counts
+    laws = [(name, SUM) for name, how, _ in counts if how == MEAN]  # counts are sums
     # Values of the examples: in the forward pass, or on the way to an update if not computed from the gradients
     # (a function of gradients, as a global norm, is of what the plan aggregates): a streaming metric's total.
     of_gradients = _computed_from(after, set(gradients))
@@ -113,7 +117,7 @@ def find(graph, analysis):
                 op.outputs[0].shape.is_fully_defined() and not op.op_def.is_stateful and
                 any(not t.shape.is_fully_defined() for t in value_inputs(op))}
     if not candidates and not averaged:
-        return BatchStatistics(tuple(sizes), tuple(uncounted))
+        return BatchStatistics(tuple(sizes), tuple(uncounted), laws=tuple(laws))
     probed = candidates | averaged
     tensors = {t for op in probed for t in op.outputs} | {t for op in probed for t in value_inputs(op)}
     tensors = sorted((t for t in tensors if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype),
@@ -121,9 +125,10 @@ def find(graph, analysis):
     graph_def = graph.as_graph_def()
     subgraph = shape_subgraph(graph, graph_def, sorted(probed, key=lambda o: o.name))
     inputs = per_worker_inputs(graph)
-    probes = [probed_shapes(subgraph, inputs, tensors, m) for m in MARKERS]
-    if not probes[0] or not probes[1]:
-        return BatchStatistics(tuple(sizes), tuple(uncounted))  # cannot be probed (batch_draws says so of its draws)
+    probes = batch_samples.with_extents_from_runs(
+        graph, tensors, [probed_shapes(subgraph, inputs, tensors, m) for m in MARKERS], MARKERS)
+    if not probes[0] or not probes[1]:  # cannot be probed (batch_draws says so of its draws)
+        return BatchStatistics(tuple(sizes), tuple(uncounted), laws=tuple(laws))
     in_loops = graph_utils.v1_loop_ops(graph)
     # Its gradient divides by the count (data_counts.py): only a read of its value is each worker's own.
     extents = {op for op in averaged
@@ -170,6 +175,7 @@ def find(graph, analysis):
             if why:
                 uncombinable.append(f"{out.name} ({why})")
                 continue
+            laws += [(t.name, law) for t, for_gradients, _ in points if for_gradients]
             for t, for_gradients, for_updates in points:
                 combined += [(t.name, law_for, tuple(sorted(c.name for c in readers)))
                              for law_for, readers in ((COMBINED[law], for_gradients), (FOR_UPDATES[law], for_updates))
@@ -177,7 +183,7 @@ def find(graph, analysis):
             combined += [(g.name, MEAN, tuple(sorted(c.name for c in readers))) for g, readers in upstream]
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
     uncombinable += [f"{t.name} ({PAIRWISE})" for t in _pairing_the_examples(candidates, probes)]
-    return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused))
+    return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws))
 
 
 def _upstream_gradients(op, out, gradient_ops):

@@ -13,7 +13,8 @@ device's, and it is averaged.
 import numpy as np
 
 from parallax import capture
-from parallax.batch_samples import sampled
+from parallax.batch_samples import draw_as_split, sampled, statistic_as_combined
+from parallax.batch_statistics import SUM
 
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
 AVERAGED = "the loss was not found to be a sum over the batch, so gradients are averaged over workers"
@@ -21,14 +22,20 @@ UNCHECKED = ("the loss could not be run on random batches, so gradients are aver
              "set Config.average_dense/average_sparse to False if it is a sum")
 
 
-def decide(graph):
-    """(whether to average the workers' gradients, the sentence explain states)."""
+def decide(graph, statistic_laws=(), draws=()):
+    """(whether to average the workers' gradients, the sentence explain states). The parts read what the rewrite
+    makes a worker read: of each statistic the rewrite combines (`statistic_laws`, (tensor, law):
+    batch_statistics.py), one device's value (half of it for a sum); of each draw it splits (`draws`, (op, batch
+    axis): batch_draws.py), their examples' values of one device's draw. So a sum of per-example losses that read
+    the batch's mean, or that drop units out, is a sum."""
     names = {op.name for op in graph.get_operations()}
     losses = [graph.get_tensor_by_name(name) for name in capture.loss_records(graph)
               if name.rsplit(":", 1)[0] in names]
     if not losses:
         return True, UNCHECKED
-    samples = sampled(graph, losses)
+    held = {name: statistic_as_combined(law == SUM) for name, law in statistic_laws}
+    held.update({f"{op}:0": draw_as_split(axis) for op, axis in draws})
+    samples = sampled(graph, losses, held=held)
     if not samples:
         return True, UNCHECKED
     if all(_is_sum(samples[t.name]) for t in losses):

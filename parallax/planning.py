@@ -12,20 +12,21 @@ from parallax.plan import Aggregation, make_plan
 
 def plan_job(graph, analysis, spec, config):
     partitions, averaging = None, ""
-    if config.average_dense is None or config.average_sparse is None:
-        average, averaging = loss_law.decide(graph) if spec.num_workers > 1 else (True, "")
-        config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
-                                                if getattr(config, name) is None})
     # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
     statistics = batch_statistics.find(graph, analysis) if spec.num_workers > 1 and config.sync else \
         batch_statistics.BatchStatistics()
+    draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
+    if config.average_dense is None or config.average_sparse is None:
+        average, averaging = loss_law.decide(graph, statistics.laws, draws.split) if spec.num_workers > 1 else \
+            (True, "")
+        config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
+                                                if getattr(config, name) is None})
     if config.run_option == "AUTO" and spec.num_workers > 1:
         from parallax import auto_plan
         auto = auto_plan.choose(graph, analysis, spec, config, statistics)
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
     if spec.num_workers > 1:
-        draws = batch_draws.find(graph)
         plan = dataclasses.replace(plan, batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,
