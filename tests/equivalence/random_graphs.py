@@ -3,8 +3,8 @@ graph from them, as a user might write it. `draw(seed)` gives the features; `bui
 
 Features: an optimizer per variable group (all of tf1.train's); a second embedding; tied, partitioned or
 SparseTensor-read embeddings; ref or resource variables; an edit between compute and apply (clip by global norm,
-scaling, accumulation over micro-steps); EMA; one or two train ops; while_loop or cond; a mean or a sum loss (a sum
-with average_*=False, which is then exact).
+scaling, accumulation over micro-steps); EMA; one or two train ops; while_loop or cond; a mean or a sum loss, under
+the default Config, whose planner tells which it is (loss_law.py).
 """
 import numpy as np
 import tensorflow as tf
@@ -121,7 +121,7 @@ def build(seed, n, b, steps, graph_batch, lr_scale=1.0, features=None):
         values = np.array([chosen[r][j] for r, j in indices], np.int64)
         return {idp: chosen, xp: x[first:first + count], yp: y[first:first + count], tp: target[first:first + count],
                 sp: tf1.SparseTensorValue(np.array(indices, np.int64), values, np.array([count, 2], np.int64))}
-    return Case(g, fetches[0], feeds, step_fetch=lambda k: fetches[k % len(fetches)], average=f["loss"] == "mean")
+    return Case(g, fetches[0], feeds, step_fetch=lambda k: fetches[k % len(fetches)])
 
 
 def _training(f, loss, step):

@@ -26,7 +26,8 @@ def _check(out, case, workers, mode):
 # (split_batch_draws, combine_batch_statistics) are the same pass in every mode (exact in all three when added).
 HYBRID_ONLY = ("rare_optimizers", "rare_optimizers_ref", "keras_layers", "keras_gru", "plateau_lr_and_summaries",
                "shard_list_debiased_average", "dropout_fed", "dropout_sharded", "batch_norm_moments",
-               "keras_batch_norm", "root_mean_square_loss", "learning_rate_from_batch", "masked_sum_over_size")
+               "keras_batch_norm", "root_mean_square_loss", "learning_rate_from_batch", "masked_sum_over_size",
+               "summed_dropout", "sparse_dropout")
 
 
 # Left to `make fuzz CASES=all` for CI's 90 minutes: graphs where no rule applies and a unit test checks that none

@@ -375,3 +375,8 @@ USER_GRAPHS.update(USER_GRAPHS_MORE)
 from tests.equivalence.user_graphs_statistics import USER_GRAPHS_STATISTICS  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_STATISTICS)
+
+# The fourth (user_graphs_sparse.py): graphs fed tf.SparseTensors.
+from tests.equivalence.user_graphs_sparse import USER_GRAPHS_SPARSE  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_SPARSE)

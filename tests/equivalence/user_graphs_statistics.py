@@ -230,6 +230,22 @@ def summed_loss(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
+def summed_dropout(n, b, steps, graph_batch, lr_scale=1.0):
+    """A summed loss over a layer with dropout, default Config: the loss is found to be a sum with the draw split as
+    the rewrite splits it (each part reads its examples' values of one device's draw), so gradients are summed."""
+    rng = np.random.RandomState(76)
+    x = rng.randn(n * b * steps, 5)
+    y = rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 5], "x"), tf1.placeholder(F64, [None, 1], "y")
+        h = tf1.nn.dropout(_dense(xp, 6, "hidden", 77, tf.nn.relu), rate=0.4, seed=9)
+        loss = tf.reduce_sum(tf.square(_dense(h, 1, "out", 78) - yp))
+        train = tf1.train.GradientDescentOptimizer(0.01 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 def hashed_words(n, b, steps, graph_batch, lr_scale=1.0):
     """Words fed as strings, hashed into an embedding's rows (a recommendation model's categorical feature):
     dropout on the rows, and the loss centred by the batch's mean prediction. The batch is found through the
@@ -253,6 +269,7 @@ def hashed_words(n, b, steps, graph_batch, lr_scale=1.0):
 USER_GRAPHS_STATISTICS = {
     "hashed_words": hashed_words,
     "summed_loss": summed_loss,
+    "summed_dropout": summed_dropout,
     "masked_mean_loss": masked_mean_loss,
     "masked_sum_over_size": masked_sum_over_size,
     "learning_rate_from_batch": learning_rate_from_batch,
