@@ -134,6 +134,9 @@ def premise(plan, analysis):
             f"for a sum{'; ' + plan.averaging if plan.averaging else ''}), and every worker runs the same sequence "
             f"of synchronized steps")
     text += ", each worker's batch being its share of the global batch, of the same size in every worker"
+    if plan.padded_inputs:
+        text += (f"; {len(plan.padded_inputs)} input(s) padded to the batch's longest example are padded further, "
+                 f"with the dataset's padding value, to the longest over every worker, as one device pads its batch")
     if plan.batch_draws:
         share = ("every N-th example (the input is sharded element-wise)" if plan.batch_layout == "interleaved"
                  else "a block of the global batch's examples, in worker order")

@@ -14,7 +14,7 @@ IndexedSlices gradients through per-worker row queues.
 """
 import dataclasses
 import enum
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from parallax.errors import ConfigError, GraphMismatchError, UnsupportedError
 from parallax.text_table import format_table
@@ -138,6 +138,9 @@ class Plan:
     fused_batch_norms: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     # Why the variables' `average` is what it is, when the loss decided it (loss_law.py); "" when Config set it.
     averaging: str = ""
+    # Inputs their dataset pads to the batch's longest example (padded_inputs.py): (tensor, its padded axes, the
+    # padding value), padded further to the longest over every worker.
+    padded_inputs: Tuple[Tuple[str, Tuple[int, ...], Any], ...] = ()
 
     @property
     def methods(self):
@@ -165,7 +168,8 @@ class Plan:
     @property
     def uses_collectives(self):
         """Replicated variables' gradients, or statistics of the batch, go through collectives."""
-        return any(m.replicated for m in self.methods) or bool(self.batch_statistics or self.fused_batch_norms)
+        return any(m.replicated for m in self.methods) or \
+            bool(self.batch_statistics or self.fused_batch_norms or self.padded_inputs)
 
     @property
     def uses_local_aggregation(self):
@@ -210,7 +214,9 @@ class Plan:
         statistics += [f"{name} (fused batch norm, its mean and variance over workers)"
                        for name, _ in self.fused_batch_norms]
         statistics += [f"{entry}: each worker's own" for entry in self.uncombinable_statistics]
-        return ["draws for the whole batch: " + ", ".join(draws)] * bool(draws) + \
+        padded = [f"{name} (axes {', '.join(map(str, axes))}, with {value!r})" for name, axes, value in self.padded_inputs]
+        return ["inputs padded to the longest over workers: " + ", ".join(padded)] * bool(padded) + \
+            ["draws for the whole batch: " + ", ".join(draws)] * bool(draws) + \
             ["statistics of the batch: " + ", ".join(statistics)] * bool(statistics)
 
 

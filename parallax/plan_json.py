@@ -47,7 +47,8 @@ def from_data(data):
                 tuple((name, law, tuple(readers)) for name, law, readers in data.get("batch_statistics", [])),
                 tuple(data.get("uncombinable_statistics", [])),
                 tuple((name, tuple(gradients)) for name, gradients in data.get("fused_batch_norms", [])),
-                data.get("averaging", ""))
+                data.get("averaging", ""),
+                tuple((name, tuple(axes), value) for name, axes, value in data.get("padded_inputs", [])))
 
 
 def _plain(x):

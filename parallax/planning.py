@@ -4,7 +4,7 @@ run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
-from parallax import batch_draws, batch_statistics, collectives, gradient_check, loss_law
+from parallax import batch_draws, batch_statistics, collectives, gradient_check, loss_law, padded_inputs
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
@@ -27,7 +27,8 @@ def plan_job(graph, analysis, spec, config):
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
     if spec.num_workers > 1:
-        plan = dataclasses.replace(plan, batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
+        plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph) if plan.sync else (),
+                                   batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,
                                    fused_batch_norms=statistics.fused)

@@ -1,9 +1,10 @@
-"""Passes every mode runs: copy the user's graph (split its random draws over the batch, and combine the workers'
-statistics of the batch), then add initialization and checkpointing."""
+"""Passes every mode runs: copy the user's graph (pad its padded inputs to the workers' longest, split its random
+draws over the batch, and combine the workers' statistics of the batch), then add initialization and
+checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import batch_draws, batch_statistics, fused_batch_norm
+from parallax import batch_draws, batch_statistics, fused_batch_norm, padded_inputs
 
 tf1 = tf.compat.v1
 
@@ -18,6 +19,13 @@ def copy_graph(ctx):
         # Not tf1.train.import_meta_graph: that also adds a default Saver, and add_saver makes our own.
         meta_graph.import_scoped_meta_graph(meta, clear_devices=False)
         ctx.graph.seed = ctx.source_graph.seed
+
+
+def pad_inputs_to_the_longest(ctx):
+    """Each input its dataset pads to the batch's longest example is padded further, with the same value, to the
+    longest over every worker, as one device pads the whole batch (padded_inputs.py)."""
+    padded_inputs.pad_to_the_longest(ctx.graph, ctx.collective_ops, ctx.plan.padded_inputs)
+    ctx.collectives += ctx.collective_ops.created()
 
 
 def split_batch_draws(ctx):

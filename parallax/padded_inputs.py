@@ -1,0 +1,86 @@
+"""Inputs padded to their batch's longest example: `ds.padded_batch(b)` of sentences, as a language or translation
+model reads them.
+
+One device pads its batch of N*b examples to the longest of all of them; a worker pads its b examples to the
+longest of its own. Wherever the padded length reaches the computation (a mean over every position, an RNN run
+over the padding without `sequence_length`, an encoder's final state), the workers compute something else than one
+device. So each worker pads its batch further, with the dataset's own padding value, to the longest over all the
+workers: every step, the extents of the padded dimensions are gathered (one collective for all such inputs) and
+their maximum taken. Each worker's batch is then exactly its share of one device's.
+
+Which inputs: the outputs of an iterator whose dimensions after the first are not all static, when the graph's
+dataset pads (PaddedBatchDataset) with one padding value per output. What the padding value is comes from the
+dataset's own constants, in the graph or in the function that builds the dataset.
+"""
+import numpy as np
+import tensorflow as tf
+
+from parallax.batch_statistics import MAX, over_workers
+from parallax.rewrite.reroute import new_ops, reroute_consumers
+from parallax.row_keys import reads_input
+
+tf1 = tf.compat.v1
+SCOPE = "parallax_padding"
+_PADDED_BATCH = ("PaddedBatchDataset", "PaddedBatchDatasetV2")
+
+
+def find(graph):
+    """((tensor name, its padded axes, the padding value), ...) of the graph's padded per-worker inputs."""
+    found = []
+    for op in graph.get_operations():
+        if not reads_input(op) or op.type.startswith("Placeholder"):
+            continue
+        values = _padding_values(graph, len(op.outputs))
+        for t, value in zip(op.outputs, values or ()):
+            dims = t.shape.as_list() if t.shape.rank is not None else []
+            axes = tuple(d for d in range(1, len(dims)) if dims[d] is None)
+            if axes:
+                found.append((t.name, axes, value))
+    return tuple(found)
+
+
+def _padding_values(graph, outputs):
+    """The padding values (plain Python) of the graph's padded-batch datasets of `outputs` components, when they all
+    agree; None otherwise."""
+    graph_def = graph.as_graph_def()
+    bodies = [list(graph_def.node)] + [list(f.node_def) for f in graph_def.library.function]
+    found = set()
+    for nodes in bodies:
+        by_name = {n.name: n for n in nodes}
+        for node in nodes:
+            if node.op in _PADDED_BATCH and node.attr["N"].i == outputs:
+                names = [i.lstrip("^").split(":")[0] for i in node.input[2 + outputs:2 + 2 * outputs]]
+                constants = [by_name.get(n) for n in names]
+                if all(c is not None and c.op == "Const" for c in constants):
+                    found.add(tuple(_plain(tf.make_ndarray(c.attr["value"].tensor)) for c in constants))
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def _plain(array):
+    value = np.asarray(array).item()
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def pad_to_the_longest(graph, collective_ops, padded):
+    """Rewrite `graph`: each input of `padded` ((name, axes, value), ...), padded with its value to the longest
+    extent over every worker along its axes, for every op that read it."""
+    inputs = [(graph.get_tensor_by_name(name), axes, value) for name, axes, value in padded]
+    with graph.as_default(), new_ops(graph) as created, graph.name_scope(None), graph.name_scope(SCOPE):
+        own = tf.concat([tf.gather(tf.shape(t, out_type=tf.int64), list(axes)) for t, axes, _ in inputs], 0)
+        longest = over_workers(collective_ops, own, MAX)
+        results, k = [], 0
+        for t, axes, value in inputs:
+            shape = tf.shape(t, out_type=tf.int64)
+            extra = {d: longest[k + j] - shape[d] for j, d in enumerate(axes)}
+            k += len(axes)
+            paddings = tf.stack([tf.stack([tf.constant(0, tf.int64), extra.get(d, tf.constant(0, tf.int64))])
+                                 for d in range(t.shape.rank)])
+            results.append((t, tf.pad(t, paddings, constant_values=tf.constant(value, t.dtype),
+                                      name=t.op.name.replace("/", "_") + f"_{t.value_index}")))
+    for t, padded_t in results:
+        reroute_consumers(t, padded_t, keep=created)
+
+
+def is_padded(graph, name):
+    """Whether every op that reads the input `name` reads it padded (an op of the padding itself excepted)."""
+    return all(c.name.startswith(SCOPE + "/") for c in graph.get_tensor_by_name(name).consumers())

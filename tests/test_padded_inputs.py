@@ -1,0 +1,78 @@
+"""Inputs a dataset pads to its batch's longest example (padded_inputs.py): found with the dataset's own padding
+value, padded further to the longest over every worker by the rewrite, carried by the plan through JSON."""
+import numpy as np
+import tensorflow as tf
+
+import parallax
+from parallax import padded_inputs, plan_json
+from parallax.plan import Plan
+
+tf1 = tf.compat.v1
+
+
+def _sentences(one_shot=True, padding_values=None, padded_shapes=([None], [])):
+    g = tf.Graph()
+    with g.as_default():
+        words = tf.ragged.constant([[1, 2, 3], [4], [5, 6]], tf.int64)
+        ds = tf.data.Dataset.from_tensor_slices((words.to_tensor(), [1.0, 2.0, 3.0]))
+        ds = ds.map(lambda w, y: (tf.boolean_mask(w, w > 0), y))
+        ds = ds.padded_batch(2, padded_shapes=padded_shapes, padding_values=padding_values)
+        iterator = tf1.data.make_one_shot_iterator(ds) if one_shot else tf1.data.make_initializable_iterator(ds)
+        tokens, label = iterator.get_next()
+    return g, tokens, label, iterator
+
+
+def test_a_padded_batchs_unknown_extents_are_found_with_its_padding_value():
+    g, tokens, label, _ = _sentences()  # the dataset is built in a function (a one-shot iterator)
+    assert padded_inputs.find(g) == ((tokens.name, (1,), 0),)
+    g, tokens, _, _ = _sentences(one_shot=False, padding_values=(np.int64(7), 0.0))
+    assert padded_inputs.find(g) == ((tokens.name, (1,), 7),)
+
+
+def test_fixed_lengths_and_fed_placeholders_are_not_padded():
+    g, _, _, _ = _sentences(padded_shapes=([4], []))
+    assert padded_inputs.find(g) == ()
+    g = tf.Graph()
+    with g.as_default():
+        tf1.placeholder(tf.int64, [None, None], name="tokens")  # the feeder pads: its value is not the graph's
+    assert padded_inputs.find(g) == ()
+
+
+class _TwoWorkers:
+    """The collectives of worker 0 of two, the other worker's extents being `other`."""
+    def __init__(self, other):
+        self.other, self._created = other, []
+
+    def allgather(self, tensor, name):
+        gathered = tf.concat([tensor, tf.constant([self.other], tensor.dtype)], 0, name=name)
+        self._created.append(gathered.op.name)
+        return gathered
+
+    def created(self):
+        names, self._created = self._created, []
+        return names
+
+
+def test_a_worker_pads_its_batch_to_the_longest_over_workers_with_the_datasets_value():
+    g, tokens, label, _ = _sentences(one_shot=False, padding_values=(np.int64(7), 0.0))
+    with g.as_default():
+        lengths = tf.reduce_sum(tf.ones_like(tokens), 1)
+    padded = padded_inputs.find(g)
+    padded_inputs.pad_to_the_longest(g, _TwoWorkers([5]), padded)
+    assert padded_inputs.is_padded(g, tokens.name)
+    with tf1.Session(graph=g) as sess:
+        sess.run(g.get_operation_by_name("MakeIterator"))
+        got, got_lengths = sess.run([tokens.consumers()[0].outputs[0], lengths])
+    np.testing.assert_array_equal(got, [[1, 2, 3, 7, 7], [4, 7, 7, 7, 7]])
+    np.testing.assert_array_equal(got_lengths, [5, 5])  # every reader reads the padded batch
+
+
+def test_the_plan_carries_the_padded_inputs_through_json_and_explain_states_them():
+    plan = Plan("MPI", 2, 1, (), padded_inputs=(("IteratorGetNext:0", (1,), 0), ("IteratorGetNext:2", (1, 2), "")))
+    assert plan_json.loads(plan_json.dumps(plan)) == plan and plan.uses_collectives
+    assert "inputs padded to the longest over workers: IteratorGetNext:0 (axes 1, with 0)" in str(plan)
+    g, _, _, _ = _sentences()
+    with g.as_default():
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf1.get_variable("w", []) ** 2)
+    explained = parallax.explain(g, "localhost:2", print_table=False)
+    assert "input(s) padded to the batch's longest example are padded further" in explained.premise
