@@ -380,3 +380,8 @@ USER_GRAPHS.update(USER_GRAPHS_STATISTICS)
 from tests.equivalence.user_graphs_sparse import USER_GRAPHS_SPARSE  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_SPARSE)
+
+# The fifth (user_graphs_padded.py): sentences padded per batch by the dataset.
+from tests.equivalence.user_graphs_padded import USER_GRAPHS_PADDED  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_PADDED)

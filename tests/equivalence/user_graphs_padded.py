@@ -1,0 +1,59 @@
+"""Sentences of different lengths read through `ds.padded_batch`, as language and translation models read them:
+one device pads its batch to the longest of all its sentences, a worker to the longest of its own. Each case reads
+the padded length: an RNN run over the padding (no sequence_length) whose final state is used, and a mean over
+every padded position. parallax pads each worker's batch further to the longest over the workers
+(padded_inputs.py). Same conventions as cases.py.
+"""
+import numpy as np
+import tensorflow as tf
+
+import parallax
+from tests.equivalence.cases import F64, Case, _dense, _init
+
+tf1 = tf.compat.v1
+VOCAB = 12
+
+
+def _sentences(seed, graph_batch, rows):
+    """A dataset of sentences of 1 to 6 ids (0 is the padding), sharded element-wise, padded per batch; its tokens
+    and each sentence's length."""
+    rng = np.random.RandomState(seed)
+    sentences = [rng.randint(1, VOCAB, size=k).astype(np.int64) for k in rng.randint(1, 7, size=rows)]
+    ds = tf.data.Dataset.from_generator(lambda: iter(sentences), tf.int64, tf.TensorShape([None]))
+    tokens = tf1.data.make_one_shot_iterator(parallax.shard(ds).padded_batch(graph_batch, [None])).get_next()
+    return tokens, tf.reduce_sum(tf.cast(tokens > 0, tf.int32), 1)
+
+
+def padded_final_state(n, b, steps, graph_batch, lr_scale=1.0):
+    """An RNN encoder run over the padding too, its final state regressed on the sentence's length."""
+    g = tf.Graph()
+    with g.as_default():
+        tokens, length = _sentences(101, graph_batch, n * b * steps)
+        emb = tf1.get_variable("emb", [VOCAB, 4], F64, initializer=_init(102))
+        with tf1.variable_scope("encoder", initializer=_init(103)):
+            _, state = tf1.nn.dynamic_rnn(tf1.nn.rnn_cell.BasicRNNCell(5), tf.nn.embedding_lookup(emb, tokens),
+                                          dtype=F64)
+        loss = tf.reduce_mean(tf.square(_dense(state, 1, "out", 104)[:, 0] - tf.cast(length, F64)))
+        train = tf1.train.AdagradOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
+def padded_mean_all(n, b, steps, graph_batch, lr_scale=1.0):
+    """A language model (RNN with sequence_length) whose loss is the mean over every position, padding included."""
+    g = tf.Graph()
+    with g.as_default():
+        tokens, length = _sentences(105, graph_batch, n * b * steps)
+        emb = tf1.get_variable("emb", [VOCAB, 4], F64, initializer=_init(106))
+        with tf1.variable_scope("lm", initializer=_init(107)):
+            out, _ = tf1.nn.dynamic_rnn(tf1.nn.rnn_cell.BasicRNNCell(5), tf.nn.embedding_lookup(emb, tokens),
+                                        sequence_length=length, dtype=F64)
+        logits = _dense(out[:, :-1], VOCAB, "softmax", 108)
+        xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tokens[:, 1:], logits=logits)
+        loss = tf.reduce_mean(xent * tf.cast(tokens[:, 1:] > 0, F64))
+        train = tf1.train.AdagradOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
+USER_GRAPHS_PADDED = {"padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all}
