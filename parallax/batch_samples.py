@@ -17,6 +17,7 @@ from parallax.batch_shapes import PIN, copy_nodes, per_worker_inputs
 tf1 = tf.compat.v1
 HALF = 4
 TRIALS = 3
+WIDEN = 3  # positions of padding `widened` adds
 MAX_BYTES = 256 << 20  # of variables to initialize again in the throw-away session
 TOO_LARGE = "of more than 256 MB, too large"
 _CPU_ONLY = tf1.ConfigProto(device_count={"GPU": 0})
@@ -27,21 +28,24 @@ PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:HALF], lambda v: v[HALF:],
 WHOLE_AND_SPLITS = (PARTS[0], PARTS[2], PARTS[3], PARTS[4], PARTS[5])
 
 
-def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None):
+def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None, widened=None):
     """{tensor name: [its values (float64 arrays) on each of `parts`, per trial]}, or with `shapes` its shapes
     (int64 arrays); {} when that cannot be run; None when the variables it needs hold more than MAX_BYTES.
     `held` ({tensor name: f(value, examples)}) makes every part after the whole batch (parts[0]) read each of those
     tensors as f of its value on the whole batch and of the part's examples (their positions in it): what the
     rewrite makes a worker read. A statistic of the batch as combined, each of two workers reading one device's
     mean, or half its sum (batch_statistics.py, statistic_as_combined); a random draw as split, each example's
-    values of one device's draw (batch_draws.py, draw_as_split)."""
+    values of one device's draw (batch_draws.py, draw_as_split). `widened` ({input name: (axes, value)}) pads those
+    inputs' random examples with WIDEN more positions of `value` along `axes` (padded_inputs.py)."""
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
     needed = graph_utils.ancestors([t.op for t in tensors], False)
     read = [variables[op.name] for op in needed if op.name in variables]
     if sum((v.shape.num_elements() or MAX_BYTES) * v.dtype.base_dtype.size for v in read) > MAX_BYTES:
         return None
-    initializers = [v.initializer for v in read]
+    # the variables' initializers, and those of the lookup tables the tensors read (a vocabulary's)
+    initializers = [v.initializer for v in read] + [
+        op for op in graph.get_collection(tf1.GraphKeys.TABLE_INITIALIZERS) if op.inputs and op.inputs[0].op in needed]
     try:
         # A constant in a v1 while loop's body is in the loop's frame through a control edge from its pivot.
         subgraph = copy_nodes(graph.as_graph_def(), {op.name for op in graph_utils.ancestors(
@@ -64,7 +68,8 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None)
             examples = np.arange(2 * HALF)
             for trial in range(trials):
                 rng = np.random.RandomState(trial)
-                batch = {feeds[t.name]: _random(rng, t) for t in inputs}
+                batch = {feeds[t.name]: _widened(_random(rng, t), *(widened or {}).get(t.name, ((), None)))
+                         for t in inputs}
                 sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, random_values)) for s in sparse]
                 feeds_of_parts = [_part_feed(feeds, batch, sparse_batch, part, examples) for part in parts]
                 values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
@@ -76,6 +81,11 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None)
             return samples
     except Exception:  # noqa: BLE001  a check that cannot run the user's graph so is skipped, never the job
         return {}
+
+
+def _widened(value, axes, padding):
+    return np.pad(value, [(0, WIDEN if d in axes else 0) for d in range(value.ndim)], constant_values=padding) \
+        if axes else value
 
 
 def _run_parts(session, fetches, feeds_of_parts, orders, held):

@@ -39,7 +39,7 @@ def mismatched(graph, analysis, averaged):
     for name, g in gradients:
         for trial, parts in enumerate(samples[g.values]):
             if g.indices:
-                parts = _aligned([_by_row(v, r) for v, r in zip(parts, samples[g.indices][trial])])
+                parts = _aligned([by_row(v, r) for v, r in zip(parts, samples[g.indices][trial])])
             whole, *splits = parts
             # Each split's parts hold (HALF, HALF) and (1, 2 * HALF - 1) examples: a mean's is their weighted mean.
             for (first, second), weight in zip((splits[:2], splits[2:]), (0.5, 0.5 / HALF)):
@@ -50,7 +50,7 @@ def mismatched(graph, analysis, averaged):
     return [f"{name} ({MIXES.format('mean' if averaged(name) else 'sum')})" for name in sorted(wrong)]
 
 
-def _by_row(values, indices):
+def by_row(values, indices):
     """{row: its values summed} of an IndexedSlices' values and indices."""
     out = {}
     for row, value in zip(indices.astype(np.int64).ravel(), values):

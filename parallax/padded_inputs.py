@@ -10,12 +10,17 @@ their maximum taken. Each worker's batch is then exactly its share of one device
 
 Which inputs: the outputs of an iterator whose dimensions after the first are not all static, when the graph's
 dataset pads (PaddedBatchDataset) with one padding value per output. What the padding value is comes from the
-dataset's own constants, in the graph or in the function that builds the dataset.
+dataset's own constants, in the graph or in the function that builds the dataset. And only where the padding
+reaches the gradients: the planner runs them on a random batch and on the same batch with more padding
+(batch_samples.py); a model that masks its padding (sequence_length, a mask of the loss) computes the same, and
+needs no collective. Where that cannot be run, the inputs are padded (exact either way).
 """
 import numpy as np
 import tensorflow as tf
 
+from parallax.batch_samples import PARTS, sampled
 from parallax.batch_statistics import MAX, over_workers
+from parallax.gradient_check import by_row
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
 
@@ -24,8 +29,15 @@ SCOPE = "parallax_padding"
 _PADDED_BATCH = ("PaddedBatchDataset", "PaddedBatchDatasetV2")
 
 
-def find(graph):
-    """((tensor name, its padded axes, the padding value), ...) of the graph's padded per-worker inputs."""
+def find(graph, analysis):
+    """((tensor name, its padded axes, the padding value), ...) of the graph's padded per-worker inputs whose
+    padding reaches the gradients of `analysis`'s trained variables."""
+    found = padded_by_datasets(graph)
+    return found if found and _padding_matters(graph, analysis, found) else ()
+
+
+def padded_by_datasets(graph):
+    """((tensor name, its padded axes, the padding value), ...) of the iterator outputs the graph's dataset pads."""
     found = []
     for op in graph.get_operations():
         if not reads_input(op) or op.type.startswith("Placeholder"):
@@ -37,6 +49,31 @@ def find(graph):
             if axes:
                 found.append((t.name, axes, value))
     return tuple(found)
+
+
+def _padding_matters(graph, analysis, padded):
+    """Whether some gradient differs between a random batch and the same batch with more padding (True when that
+    cannot be run)."""
+    gradients = [g for v in analysis.trained_variables for p in v.parts for g in p.gradients]
+    tensors = [graph.get_tensor_by_name(name) for g in gradients for name in (g.values, g.indices) if name]
+    if not tensors:
+        return False
+    runs = [sampled(graph, tensors, PARTS[:1], trials=2, widened=widened)
+            for widened in (None, {name: (axes, value) for name, axes, value in padded})]
+    if not all(runs):
+        return True
+    plain, wider = runs
+    for g in gradients:
+        for trial, (values,) in enumerate(plain[g.values]):
+            (other,) = wider[g.values][trial]
+            if g.indices:
+                values, other = (by_row(v, run[g.indices][trial][0]) for v, run in ((values, plain), (other, wider)))
+                if values.keys() != other.keys():
+                    return True
+                values, other = (np.stack([m[r] for r in sorted(m)]) if m else np.zeros(0) for m in (values, other))
+            if values.shape != other.shape or not np.allclose(values, other, rtol=1e-6, atol=1e-9):
+                return True
+    return False
 
 
 def _padding_values(graph, outputs):

@@ -214,7 +214,8 @@ class Plan:
         statistics += [f"{name} (fused batch norm, its mean and variance over workers)"
                        for name, _ in self.fused_batch_norms]
         statistics += [f"{entry}: each worker's own" for entry in self.uncombinable_statistics]
-        padded = [f"{name} (axes {', '.join(map(str, axes))}, with {value!r})" for name, axes, value in self.padded_inputs]
+        padded = [f"{name} (axes {', '.join(map(str, axes))}, with {value!r})"
+                  for name, axes, value in self.padded_inputs]
         return ["inputs padded to the longest over workers: " + ", ".join(padded)] * bool(padded) + \
             ["draws for the whole batch: " + ", ".join(draws)] * bool(draws) + \
             ["statistics of the batch: " + ", ".join(statistics)] * bool(statistics)

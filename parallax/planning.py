@@ -27,7 +27,7 @@ def plan_job(graph, analysis, spec, config):
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
     if spec.num_workers > 1:
-        plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph) if plan.sync else (),
+        plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,

@@ -24,18 +24,18 @@ def _sentences(one_shot=True, padding_values=None, padded_shapes=([None], [])):
 
 def test_a_padded_batchs_unknown_extents_are_found_with_its_padding_value():
     g, tokens, label, _ = _sentences()  # the dataset is built in a function (a one-shot iterator)
-    assert padded_inputs.find(g) == ((tokens.name, (1,), 0),)
+    assert padded_inputs.padded_by_datasets(g) == ((tokens.name, (1,), 0),)
     g, tokens, _, _ = _sentences(one_shot=False, padding_values=(np.int64(7), 0.0))
-    assert padded_inputs.find(g) == ((tokens.name, (1,), 7),)
+    assert padded_inputs.padded_by_datasets(g) == ((tokens.name, (1,), 7),)
 
 
 def test_fixed_lengths_and_fed_placeholders_are_not_padded():
     g, _, _, _ = _sentences(padded_shapes=([4], []))
-    assert padded_inputs.find(g) == ()
+    assert padded_inputs.padded_by_datasets(g) == ()
     g = tf.Graph()
     with g.as_default():
         tf1.placeholder(tf.int64, [None, None], name="tokens")  # the feeder pads: its value is not the graph's
-    assert padded_inputs.find(g) == ()
+    assert padded_inputs.padded_by_datasets(g) == ()
 
 
 class _TwoWorkers:
@@ -57,7 +57,7 @@ def test_a_worker_pads_its_batch_to_the_longest_over_workers_with_the_datasets_v
     g, tokens, label, _ = _sentences(one_shot=False, padding_values=(np.int64(7), 0.0))
     with g.as_default():
         lengths = tf.reduce_sum(tf.ones_like(tokens), 1)
-    padded = padded_inputs.find(g)
+    padded = padded_inputs.padded_by_datasets(g)
     padded_inputs.pad_to_the_longest(g, _TwoWorkers([5]), padded)
     assert padded_inputs.is_padded(g, tokens.name)
     with tf1.Session(graph=g) as sess:
@@ -71,8 +71,26 @@ def test_the_plan_carries_the_padded_inputs_through_json_and_explain_states_them
     plan = Plan("MPI", 2, 1, (), padded_inputs=(("IteratorGetNext:0", (1,), 0), ("IteratorGetNext:2", (1, 2), "")))
     assert plan_json.loads(plan_json.dumps(plan)) == plan and plan.uses_collectives
     assert "inputs padded to the longest over workers: IteratorGetNext:0 (axes 1, with 0)" in str(plan)
-    g, _, _, _ = _sentences()
+    g, tokens, _, _ = _sentences()
     with g.as_default():
-        tf1.train.GradientDescentOptimizer(0.1).minimize(tf1.get_variable("w", []) ** 2)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf1.get_variable("w", []) * _mean_over_positions(tokens))
     explained = parallax.explain(g, "localhost:2", print_table=False)
+    assert explained.plan.padded_inputs == ((tokens.name, (1,), 0),)
     assert "input(s) padded to the batch's longest example are padded further" in explained.premise
+
+
+def _mean_over_positions(tokens):
+    return tf.reduce_mean(tf.cast(tokens, tf.float32))  # the padding counts: a longer batch has a smaller mean
+
+
+def test_only_padding_that_reaches_the_gradients_is_padded():
+    g, tokens, label, _ = _sentences()
+    with g.as_default():
+        w = tf1.get_variable("w", [])
+        real = tf.cast(tokens > 0, tf.float32)  # a mask: the padding counts nowhere
+        masked = tf.reduce_sum(tf.cast(tokens, tf.float32) * real) / tf.reduce_sum(real)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(w * masked + w * label)
+    assert padded_inputs.find(g, parallax.analyze(g)) == ()
+    with g.as_default():
+        tf1.train.GradientDescentOptimizer(0.1).minimize(w * _mean_over_positions(tokens))
+    assert padded_inputs.find(g, parallax.analyze(g)) == ((tokens.name, (1,), 0),)
