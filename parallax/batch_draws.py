@@ -25,6 +25,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from parallax import batch_samples, graph_utils
+from parallax.batch_samples import draw_as_split, same_in_every_part
 from parallax.batch_shapes import MARKERS, batch_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
@@ -95,6 +96,30 @@ def find(graph):
         else:
             split.append((op.name, axis))
     return BatchDraws(tuple(split), tuple(unsplittable), _layout(graph_def))
+
+
+def held_as_rewritten(graph, tensors, split):
+    """{draw output: what a part of the batch reads of it} for the draws `tensors` are computed from, as the
+    rewrite makes a worker read them (batch_samples.sampled's `held`): a draw of `split` ((op, axis), ...) its
+    examples' values of one device's draw; any other draw (a sampler's, whose shape does not follow the batch) the
+    whole batch's own values, as every worker draws what one device draws, and of an output of it that follows the
+    batch (a sampler's expected counts of the batch's own classes, which its draw's tries set) its examples' rows.
+    None when an output's batch axis cannot be told (the parts cannot be made to read what a worker reads)."""
+    axes = dict(split)
+    draws = [op for op in graph_utils.ancestors([t.op for t in tensors], False) if is_draw(op)]
+    held = {op.outputs[0].name: draw_as_split(axes[op.name]) for op in draws if op.name in axes}
+    outputs = [t for op in draws if op.name not in axes for t in op.outputs]
+    held.update({t.name: same_in_every_part for t in outputs if t.shape.is_fully_defined()})
+    others = [t for t in outputs if not t.shape.is_fully_defined()]
+    if others:
+        subgraph = shape_subgraph(graph, graph.as_graph_def(), sorted({t.op for t in others}, key=lambda o: o.name))
+        first, second = (probed_shapes(subgraph, per_worker_inputs(graph), others, m) for m in MARKERS)
+        for t in others:
+            axis = batch_axis(first.get(t.name), second.get(t.name))
+            if axis is None:
+                return None
+            held[t.name] = draw_as_split(axis)
+    return held
 
 
 def functions_run_by(op):

@@ -109,6 +109,11 @@ def statistic_as_combined(law_is_sum):
     return lambda value, examples: value / 2 if law_is_sum and len(examples) < 2 * HALF else value
 
 
+def same_in_every_part(value, examples):
+    """What a part reads of a value the examples do not change (a sampler's draw): the whole batch's."""
+    return value
+
+
 def draw_as_split(axis):
     """What a part reads of a random draw the rewrite splits: its examples' values of the whole batch's draw."""
     return lambda value, examples: np.take(value, examples, axis=axis)

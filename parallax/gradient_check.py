@@ -6,13 +6,15 @@ The rules (batch_statistics.py, data_counts.py, batch_draws.py) each find one wa
 from its share of one device's, by what they can see in the graph. This one runs the graph's own gradient ops
 (batch_samples.py) and compares, whatever ops computed them: a top k of a fraction of the batch (hard-example
 mining), a cumulative sum or a softmax over the batch's axis. A variable whose gradients differ is listed as not
-exact: the job warns and `parallax.explain` says so. It is not run where a rule already rewrites or lists something
-(its combination is not simulated here), where a stateful op other than a variable's (a random draw, a sampler)
-makes two runs differ, or where the graph cannot be run on random batches.
+exact: the job warns and `parallax.explain` says so. Random draws are read as the rewrite makes them (a split
+draw's examples' values of one device's draw, a sampler's draw the whole batch's). It is not run where batch
+statistics are combined or anything is listed (their combination is not simulated here), where a stateful op
+other than a variable's or a draw (a queue) makes two runs differ, or where the graph cannot be run on random
+batches.
 """
 import numpy as np
 
-from parallax import graph_utils
+from parallax import batch_draws, graph_utils
 from parallax.batch_samples import HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
@@ -21,18 +23,21 @@ MIXES = ("its gradient on a random batch is not the workers' {} of its gradients
          "in a way no rule rewrites (a top k of a fraction of the batch, a cumulative sum over it)")
 
 
-def mismatched(graph, analysis, averaged):
+def mismatched(graph, analysis, averaged, split_draws=()):
     """["variable (why)"] for the trained variables whose gradient is not the halves' combination (their mean for
-    the variables `averaged(name)` says, else their sum); [] when all are, or when the check cannot be run."""
+    the variables `averaged(name)` says, else their sum); [] when all are, or when the check cannot be run. The
+    parts read the random draws as the rewrite makes them: those of `split_draws` ((op, axis), ...) their examples'
+    values of one device's draw, any other the whole batch's (batch_draws.held_as_rewritten)."""
     gradients = [(v.name, g) for v in analysis.trained_variables for p in v.parts for g in p.gradients]
     tensors = [graph.get_tensor_by_name(name) for _, g in gradients for name in (g.values, g.indices) if name]
     if not tensors:
         return []
     ancestors = graph_utils.ancestors([t.op for t in tensors], False)
     if any(op.op_def.is_stateful and op.type not in graph_utils.VARIABLE_OP_TYPES and
-           op.type not in graph_utils.PURE_READS for op in ancestors):
+           op.type not in graph_utils.PURE_READS and not batch_draws.is_draw(op) for op in ancestors):
         return []
-    samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS)
+    held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
+    samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held) if held is not None else {}
     if not samples:
         return []
     wrong = set()

@@ -12,8 +12,8 @@ device's, and it is averaged.
 """
 import numpy as np
 
-from parallax import capture
-from parallax.batch_samples import draw_as_split, sampled, statistic_as_combined
+from parallax import batch_draws, capture
+from parallax.batch_samples import sampled, statistic_as_combined
 from parallax.batch_statistics import SUM
 
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
@@ -33,8 +33,10 @@ def decide(graph, statistic_laws=(), draws=()):
               if name.rsplit(":", 1)[0] in names]
     if not losses:
         return True, UNCHECKED
-    held = {name: statistic_as_combined(law == SUM) for name, law in statistic_laws}
-    held.update({f"{op}:0": draw_as_split(axis) for op, axis in draws})
+    held = batch_draws.held_as_rewritten(graph, losses, draws)
+    if held is None:
+        return True, UNCHECKED
+    held.update({name: statistic_as_combined(law == SUM) for name, law in statistic_laws})
     samples = sampled(graph, losses, held=held)
     if not samples:
         return True, UNCHECKED

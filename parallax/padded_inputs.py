@@ -18,9 +18,8 @@ needs no collective. Where that cannot be run, the inputs are padded (exact eith
 import numpy as np
 import tensorflow as tf
 
+from parallax import batch_statistics, gradient_check  # modules, not names: the rewrite package imports this one
 from parallax.batch_samples import PARTS, sampled
-from parallax.batch_statistics import MAX, over_workers
-from parallax.gradient_check import by_row
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
 
@@ -67,7 +66,8 @@ def _padding_matters(graph, analysis, padded):
         for trial, (values,) in enumerate(plain[g.values]):
             (other,) = wider[g.values][trial]
             if g.indices:
-                values, other = (by_row(v, run[g.indices][trial][0]) for v, run in ((values, plain), (other, wider)))
+                values, other = (gradient_check.by_row(v, run[g.indices][trial][0])
+                                 for v, run in ((values, plain), (other, wider)))
                 if values.keys() != other.keys():
                     return True
                 values, other = (np.stack([m[r] for r in sorted(m)]) if m else np.zeros(0) for m in (values, other))
@@ -104,7 +104,7 @@ def pad_to_the_longest(graph, collective_ops, padded):
     inputs = [(graph.get_tensor_by_name(name), axes, value) for name, axes, value in padded]
     with graph.as_default(), new_ops(graph) as created, graph.name_scope(None), graph.name_scope(SCOPE):
         own = tf.concat([tf.gather(tf.shape(t, out_type=tf.int64), list(axes)) for t, axes, _ in inputs], 0)
-        longest = over_workers(collective_ops, own, MAX)
+        longest = batch_statistics.over_workers(collective_ops, own, batch_statistics.MAX)
         results, k = [], 0
         for t, axes, value in inputs:
             shape = tf.shape(t, out_type=tf.int64)

@@ -32,11 +32,11 @@ def plan_job(graph, analysis, spec, config):
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,
                                    fused_batch_norms=statistics.fused)
-        if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.split or
-                              draws.unsplittable):  # what a rule rewrites or lists is not simulated in the check
+        # The check simulates split draws, not the other rules' rewrites or what they list.
+        if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.unsplittable):
             averaged = {v.name: v.average for v in plan.variables}
             plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
-                graph, analysis, lambda name: averaged.get(name, True))))
+                graph, analysis, lambda name: averaged.get(name, True), draws.split)))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

@@ -72,3 +72,35 @@ def test_a_graph_that_blocks_when_run_is_not_checked_and_does_not_block_the_plan
         scale = tf1.FIFOQueue(2, [tf.float32], shapes=[[]]).dequeue()  # nothing ever enqueues
         loss = tf.reduce_sum(tf1.layers.dense(x, 1)) * scale
     assert batch_samples.sampled(g, [loss]) == {}
+
+
+def _dropped(e):
+    return tf1.nn.dropout(e, rate=0.5, seed=3)  # a draw whose shape follows the batch: split by the rewrite
+
+
+@pytest.mark.parametrize("loss_of, listed", [
+    (lambda e: tf.reduce_mean(_dropped(e)), []),
+    (lambda e: tf.reduce_mean(tf.math.top_k(_dropped(e), k=tf.shape(e)[0] // 2).values), ["out/bias", "out/kernel"]),
+])
+def test_the_check_reads_split_draws_as_the_rewrite_makes_them(loss_of, listed):
+    plan = parallax.explain(_graph(loss_of), "localhost:2", print_table=False).plan
+    assert plan.batch_draws == (("dropout/random_uniform/RandomUniform", 0),)
+    assert [entry.split(" (")[0] for entry in plan.uncombinable_statistics] == listed
+
+
+def _sampled_softmax_graph(reduce):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], "x")
+        labels = tf1.placeholder(tf.int64, [None, 1], "labels")
+        weights, biases = tf1.get_variable("softmax_w", [20, 3]), tf1.get_variable("softmax_b", [20])
+        per_example = tf.nn.sampled_softmax_loss(weights, biases, labels, tf1.layers.dense(x, 3, name="hidden"),
+                                                 num_sampled=4, num_classes=20, seed=5)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(reduce(per_example))
+    return g
+
+
+@pytest.mark.parametrize("reduce, average", [(tf.reduce_sum, False), (tf.reduce_mean, True)])
+def test_a_samplers_draw_is_the_whole_batchs_in_every_part(reduce, average):
+    plan = parallax.explain(_sampled_softmax_graph(reduce), "localhost:2", print_table=False).plan
+    assert {v.average for v in plan.variables} == {average} and plan.uncombinable_statistics == ()

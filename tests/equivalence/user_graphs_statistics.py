@@ -246,6 +246,26 @@ def summed_dropout(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def summed_sampled_softmax(n, b, steps, graph_batch, lr_scale=1.0):
+    """A language model's sampled softmax summed over the batch's words, default Config: every worker samples the
+    classes one device samples (the same seeded sampler), so the loss is a sum of per-example terms, found with the
+    sampler read as the rewrite makes it."""
+    rng = np.random.RandomState(111)
+    rows = n * b * steps
+    x, labels = rng.randn(rows, 4).astype(np.float32), rng.randint(0, 30, size=(rows, 1)).astype(np.int64)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(tf.float32, [None, 4], "x"), tf1.placeholder(tf.int64, [None, 1], "labels")
+        weights = tf1.get_variable("softmax_w", [30, 3], tf.float32, initializer=_init(112, tf.float32))
+        biases = tf1.get_variable("softmax_b", [30], tf.float32, initializer=_init(113, tf.float32))
+        hidden = _dense(xp, 3, "hidden", 114, tf.tanh, tf.float32)
+        per_word = tf.nn.sampled_softmax_loss(weights, biases, lp, hidden,  # float32: TF's sampler is
+                                              num_sampled=6, num_classes=30, seed=7)
+        train = tf1.train.AdagradOptimizer(0.1 * lr_scale).minimize(
+            tf.reduce_sum(per_word), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)), float32=True)
+
+
 def hashed_words(n, b, steps, graph_batch, lr_scale=1.0):
     """Words fed as strings, hashed into an embedding's rows (a recommendation model's categorical feature):
     dropout on the rows, and the loss centred by the batch's mean prediction. The batch is found through the
@@ -270,6 +290,7 @@ USER_GRAPHS_STATISTICS = {
     "hashed_words": hashed_words,
     "summed_loss": summed_loss,
     "summed_dropout": summed_dropout,
+    "summed_sampled_softmax": summed_sampled_softmax,
     "masked_mean_loss": masked_mean_loss,
     "masked_sum_over_size": masked_sum_over_size,
     "learning_rate_from_batch": learning_rate_from_batch,
