@@ -18,8 +18,9 @@ from parallax.batch_statistics import SUM
 
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
 AVERAGED = "the loss was not found to be a sum over the batch, so gradients are averaged over workers"
-UNCHECKED = ("the loss could not be run on random batches, so gradients are averaged over workers, as for a mean; "
-             "set Config.average_dense/average_sparse to False if it is a sum")
+UNCHECKED = ("the loss could not be checked on random batches (it could not be run, or a random draw it reads "
+             "could not be made what a worker reads), so gradients are averaged over workers, as for a mean; set "
+             "Config.average_dense/average_sparse to False if it is a sum")
 
 
 def decide(graph, statistic_laws=(), draws=()):
