@@ -83,6 +83,14 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
         return {}
 
 
+def is_sum_of_parts(parts, rtol=1e-05, atol=1e-08):
+    """Whether a value on the whole batch (parts[0], then the other PARTS in order) is its reversal's and the sum of
+    each split's two parts' (a count, a summed loss)."""
+    whole, reversed_, *splits = parts
+    return np.allclose(whole, reversed_, rtol, atol) and all(np.allclose(whole, first + second, rtol, atol)
+                                                             for first, second in zip(splits[::2], splits[1::2]))
+
+
 def _widened(value, axes, padding):
     return np.pad(value, [(0, WIDEN if d in axes else 0) for d in range(value.ndim)], constant_values=padding) \
         if axes else value
