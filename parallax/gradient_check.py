@@ -28,8 +28,7 @@ def mismatched(graph, analysis, averaged, split_draws=()):
     the variables `averaged(name)` says, else their sum); [] when all are, or when the check cannot be run. The
     parts read the random draws as the rewrite makes them: those of `split_draws` ((op, axis), ...) their examples'
     values of one device's draw, any other the whole batch's (batch_draws.held_as_rewritten)."""
-    gradients = [(v.name, g) for v in analysis.trained_variables for p in v.parts for g in p.gradients]
-    tensors = [graph.get_tensor_by_name(name) for _, g in gradients for name in (g.values, g.indices) if name]
+    gradients, tensors = gradient_tensors(graph, analysis)
     if not tensors:
         return []
     ancestors = graph_utils.ancestors([t.op for t in tensors], False)
@@ -44,7 +43,7 @@ def mismatched(graph, analysis, averaged, split_draws=()):
     for name, g in gradients:
         for trial, parts in enumerate(samples[g.values]):
             if g.indices:
-                parts = _aligned([by_row(v, r) for v, r in zip(parts, samples[g.indices][trial])])
+                parts = aligned([by_row(v, r) for v, r in zip(parts, samples[g.indices][trial])])
             whole, *splits = parts
             # Each split's parts hold (HALF, HALF) and (1, 2 * HALF - 1) examples: a mean's is their weighted mean.
             for (first, second), weight in zip((splits[:2], splits[2:]), (0.5, 0.5 / HALF)):
@@ -55,6 +54,12 @@ def mismatched(graph, analysis, averaged, split_draws=()):
     return [f"{name} ({MIXES.format('mean' if averaged(name) else 'sum')})" for name in sorted(wrong)]
 
 
+def gradient_tensors(graph, analysis):
+    """([(variable name, its GradientRecord)], the tensors of their values and indices) of the trained variables."""
+    gradients = [(v.name, g) for v in analysis.trained_variables for p in v.parts for g in p.gradients]
+    return gradients, [graph.get_tensor_by_name(name) for _, g in gradients for name in (g.values, g.indices) if name]
+
+
 def by_row(values, indices):
     """{row: its values summed} of an IndexedSlices' values and indices."""
     out = {}
@@ -63,7 +68,7 @@ def by_row(values, indices):
     return out
 
 
-def _aligned(maps):
+def aligned(maps):
     """Row maps as arrays over the union of their rows, in one order (a row one map lacks is zeros)."""
     rows = sorted(set().union(*maps))
     width = next((v.shape for m in maps for v in m.values()), (0,))

@@ -37,12 +37,11 @@ def find(graph, analysis):
 
 def padded_by_datasets(graph):
     """((tensor name, its padded axes, the padding value), ...) of the iterator outputs the graph's dataset pads."""
-    found = []
+    found, padding_values = [], _padding_values(graph)
     for op in graph.get_operations():
         if not reads_input(op) or op.type.startswith("Placeholder"):
             continue
-        values = _padding_values(graph, len(op.outputs))
-        for t, value in zip(op.outputs, values or ()):
+        for t, value in zip(op.outputs, padding_values.get(len(op.outputs), ())):
             dims = t.shape.as_list() if t.shape.rank is not None else []
             axes = tuple(d for d in range(1, len(dims)) if dims[d] is None)
             if axes:
@@ -53,8 +52,7 @@ def padded_by_datasets(graph):
 def _padding_matters(graph, analysis, padded):
     """Whether some gradient differs between a random batch and the same batch with more padding (True when that
     cannot be run)."""
-    gradients = [g for v in analysis.trained_variables for p in v.parts for g in p.gradients]
-    tensors = [graph.get_tensor_by_name(name) for g in gradients for name in (g.values, g.indices) if name]
+    gradients, tensors = gradient_check.gradient_tensors(graph, analysis)
     if not tensors:
         return False
     runs = [sampled(graph, tensors, PARTS[:1], trials=2, widened=widened)
@@ -62,7 +60,7 @@ def _padding_matters(graph, analysis, padded):
     if not all(runs):
         return True
     plain, wider = runs
-    for g in gradients:
+    for _, g in gradients:
         for trial, (values,) in enumerate(plain[g.values]):
             (other,) = wider[g.values][trial]
             if g.indices:
@@ -70,27 +68,29 @@ def _padding_matters(graph, analysis, padded):
                                  for v, run in ((values, plain), (other, wider)))
                 if values.keys() != other.keys():
                     return True
-                values, other = (np.stack([m[r] for r in sorted(m)]) if m else np.zeros(0) for m in (values, other))
+                values, other = gradient_check.aligned([values, other])
             if values.shape != other.shape or not np.allclose(values, other, rtol=1e-6, atol=1e-9):
                 return True
     return False
 
 
-def _padding_values(graph, outputs):
-    """The padding values (plain Python) of the graph's padded-batch datasets of `outputs` components, when they all
-    agree; None otherwise."""
+def _padding_values(graph):
+    """{number of components: the padding values (plain Python)} of the graph's padded-batch datasets, for each
+    number of components whose datasets all agree."""
     graph_def = graph.as_graph_def()
     bodies = [list(graph_def.node)] + [list(f.node_def) for f in graph_def.library.function]
-    found = set()
+    found = {}
     for nodes in bodies:
         by_name = {n.name: n for n in nodes}
         for node in nodes:
-            if node.op in _PADDED_BATCH and node.attr["N"].i == outputs:
+            if node.op in _PADDED_BATCH:
+                outputs = node.attr["N"].i
                 names = [i.lstrip("^").split(":")[0] for i in node.input[2 + outputs:2 + 2 * outputs]]
                 constants = [by_name.get(n) for n in names]
                 if all(c is not None and c.op == "Const" for c in constants):
-                    found.add(tuple(_plain(tf.make_ndarray(c.attr["value"].tensor)) for c in constants))
-    return next(iter(found)) if len(found) == 1 else None
+                    found.setdefault(outputs, set()).add(
+                        tuple(_plain(tf.make_ndarray(c.attr["value"].tensor)) for c in constants))
+    return {outputs: next(iter(values)) for outputs, values in found.items() if len(values) == 1}
 
 
 def _plain(array):

@@ -72,11 +72,6 @@ def find(graph):
     return found
 
 
-def dense_shapes(graph):
-    """The names of the sparse inputs' dense_shape tensors."""
-    return {s.dense_shape.name for s in find(graph)}
-
-
 def _from_inputs(op):
     return any(reads_input(a) for a in graph_utils.ancestors([op]))
 

@@ -11,6 +11,7 @@ from parallax import batch_statistics, plan_json
 from parallax.explain import premise
 from parallax.plan import Plan
 from tests.planner_role import plan_in_planner_role
+from tests.two_workers import TwoWorkers
 
 tf1 = tf.compat.v1
 F64 = tf.float64
@@ -132,21 +133,6 @@ def test_a_streaming_total_of_the_predictions_is_the_whole_batchs():
     assert [(law, readers) for _, law, readers in found.combined] == [("sum", ("count", "rate"))], found.combined
 
 
-class _TwoWorkers:
-    """The collectives of worker 0 of two, the other worker's value being `other`."""
-    def __init__(self, other):
-        self.other, self._created = other, []
-
-    def allgather(self, tensor, name):
-        gathered = tf.concat([tensor, tf.constant([self.other], tensor.dtype)], 0, name=name)
-        self._created.append(gathered.op.name)
-        return gathered
-
-    def created(self):
-        names, self._created = self._created, []
-        return names
-
-
 def test_a_worker_reads_the_combined_count_where_gradients_are_computed_and_its_own_elsewhere():
     g = tf.Graph()
     with g.as_default():
@@ -159,7 +145,7 @@ def test_a_worker_reads_the_combined_count_where_gradients_are_computed_and_its_
     found = batch_statistics.find(g, parallax.analyze(g))
     assert [(name, law) for name, law, _ in found.combined] == [("Sum_1:0", "mean")]
     for name, law, readers in found.combined:
-        batch_statistics.combine(g, _TwoWorkers(5.0), name, law, readers)
+        batch_statistics.combine(g, TwoWorkers(5.0), name, law, readers)
         assert batch_statistics.is_combined(g, name, readers)
     xs, ms = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([1.0, 1.0, 0.0])
     with tf1.Session(graph=g) as sess:

@@ -6,6 +6,7 @@ import tensorflow as tf
 import parallax
 from parallax import padded_inputs, plan_json
 from parallax.plan import Plan
+from tests.two_workers import TwoWorkers
 
 tf1 = tf.compat.v1
 
@@ -38,27 +39,12 @@ def test_fixed_lengths_and_fed_placeholders_are_not_padded():
     assert padded_inputs.padded_by_datasets(g) == ()
 
 
-class _TwoWorkers:
-    """The collectives of worker 0 of two, the other worker's extents being `other`."""
-    def __init__(self, other):
-        self.other, self._created = other, []
-
-    def allgather(self, tensor, name):
-        gathered = tf.concat([tensor, tf.constant([self.other], tensor.dtype)], 0, name=name)
-        self._created.append(gathered.op.name)
-        return gathered
-
-    def created(self):
-        names, self._created = self._created, []
-        return names
-
-
 def test_a_worker_pads_its_batch_to_the_longest_over_workers_with_the_datasets_value():
     g, tokens, label, _ = _sentences(one_shot=False, padding_values=(np.int64(7), 0.0))
     with g.as_default():
         lengths = tf.reduce_sum(tf.ones_like(tokens), 1)
     padded = padded_inputs.padded_by_datasets(g)
-    padded_inputs.pad_to_the_longest(g, _TwoWorkers([5]), padded)
+    padded_inputs.pad_to_the_longest(g, TwoWorkers([5]), padded)
     assert padded_inputs.is_padded(g, tokens.name)
     with tf1.Session(graph=g) as sess:
         sess.run(g.get_operation_by_name("MakeIterator"))
