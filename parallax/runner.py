@@ -6,12 +6,14 @@ import time
 
 import tensorflow as tf
 
-from parallax import collectives, graph_utils, step_fence, step_measure
+from parallax import collectives, example_counts, graph_utils, step_fence, step_measure
 from parallax.errors import CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError
-from parallax.launcher.role import report_done, report_step
+from parallax.launcher.role import report_done, report_examples, report_input_end, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
 tf1 = tf.compat.v1
+# The errors under which one worker's end of input reaches the others in a step (runner._check_input_end).
+PASSED_ON = (tf.errors.OutOfRangeError, tf.errors.CancelledError, tf.errors.AbortedError)
 
 
 def _fetch_key(leaves):
@@ -23,6 +25,7 @@ class Runner:
     """Runs the rewritten graph. Fetches and feed keys may be the user's own graph elements or their names."""
 
     INIT_WAIT_SECONDS = 300
+    INPUT_PROBE_MS = 10000  # how long an input may take to yield a batch when the runner asks whether it ended
 
     def __init__(self, source_graph, rewritten, analysis, plan, config, role, server=None, session_config=None):
         self._source = source_graph
@@ -38,6 +41,8 @@ class Runner:
         self._sync = SyncSteps(self._graph, rewritten.sync, role.worker_id, role.num_workers, self._fence_op) \
             if rewritten.sync is not None else None
         self._variants = {}  # fetch key -> Variant (without servers: the fetches as they are)
+        self._counts = {}  # fetch key -> the (count, total) tensors of the inputs its synchronized step reads
+        self._totals = {}  # count tensor name -> the examples its input yielded in this worker's steps so far
         self._synchronized_steps = 0
         atexit.register(self._report_done)  # a script may end without closing its runner
         self._steps = 0
@@ -82,6 +87,7 @@ class Runner:
         if variant.synchronized:
             self._synchronized_steps += 1
             report_step(self._synchronized_steps, variant.digest, variant.name)
+        counts = self._counts_read(key, variant)
         trains = self._trains(variant)
         trace = trains and self._traces(self._steps + 1)
         if trace:
@@ -91,9 +97,11 @@ class Runner:
         try:
             ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
                                      "targets": variant.targets + variant.branch_targets,
-                                     "released": variant.released or []},
+                                     "released": variant.released or [], "examples": [c for c, _ in counts]},
                                     feed_dict=feeds or None, options=options, run_metadata=run_metadata)
         except tf.errors.OpError as e:
+            if counts and isinstance(e, PASSED_ON):
+                self._check_input_end(variant, counts, e)  # raises when the step's error is an input's end
             stuck = collectives.collective_named(e.message, self._collective_names(variant))
             if stuck is None:
                 raise
@@ -103,6 +111,10 @@ class Runner:
                 f"{self._synchronized_steps} (fetches {variant.name}): another worker failed, stopped or left the "
                 f"job before it (every worker must run the same synchronized steps); {type(e).__name__}: "
                 f"{first}") from e
+        if counts:
+            for (count, _), n in zip(counts, ran["examples"]):
+                self._totals[count.name] = self._totals.get(count.name, 0) + int(n)
+            report_examples(self._synchronized_steps, [int(n) for n in ran["examples"]])
         values = iter(ran["leaves"])
         out = [None if x is None else next(values) for x in variant.leaves]
         for i, k in variant.from_chief.items():
@@ -220,6 +232,52 @@ class Runner:
                     self._graph.finalize()
             self._variants[key] = variant
         return self._variants[key]
+
+    def _check_input_end(self, variant, counts, error):
+        """A synchronized step failed with an error that may be an input's end: this worker's, or another's that TF
+        passed on to the workers that wait for its tensors (as OutOfRangeError, or as the step's cancellation or
+        abort: with TF's collectives, the workers' steps share their ids). Which it is, this worker's counters of
+        examples tell: its inputs yielded their batch in the step, or do now (taken only to tell: the job cannot go
+        on then), or are at their end. Reports an end to the launcher, which checks that every worker's input ended
+        in the same step. Raises CollectiveError when another worker's input ended while this one's had a batch,
+        OutOfRangeError when this one's ended (whatever error TF gave); returns otherwise (the caller raises)."""
+        step = self._synchronized_steps
+        totals = self._session.run([total for _, total in counts])
+        delivered = any(int(t) > self._totals.get(c.name, 0) for (c, _), t in zip(counts, totals))
+        ended = False
+        if not delivered:
+            try:
+                self._session.run([c for c, _ in counts], options=tf1.RunOptions(timeout_in_ms=self.INPUT_PROBE_MS))
+                delivered = True
+            except tf.errors.OutOfRangeError:
+                ended = True
+            except tf.errors.DeadlineExceededError:  # an input that waits (a queue nobody fills): cannot tell
+                pass
+        where = f"worker {self.worker_id}: synchronized step {step} (fetches {variant.name})"
+        if delivered and isinstance(error, tf.errors.OutOfRangeError):
+            raise CollectiveError(
+                f"{where} failed with another worker's end of input (OutOfRangeError, which TF passes on to the "
+                f"workers that wait for it), while this worker's input had a batch: the workers' shares of the data "
+                f"hold different numbers of batches") from error
+        if ended or isinstance(error, tf.errors.OutOfRangeError):
+            report_input_end(step)
+        if ended and not isinstance(error, tf.errors.OutOfRangeError):
+            raise tf.errors.OutOfRangeError(None, None, f"End of sequence: {where}: this worker's input ended (TF "
+                                            f"ended the step with {type(error).__name__}, as another worker's step "
+                                            f"ended at the same time)") from error
+
+    def _counts_read(self, key, variant):
+        """[(count, total)] tensors of the inputs this worker's part of a synchronized step reads."""
+        if not variant.synchronized:
+            return []
+        if key not in self._counts:
+            # What this worker runs: with servers, its own inputs feed its contributions, which the fetches' data
+            # ancestors (through the servers' aggregation) do not reach.
+            ran = {op for op in (getattr(x, "op", x) for x in variant.leaves + variant.targets)
+                   if isinstance(op, tf.Operation)}
+            names = example_counts.read_in(self._rewritten.example_counts, graph_utils.ancestors(ran))
+            self._counts[key] = [tuple(self._graph.get_tensor_by_name(n) for n in pair) for pair in names]
+        return self._counts[key]
 
     def _trains(self, variant):
         """Does this run update a trained variable? (Counts steps for checkpointing and tracing.) A worker's part

@@ -30,7 +30,7 @@ def _names(plan):
 def test_the_plan_selects_the_passes():
     _, mpi = _plan(parallax.Config(run_option="MPI"))
     assert _names(mpi) == ["copy_graph", "allreduce_dense_gradients", "allgather_sparse_gradients",
-                           "broadcast_initial_values", "add_initializers", "add_saver"]
+                           "broadcast_initial_values", "count_examples", "add_initializers", "add_saver"]
     _, ps_async = _plan(parallax.Config(run_option="PS", sync=False))
     assert "aggregate_on_servers" not in _names(ps_async) and "prepare_sync_steps" not in _names(ps_async)
     _, mixed = _plan(parallax.Config(run_option="HYBRID", methods=MIXED))
@@ -159,6 +159,14 @@ def test_broadcast_initial_values_skips_server_variables(backend):
     broadcast = {op.name.split("/broadcast")[0][len("parallax_broadcast/"):] for op in ctx.graph.get_operations()
                  if op.type == BROADCAST_TYPES[backend] and op.name.startswith("parallax_broadcast/")}
     assert broadcast and not broadcast & set(ctx.server_variables)
+
+
+def test_count_examples_counts_the_users_inputs_not_the_rewrites_queues():
+    plan, ctx = _run_until("count_examples", PS)
+    user_inputs = {op.name for op in ctx.source_graph.get_operations() if op.type.startswith("Placeholder")}
+    assert ctx.example_counts and {name for name, _, _ in ctx.example_counts} <= user_inputs
+    assert any(op.type.startswith("QueueDequeue") or op.type == "AccumulatorTakeGradient"
+               for op in ctx.graph.get_operations())  # the rewrite's own takes, which are not counted
 
 
 def test_add_initializers_and_saver_cover_every_variable():

@@ -69,6 +69,20 @@ def report_step(step, digest, name):
         _control_line(f"step {step} {digest} {name}")
 
 
+def report_examples(step, counts):
+    """Synchronized step `step` read `counts` examples from its inputs (one count per input, example_counts.py):
+    the launcher compares the workers' counts of each step (step_ledger.py)."""
+    if os.environ.get(ENV_ROLE):
+        _control_line(f"examples {step} {','.join(str(n) for n in counts)}")
+
+
+def report_input_end(step):
+    """Synchronized step `step` found this worker's input at its end (OutOfRangeError): fine when every worker's
+    ended in that step; the launcher says so when another worker's had a batch there."""
+    if os.environ.get(ENV_ROLE):
+        _control_line(f"input-end {step}")
+
+
 def report_done(steps):
     """A launched worker ran its last synchronized step: `steps` of them."""
     if os.environ.get(ENV_ROLE):

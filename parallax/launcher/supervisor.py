@@ -19,6 +19,7 @@ from parallax.launcher import host_agent, mpirun, ssh
 from parallax.launcher.processes import signal_group, terminate_when_parent_dies
 from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.rank_output import RankLines, describe_exit, failed_rank, lines_of
+from parallax.launcher.input_ledger import InputLedger
 from parallax.launcher.step_ledger import StepLedger
 from parallax.launcher.watchdog import Watchdog
 
@@ -54,6 +55,7 @@ class Supervisor:
         self.up, self.failures, self.exit_codes, self.serving = {}, [], {}, set()
         self._dead_rank = None  # (rank, how it ended): the first rank mpirun reported dead after a failure
         self.steps, self.step_problem = StepLedger(), None
+        self.inputs = InputLedger()  # the workers' counts of examples, and where their inputs ended
         self.watchdog = Watchdog(list(self.rank_labels.values()), options.stall_warning_s, options.stall_timeout_s)
         self._watch_lock = threading.Lock()  # fed by the reader threads, checked by the main one
         self._files = {}
@@ -118,7 +120,8 @@ class Supervisor:
                 self._report(f"{self._rank_label(rank)} {detail or 'ended'}; then {label}: {what}",
                              self._rank_label(rank))
                 return 1
-            self._report(f"{label} failed first: {what}", label)
+            behind = self.inputs.behind(label)  # its collective waited for a worker whose input had ended
+            self._report(f"{behind}; then {label}: {what}" if behind else f"{label} failed first: {what}", label)
             return 1  # mpirun's own status after teardown says nothing about the failure
         code = self.main.popen.returncode
         if code != 0:
@@ -143,6 +146,7 @@ class Supervisor:
         the dead service, a message, or None."""
         reported = 0
         while self._stopping is None and self.main.popen.poll() is None and not self.failures:
+            self.step_problem = self.step_problem or self.inputs.stranded(time.time())
             if self.step_problem:
                 return self.step_problem
             for service in self.services:
@@ -294,16 +298,26 @@ class Supervisor:
                 self.watchdog.up(label, now)
         elif words[:1] == ["failed"] and len(words) == 3:
             self.failures.append((float(words[1]), label, words[2]))
+            self.inputs.stopped.add(label)
         elif words[:1] == ["exit"] and len(words) == 2:
             self.exit_codes[label] = int(words[1])
             with self._watch_lock:
                 self.watchdog.ended(label, now)
         elif words[:1] == ["step"] and len(words) == 3:  # step <n> <digest> <fetch name>
             digest, _, name = words[2].partition(" ")
-            self.step_problem = self.step_problem or self.steps.started(label, int(words[1]), digest, name)
+            self.step_problem = self.step_problem or self.steps.started(label, int(words[1]), digest, name) or \
+                self.inputs.started(label, int(words[1]))
             with self._watch_lock:
                 self.watchdog.step(label, int(words[1]), now)
+        elif words[:1] == ["examples"] and len(words) == 3:  # examples <step> <count,count,...>
+            problem, warning = self.inputs.examples(label, int(words[1]), [int(n) for n in words[2].split(",")])
+            self.step_problem = self.step_problem or problem
+            if warning:
+                self._say(f"warning: {warning}")
+        elif words[:1] == ["input-end"] and len(words) == 2:
+            self.step_problem = self.step_problem or self.inputs.input_ended(label, int(words[1]), now)
         elif words[:1] == ["done"] and len(words) == 2:
+            self.inputs.stopped.add(label)
             self.step_problem = self.step_problem or self.steps.finished(label, int(words[1]))
             with self._watch_lock:
                 self.watchdog.ended(label, now)

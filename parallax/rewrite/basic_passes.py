@@ -4,7 +4,7 @@ checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import batch_draws, batch_statistics, fused_batch_norm, padded_inputs
+from parallax import batch_draws, batch_statistics, example_counts, fused_batch_norm, padded_inputs
 
 tf1 = tf.compat.v1
 
@@ -19,6 +19,12 @@ def copy_graph(ctx):
         # Not tf1.train.import_meta_graph: that also adds a default Saver, and add_saver makes our own.
         meta_graph.import_scoped_meta_graph(meta, clear_devices=False)
         ctx.graph.seed = ctx.source_graph.seed
+
+
+def count_examples(ctx):
+    """Each input's count of examples in a run, which synchronized steps report so the launcher can tell when the
+    workers' batches differ (example_counts.py)."""
+    ctx.example_counts = example_counts.add_counts(ctx.graph, ctx.source_graph)
 
 
 def pad_inputs_to_the_longest(ctx):

@@ -12,13 +12,13 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics, collectives, fused_batch_norm, padded_inputs
+from parallax import batch_draws, batch_statistics, collectives, example_counts, fused_batch_norm, padded_inputs
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
 from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
-                                           pad_inputs_to_the_longest, split_batch_draws,
+                                           count_examples, pad_inputs_to_the_longest, split_batch_draws,
                                            synchronize_fused_batch_norms)
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
@@ -48,6 +48,7 @@ class RewriteContext:
     collective_ops: Any = None  # the plan's backend (parallax/collectives), when it uses collectives
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
     worker_id: int = 0  # this process's worker: its share of the batch
+    example_counts: Tuple[Tuple[str, str, str], ...] = ()  # (input op, its count in a run, their total)
 
     def __post_init__(self):
         if self.collective_ops is None and self.plan.uses_collectives:
@@ -68,6 +69,7 @@ class RewrittenGraph:
     fingerprint: str
     pass_seconds: Dict[str, float]
     collectives: Tuple[str, ...] = ()  # collective ops (every worker runs them in a step that needs them)
+    example_counts: Tuple[Tuple[str, str, str], ...] = ()  # (input op, its count in a run, their total)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +104,7 @@ def _all_aggregated(ctx, *kinds):
 # How each fact is checked once a pass claims it (torch.fx-style invariants after every pass).
 FACTS = {
     "graph": lambda ctx: ctx.graph is not None,
+    "examples_counted": lambda ctx: example_counts.is_counted(ctx.graph, ctx.example_counts),
     "inputs_padded": lambda ctx: all(padded_inputs.is_padded(ctx.graph, name) for name, _, _ in ctx.plan.padded_inputs),
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
     "statistics_combined": lambda ctx: all(batch_statistics.is_combined(ctx.graph, name, readers)
@@ -146,6 +149,10 @@ PIPELINE = (
           after={*AGGREGATED, "collectives", "placements"}, provides={"sync_steps"}),
     _pass(broadcast_initial_values, lambda plan: plan.uses_collectives, {"graph"},
           after={"server_placement", "sync_steps"}, provides={"broadcast"}),
+    # The counts are read beside a step: no pass places, reroutes or synchronizes them. Their counters are local
+    # variables, which the initializers cover.
+    _pass(count_examples, lambda plan: plan.num_workers > 1 and plan.sync, {"graph"},
+          after={"server_placement", "placements", "sync_steps", "broadcast"}, provides={"examples_counted"}),
     # Initializers cover every variable, and tell the server-held ones (the chief's) from the replicas.
     _pass(add_initializers, lambda plan: True, {"graph"}, after={"server_placement", "broadcast", "sync_steps"},
           provides={"initializers"}),
@@ -191,4 +198,4 @@ def rewrite(source_graph, plan, config, pipeline=PIPELINE, worker_id=0):
     return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.ready_op, ctx.replica_init_op,
                           ctx.broadcast_op, ctx.sync, ctx.placements,
                           fingerprint.graph_fingerprint(ctx.graph.as_graph_def()), ctx.pass_seconds,
-                          tuple(ctx.collectives))
+                          tuple(ctx.collectives), ctx.example_counts)
