@@ -134,6 +134,9 @@ def premise(plan, analysis):
             f"for a sum{'; ' + plan.averaging if plan.averaging else ''}), and every worker runs the same sequence "
             f"of synchronized steps")
     text += ", each worker's batch being its share of the global batch, of the same size in every worker"
+    if plan.num_workers > 1 and plan.sync:
+        text += (" (a step whose batches differ, at the end of data whose size is not a multiple of N*b, is warned "
+                 "about when it runs)")
     if plan.padded_inputs:
         text += (f"; {len(plan.padded_inputs)} input(s) padded to the batch's longest example are padded further, "
                  f"with the dataset's padding value, to the longest over every worker, as one device pads its batch")
