@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from parallax import batch_samples, graph_utils
-from parallax.batch_samples import draw_as_split, same_in_every_part
+from parallax.batch_samples import draw_as_split, merged_as_split, same_in_every_part
 from parallax.batch_shapes import MARKERS, batch_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
@@ -98,13 +98,15 @@ def find(graph):
     return BatchDraws(tuple(split), tuple(unsplittable), _layout(graph_def))
 
 
-def held_as_rewritten(graph, tensors, split):
+def held_as_rewritten(graph, tensors, split, merged=None):
     """{draw output: what a part of the batch reads of it} for the draws `tensors` are computed from, as the
     rewrite makes a worker read them (batch_samples.sampled's `held`): a draw of `split` ((op, axis), ...) its
     examples' values of one device's draw; any other draw (a sampler's, whose shape does not follow the batch) the
     whole batch's own values, as every worker draws what one device draws, and of an output of it that follows the
     batch (a sampler's expected counts of the batch's own classes, which its draw's tries set) its examples' rows.
-    None when an output's batch axis cannot be told (the parts cannot be made to read what a worker reads)."""
+    None when an output's batch axis cannot be told (the parts cannot be made to read what a worker reads). With
+    `merged` ("example-major" or "time-major"), an output whose axis merges the batch with k steps of each example
+    is read in that layout (batch_samples.merged_as_split), which the caller must check; without, it is not told."""
     axes = dict(split)
     draws = [op for op in graph_utils.ancestors([t.op for t in tensors], False) if is_draw(op)]
     held = {op.outputs[0].name: draw_as_split(axes[op.name]) for op in draws if op.name in axes}
@@ -116,10 +118,23 @@ def held_as_rewritten(graph, tensors, split):
         first, second = (probed_shapes(subgraph, per_worker_inputs(graph), others, m) for m in MARKERS)
         for t in others:
             axis = batch_axis(first.get(t.name), second.get(t.name))
-            if axis is None:
+            steps = merged_axis(first.get(t.name), second.get(t.name)) if axis is None and merged else None
+            if axis is None and steps is None:
                 return None
-            held[t.name] = draw_as_split(axis)
+            held[t.name] = draw_as_split(axis) if steps is None else \
+                merged_as_split(steps, time_major=merged == "time-major")
     return held
+
+
+def merged_axis(first, second):
+    """The one axis that holds k times the marker in both probes (the batch merged with k steps of each example,
+    as a reshape of [b, T] to [b*T] makes it) while every other axis is known and the same; None otherwise."""
+    if first is None or second is None or len(first) != len(second):
+        return None
+    axes = [d for d, (a, b) in enumerate(zip(first, second)) if a is not None and b is not None and
+            a % MARKERS[0] == 0 and b % MARKERS[1] == 0 and a // MARKERS[0] == b // MARKERS[1] > 1]
+    others_fixed = all(a == b and a is not None for d, (a, b) in enumerate(zip(first, second)) if d not in axes)
+    return axes[0] if len(axes) == 1 and others_fixed else None
 
 
 def functions_run_by(op):

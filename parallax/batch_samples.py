@@ -127,6 +127,20 @@ def draw_as_split(axis):
     return lambda value, examples: np.take(value, examples, axis=axis)
 
 
+def merged_as_split(axis, time_major=False):
+    """What a part reads of an output along a merged axis (the batch merged with k steps of each example): its
+    examples' rows, each example's k rows together (example-major, as a reshape of a batch-major [b, T] lays them),
+    or with `time_major` the examples' row in each of the k blocks ([T, b] reshaped). Under the wrong layout the
+    parts do not add up to the whole, so no law read from them holds, and a loss is averaged as when it cannot be
+    checked. The value is the whole batch's, of 2 * HALF examples."""
+    def take(value, examples):
+        k, examples = value.shape[axis] // (2 * HALF), np.asarray(examples)
+        rows = (np.arange(k)[:, None] * 2 * HALF + examples) if time_major else (examples[:, None] * k + np.arange(k))
+        return np.take(value, rows.ravel(), axis=axis)
+    take.merged = True
+    return take
+
+
 def _part_feed(feeds, batch, sparse_batch, part, examples):
     """The feed of one part of the batch: `part` of each dense input's rows, and of each sparse input's examples."""
     feed = {p: part(v) for p, v in batch.items()}

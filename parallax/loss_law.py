@@ -34,15 +34,20 @@ def decide(graph, statistic_laws=(), draws=()):
               if name.rsplit(":", 1)[0] in names]
     if not losses:
         return True, UNCHECKED
-    held = batch_draws.held_as_rewritten(graph, losses, draws)
-    if held is None:
-        return True, UNCHECKED
-    held.update({name: statistic_as_combined(law == SUM) for name, law in statistic_laws})
-    samples = sampled(graph, losses, held=held)
-    if not samples:
-        return True, UNCHECKED
-    if all(_is_sum(samples[t.name]) for t in losses):
-        return False, SUMMED
+    # A sampler's output over the batch merged with the time steps is read in either layout: only the right one
+    # can make the parts add up to the whole (batch_samples.merged_as_split).
+    for layout in ("example-major", "time-major"):
+        held = batch_draws.held_as_rewritten(graph, losses, draws, merged=layout)
+        if held is None:
+            return True, UNCHECKED
+        held.update({name: statistic_as_combined(law == SUM) for name, law in statistic_laws})
+        samples = sampled(graph, losses, held=held)
+        if not samples:
+            return True, UNCHECKED
+        if all(_is_sum(samples[t.name]) for t in losses):
+            return False, SUMMED
+        if not any(getattr(f, "merged", False) for f in held.values()):
+            break
     return True, AVERAGED
 
 

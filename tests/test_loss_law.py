@@ -53,3 +53,26 @@ def test_none_is_decided_in_the_plan_and_a_set_value_is_kept():
     given = parallax.explain(g, "localhost:2", parallax.Config(average_dense=True, average_sparse=True),
                              print_table=False)
     assert {v.average for v in given.plan.variables} == {True} and given.plan.averaging == ""
+
+
+def _words_graph(reduce, time_major):
+    """Sampled softmax over every word of the batch, the batch merged with 3 time steps: batch-major ([b, T]
+    reshaped to [b*T]) or time-major ([T, b] reshaped)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3, 4], name="x")
+        labels = tf1.placeholder(tf.int64, [None, 3], name="labels")
+        if time_major:
+            x, labels = tf.transpose(x, [1, 0, 2]), tf.transpose(labels)
+        w = tf1.get_variable("softmax_w", [30, 4], tf.float32)
+        b = tf1.get_variable("softmax_b", [30], tf.float32)
+        per_word = tf.nn.sampled_softmax_loss(w, b, tf.reshape(labels, [-1, 1]), tf.reshape(x, [-1, 4]),
+                                              num_sampled=6, num_classes=30, seed=7)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(reduce(per_word))
+    return g
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+def test_a_sampler_over_the_words_of_the_batch_is_read_in_the_layout_that_adds_up(time_major):
+    assert loss_law.decide(_words_graph(tf.reduce_sum, time_major)) == (False, loss_law.SUMMED)
+    assert loss_law.decide(_words_graph(tf.reduce_mean, time_major)) == (True, loss_law.AVERAGED)

@@ -266,6 +266,28 @@ def summed_sampled_softmax(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, labels), (xp, lp)), float32=True)
 
 
+def summed_sampled_softmax_words(n, b, steps, graph_batch, lr_scale=1.0):
+    """A language model's sampled softmax over the batch's words, the batch merged with the time steps (a reshape of
+    [b, T] to [b*T]) as language models do, summed: the sampler's expected counts of the words' classes follow the
+    merged axis, T rows per example, which the loss law reads as the rewrite makes each worker read them."""
+    rng = np.random.RandomState(115)
+    rows, steps_in_time = n * b * steps, 3
+    x = rng.randn(rows, steps_in_time, 4).astype(np.float32)
+    labels = rng.randint(0, 30, size=(rows, steps_in_time)).astype(np.int64)
+    g = tf.Graph()
+    with g.as_default():
+        xp = tf1.placeholder(tf.float32, [None, steps_in_time, 4], "x")
+        lp = tf1.placeholder(tf.int64, [None, steps_in_time], "labels")
+        weights = tf1.get_variable("softmax_w", [30, 3], tf.float32, initializer=_init(116, tf.float32))
+        biases = tf1.get_variable("softmax_b", [30], tf.float32, initializer=_init(117, tf.float32))
+        hidden = _dense(tf.reshape(xp, [-1, 4]), 3, "hidden", 118, tf.tanh, tf.float32)
+        per_word = tf.nn.sampled_softmax_loss(weights, biases, tf.reshape(lp, [-1, 1]), hidden,
+                                              num_sampled=6, num_classes=30, seed=7)
+        train = tf1.train.AdagradOptimizer(0.1 * lr_scale).minimize(
+            tf.reduce_sum(per_word), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)), float32=True)
+
+
 def hashed_words(n, b, steps, graph_batch, lr_scale=1.0):
     """Words fed as strings, hashed into an embedding's rows (a recommendation model's categorical feature):
     dropout on the rows, and the loss centred by the batch's mean prediction. The batch is found through the
@@ -291,6 +313,7 @@ USER_GRAPHS_STATISTICS = {
     "summed_loss": summed_loss,
     "summed_dropout": summed_dropout,
     "summed_sampled_softmax": summed_sampled_softmax,
+    "summed_sampled_softmax_words": summed_sampled_softmax_words,
     "masked_mean_loss": masked_mean_loss,
     "masked_sum_over_size": masked_sum_over_size,
     "learning_rate_from_batch": learning_rate_from_batch,
