@@ -34,6 +34,8 @@ def add_counts(graph, source_graph):
     parts = {t.name: s for s in sparse for t in (s.indices, s.values)}
     first = {}  # input op -> the tensor its count is read from, and whether that is a dense shape
     for t in per_worker_inputs(source_graph):
+        if not _is_source(t.op):
+            continue
         if t.name in parts:
             shape = parts[t.name].dense_shape
             first.setdefault(shape.op.name, (shape.name, True))
@@ -53,6 +55,14 @@ def add_counts(graph, source_graph):
                     count = tf.identity(extent, name=name)
                 counts.append((op_name, count.name, total.read_value().name))
     return tuple(counts)
+
+
+def _is_source(op):
+    """An input a step reads its examples from: none of its inputs is computed (only handles of what it reads, and
+    constants), and it runs once per step (not inside a v1 loop or cond). What else reads like an input, a
+    TensorArray's read in an RNN's loop or its stack after it, is computed from the step's own tensors."""
+    return op._control_flow_context is None and all(
+        i.dtype == tf.resource or i.dtype._is_ref_dtype or tf.get_static_value(i) is not None for i in op.inputs)
 
 
 def read_in(counts, ancestors):

@@ -55,3 +55,14 @@ def test_inputs_are_taken_from_the_source_graph():
         queue.dequeue(name="take")  # reads like an input; counting it would take from the queue
     counts = example_counts.add_counts(rewritten, source)
     assert "take" not in {name for name, _, _ in counts} and len(counts) == 3
+
+
+def test_what_only_reads_like_an_input_is_not_counted():
+    """A dynamic RNN's TensorArrays (read in its loop, stacked after it) take a handle as an iterator does, but
+    what they give is computed from the step's own tensors: only the fed sentences are counted."""
+    g = tf.Graph()
+    with g.as_default():
+        words = tf1.placeholder(tf.float32, [None, 4, 2], name="words")
+        out, _ = tf1.nn.dynamic_rnn(tf1.nn.rnn_cell.BasicRNNCell(3), words, dtype=tf.float32)
+        tf.reduce_sum(out)
+    assert [name for name, _, _ in example_counts.add_counts(g, g)] == ["words"]
