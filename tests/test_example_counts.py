@@ -58,11 +58,17 @@ def test_inputs_are_taken_from_the_source_graph():
 
 
 def test_what_only_reads_like_an_input_is_not_counted():
-    """A dynamic RNN's TensorArrays (read in its loop, stacked after it) take a handle as an iterator does, but
-    what they give is computed from the step's own tensors: only the fed sentences are counted."""
-    g = tf.Graph()
-    with g.as_default():
-        words = tf1.placeholder(tf.float32, [None, 4, 2], name="words")
-        out, _ = tf1.nn.dynamic_rnn(tf1.nn.rnn_cell.BasicRNNCell(3), words, dtype=tf.float32)
-        tf.reduce_sum(out)
-    assert [name for name, _, _ in example_counts.add_counts(g, g)] == ["words"]
+    """A v1 while loop's gradient keeps stacks (pushed and popped in the loop) that take a handle as an iterator
+    does, but what they give is computed from the step's own tensors: only the fed batch is counted."""
+    tf1.disable_control_flow_v2()
+    try:
+        g = tf.Graph()
+        with g.as_default():
+            x = tf1.placeholder(tf.float32, [None, 4], name="x")
+            w = tf1.get_variable("w", [4, 4], tf.float32)
+            _, h = tf1.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))), [0, x])
+            tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(h))
+    finally:
+        tf1.enable_control_flow_v2()
+    assert any(op.type == "StackPopV2" for op in g.get_operations())
+    assert [name for name, _, _ in example_counts.add_counts(g, g)] == ["x"]
