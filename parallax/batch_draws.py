@@ -26,7 +26,7 @@ from tensorflow.python.framework import op_def_registry
 
 from parallax import batch_samples, graph_utils
 from parallax.batch_samples import draw_as_split, merged_as_split, same_in_every_part
-from parallax.batch_shapes import MARKERS, batch_axis, per_worker_inputs, probed_shapes, shape_subgraph
+from parallax.batch_shapes import MARKERS, batch_axis, merged_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
 
@@ -124,17 +124,6 @@ def held_as_rewritten(graph, tensors, split, merged=None):
             held[t.name] = draw_as_split(axis) if steps is None else \
                 merged_as_split(steps, time_major=merged == "time-major")
     return held
-
-
-def merged_axis(first, second):
-    """The one axis that holds k times the marker in both probes (the batch merged with k steps of each example,
-    as a reshape of [b, T] to [b*T] makes it) while every other axis is known and the same; None otherwise."""
-    if first is None or second is None or len(first) != len(second):
-        return None
-    axes = [d for d, (a, b) in enumerate(zip(first, second)) if a is not None and b is not None and
-            a % MARKERS[0] == 0 and b % MARKERS[1] == 0 and a // MARKERS[0] == b // MARKERS[1] > 1]
-    others_fixed = all(a == b and a is not None for d, (a, b) in enumerate(zip(first, second)) if d not in axes)
-    return axes[0] if len(axes) == 1 and others_fixed else None
 
 
 def functions_run_by(op):

@@ -75,8 +75,19 @@ def probed_shapes(graph_def, inputs, tensors, marker, pin=None):
 
 def batch_axis(first, second):
     """The one axis that holds the marker in both probes while every other axis is known and the same."""
+    return _one_axis(first, second, lambda a, b: (a, b) == MARKERS)
+
+
+def merged_axis(first, second):
+    """The one axis that holds k > 1 times the marker in both probes (the batch merged with k steps of each
+    example, as a reshape of [b, T] to [b*T] makes it) while every other axis is known and the same."""
+    return _one_axis(first, second, lambda a, b: a is not None and b is not None and a % MARKERS[0] == 0 and
+                     b % MARKERS[1] == 0 and a // MARKERS[0] == b // MARKERS[1] > 1)
+
+
+def _one_axis(first, second, holds):
     if first is None or second is None or len(first) != len(second):
         return None
-    axes = [d for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS]
+    axes = [d for d, (a, b) in enumerate(zip(first, second)) if holds(a, b)]
     others_fixed = all(a == b and a is not None for d, (a, b) in enumerate(zip(first, second)) if d not in axes)
     return axes[0] if len(axes) == 1 and others_fixed else None

@@ -6,7 +6,7 @@ of each pass over the data is short, and the shards' last batches can differ: by
 when one shard ends a step before the others. One device weighs each example of its short batch alike; averaging
 the workers' gradients weighs each *worker* alike. This cannot be known when the plan is made (a dataset's size is
 often known only by reading it), so each synchronized step reports its own count (runner.py) and the launcher
-compares them (launcher/step_ledger.py).
+compares them (launcher/input_ledger.py).
 
 Each count also adds to a local counter of the examples the input has yielded: after a step failed, the counter
 tells whether this worker's input had yielded its batch in it (runner.py), which the error does not (TF passes one

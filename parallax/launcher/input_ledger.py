@@ -13,7 +13,7 @@ import collections
 
 WINDOW = 64  # steps remembered per worker, as in step_ledger.py
 STRANDED_S = 15.0  # after one worker's input ended, how long another may stay in that step without a word
-MAX_WARNINGS = 3  # steps with differing batches that are named; the count of later ones is given at the end
+MAX_WARNINGS = 3  # steps with differing batches that are named; the last named says later ones are not
 
 FIX = ("give every worker the same number of equal batches: batch(b, drop_remainder=True), a dataset whose size is a "
        "multiple of N*b, or repeat() before parallax.shard with a fixed number of steps")

@@ -71,7 +71,7 @@ def report_step(step, digest, name):
 
 def report_examples(step, counts):
     """Synchronized step `step` read `counts` examples from its inputs (one count per input, example_counts.py):
-    the launcher compares the workers' counts of each step (step_ledger.py)."""
+    the launcher compares the workers' counts of each step (input_ledger.py)."""
     if os.environ.get(ENV_ROLE):
         _control_line(f"examples {step} {','.join(str(n) for n in counts)}")
 
