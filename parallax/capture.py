@@ -19,6 +19,8 @@ from parallax import graph_utils
 
 GRAD_COLLECTION = "parallax_grad_records"
 LOSS_COLLECTION = "parallax_loss_records"  # the tensors gradients were taken of (batch_statistics.py)
+GIVEN_SEED_COLLECTION = "parallax_given_seed_records"  # losses whose gradients started from the user's grad_ys
+SEED_COLLECTION = "parallax_seed_records"  # {"seed": a default seed op, "loss": the tensor it starts the gradient of}
 APPLY_COLLECTION = "parallax_apply_records"
 
 _installed = False
@@ -51,11 +53,21 @@ def _replace_everywhere(original, wrapper):
 def _wrap_gradients(original):
     @functools.wraps(original)
     def gradients(ys, xs, *args, **kwargs):
+        ys_list = ys if isinstance(ys, (list, tuple)) else [ys]
+        graph = next((y.graph for y in ys_list if isinstance(y, tf.Tensor)), None)
+        known = len(graph.get_operations()) if graph is not None and not tf.executing_eagerly() else None
         grads = original(ys, xs, *args, **kwargs)
         if not tf.executing_eagerly():
-            for y in ys if isinstance(ys, (list, tuple)) else [ys]:
+            if known is not None:
+                _record_seeds(graph, graph.get_operations()[known:], ys_list)
+            given = kwargs.get("grad_ys", args[0] if args else None)
+            given = given if isinstance(given, (list, tuple)) else [given] * len(ys_list)
+            for y, seed in zip(ys_list, given):
                 if isinstance(y, tf.Tensor) and y.name not in y.graph.get_collection(LOSS_COLLECTION):
                     y.graph.add_to_collection(LOSS_COLLECTION, y.name)
+                if isinstance(y, tf.Tensor) and seed is not None and \
+                        y.name not in y.graph.get_collection(GIVEN_SEED_COLLECTION):
+                    y.graph.add_to_collection(GIVEN_SEED_COLLECTION, y.name)
             xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
             grads_list = grads if isinstance(grads, (list, tuple)) else [grads]
             for x, g in zip(xs_list, grads_list):
@@ -64,6 +76,17 @@ def _wrap_gradients(original):
                     _record_gradient(var_op, g)
         return grads
     return gradients
+
+
+def _record_seeds(graph, new_ops, ys):
+    """Which loss each default seed the call made starts the gradient of: its `grad_ys_<i>` is ys[i]'s."""
+    for op in new_ops:
+        match = _SEED.match(op.name)
+        if match and op.type == "Fill" and int(match.group(1)) < len(ys) and isinstance(ys[int(match.group(1))],
+                                                                                       tf.Tensor):
+            record = json.dumps({"seed": op.name, "loss": ys[int(match.group(1))].name}, sort_keys=True)
+            if record not in graph.get_collection(SEED_COLLECTION):
+                graph.add_to_collection(SEED_COLLECTION, record)
 
 
 def _wrap_compute_gradients(original):
@@ -143,7 +166,32 @@ def loss_records(graph):
     return recorded or _seeded_losses(graph)
 
 
-_SEED = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/grad_ys_\d+$")
+_SEED = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/grad_ys_(\d+)$")
+
+
+def default_seeds(graph):
+    """{seed op name: its loss tensor's name, or None where it cannot be told} of the graph's default seeds: each
+    `grad_ys_<i>`, a fill of ones shaped like its loss. The hooks record the loss; in a graph built before them, it
+    is the Shape the fill reads, or the output of the op whose gradient reads the fill that is shaped like it."""
+    recorded = {r["seed"]: r["loss"] for r in (json.loads(r if isinstance(r, str) else r.decode())
+                                               for r in graph.get_collection(SEED_COLLECTION))}
+    seeds = {}
+    for seed in (op for op in graph.get_operations() if op.type == "Fill" and _SEED.match(op.name)):
+        if seed.inputs[1].op.type != "Const":
+            continue
+        shape = seed.inputs[0].op
+        origins = {t.name for reader in seed.outputs[0].consumers()
+                   for t in getattr(getattr(reader, "_original_op", None), "outputs", ())
+                   if t.dtype == seed.outputs[0].dtype and str(t.shape) == str(seed.outputs[0].shape)}
+        seeds[seed.name] = recorded.get(seed.name) or (shape.inputs[0].name if shape.type == "Shape" else None) or \
+            (origins.pop() if len(origins) == 1 else None)
+    return seeds
+
+
+def given_seed_losses(graph):
+    """The losses whose gradients some tf.gradients call started from the user's own grad_ys (recorded by the
+    hooks; unknown for a graph built before them)."""
+    return sorted(r if isinstance(r, str) else r.decode() for r in graph.get_collection(GIVEN_SEED_COLLECTION))
 
 
 def _seeded_losses(graph):

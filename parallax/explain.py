@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics
+from parallax import batch_draws, batch_statistics, loss_seeds
 from parallax.analysis import analyze, static_sparsity
 from parallax.callable_module import make_callable
 from parallax.config import Config
@@ -127,7 +127,8 @@ class Explanation:
 def premise(plan, analysis):
     """The condition under which the plan is exactly single-device equivalent (docs/modes.md)."""
     averaged = {v.average for v in plan.variables}
-    loss = ("a mean over the batch" if averaged == {True} else "a sum over the batch" if averaged == {False}
+    loss = (loss_seeds.loss_words(plan.loss_seeds) if plan.loss_seeds else "a mean over the batch"
+            if averaged == {True} else "a sum over the batch" if averaged == {False}
             else "a mean over the batch for averaged variables, a sum for the others")
     text = (f"exact: {plan.num_workers} workers of batch b compute what one device computes with batch "
             f"{plan.num_workers}*b when the loss is {loss} (average_dense/average_sparse: True for a mean, False "

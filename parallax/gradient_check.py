@@ -14,7 +14,7 @@ batches.
 """
 import numpy as np
 
-from parallax import batch_draws, graph_utils
+from parallax import batch_draws, graph_utils, loss_seeds
 from parallax.batch_samples import HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
@@ -23,11 +23,12 @@ MIXES = ("its gradient on a random batch is not the workers' {} of its gradients
          "in a way no rule rewrites (a top k of a fraction of the batch, a cumulative sum over it)")
 
 
-def mismatched(graph, analysis, averaged, split_draws=()):
+def mismatched(graph, analysis, averaged, split_draws=(), seeds=()):
     """["variable (why)"] for the trained variables whose gradient is not the halves' combination (their mean for
     the variables `averaged(name)` says, else their sum); [] when all are, or when the check cannot be run. The
     parts read the random draws as the rewrite makes them: those of `split_draws` ((op, axis), ...) their examples'
-    values of one device's draw, any other the whole batch's (batch_draws.held_as_rewritten)."""
+    values of one device's draw, any other the whole batch's (batch_draws.held_as_rewritten); a mean loss's seed
+    among `seeds` (loss_seeds.py) at their share of the whole batch's."""
     gradients, tensors = gradient_tensors(graph, analysis)
     if not tensors:
         return []
@@ -36,6 +37,8 @@ def mismatched(graph, analysis, averaged, split_draws=()):
            op.type not in graph_utils.PURE_READS and not batch_draws.is_draw(op) for op in ancestors):
         return []
     held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
+    if held is not None:
+        held.update(loss_seeds.as_held(graph, seeds, 2 * HALF))
     samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held) if held is not None else {}
     if not samples:
         return []
@@ -51,7 +54,9 @@ def mismatched(graph, analysis, averaged, split_draws=()):
                 scale = float(np.max(np.abs(whole), initial=1.0))
                 if whole.shape != first.shape or not np.allclose(whole, combined, rtol=1e-4, atol=1e-6 * scale):
                     wrong.add(name)
-    return [f"{name} ({MIXES.format('mean' if averaged(name) else 'sum')})" for name in sorted(wrong)]
+    summed = "sum (of gradients started at each part's share, for a mean loss)" if \
+        any(law == loss_seeds.MEAN for _, law in seeds) else "sum"
+    return [f"{name} ({MIXES.format('mean' if averaged(name) else summed)})" for name in sorted(wrong)]
 
 
 def gradient_tensors(graph, analysis):

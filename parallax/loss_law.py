@@ -24,31 +24,38 @@ UNCHECKED = ("the loss could not be checked on random batches (it could not be r
 
 
 def decide(graph, statistic_laws=(), draws=()):
-    """(whether to average the workers' gradients, the sentence explain states). The parts read what the rewrite
-    makes a worker read: of each statistic the rewrite combines (`statistic_laws`, (tensor, law):
-    batch_statistics.py), one device's value (half of it for a sum); of each draw it splits (`draws`, (op, batch
-    axis): batch_draws.py), their examples' values of one device's draw. So a sum of per-example losses that read
-    the batch's mean, or that drop units out, is a sum."""
+    """(whether to average the workers' gradients, the sentence explain states): averaged unless every loss is a
+    sum (laws)."""
+    sums, sentence = laws(graph, statistic_laws, draws)
+    return not (sums and all(sums.values())), sentence
+
+
+def laws(graph, statistic_laws=(), draws=()):
+    """({loss tensor name: whether it is a sum over the batch}, the sentence explain states); {} where the losses
+    could not be checked. The parts read what the rewrite makes a worker read: of each statistic the rewrite
+    combines (`statistic_laws`, (tensor, law): batch_statistics.py), one device's value (half of it for a sum); of
+    each draw it splits (`draws`, (op, batch axis): batch_draws.py), their examples' values of one device's draw.
+    So a sum of per-example losses that read the batch's mean, or that drop units out, is a sum."""
     names = {op.name for op in graph.get_operations()}
     losses = [graph.get_tensor_by_name(name) for name in capture.loss_records(graph)
               if name.rsplit(":", 1)[0] in names]
     if not losses:
-        return True, UNCHECKED
+        return {}, UNCHECKED
+    found = {t.name: False for t in losses}
     # A sampler's output over the batch merged with the time steps is read in either layout: only the right one
     # can make the parts add up to the whole (batch_samples.merged_as_split).
     for layout in ("example-major", "time-major"):
         held = batch_draws.held_as_rewritten(graph, losses, draws, merged=layout)
         if held is None:
-            return True, UNCHECKED
+            return {}, UNCHECKED
         held.update({name: statistic_as_combined(law == SUM) for name, law in statistic_laws})
         samples = sampled(graph, losses, held=held)
         if not samples:
-            return True, UNCHECKED
-        if all(_is_sum(samples[t.name]) for t in losses):
-            return False, SUMMED
-        if not any(getattr(f, "merged", False) for f in held.values()):
+            return {}, UNCHECKED
+        found = {t.name: found[t.name] or _is_sum(samples[t.name]) for t in losses}
+        if all(found.values()) or not any(getattr(f, "merged", False) for f in held.values()):
             break
-    return True, AVERAGED
+    return found, SUMMED if all(found.values()) else AVERAGED
 
 
 def _is_sum(trials):

@@ -48,7 +48,8 @@ def from_data(data):
                 tuple(data.get("uncombinable_statistics", [])),
                 tuple((name, tuple(gradients)) for name, gradients in data.get("fused_batch_norms", [])),
                 data.get("averaging", ""),
-                tuple((name, tuple(axes), value) for name, axes, value in data.get("padded_inputs", [])))
+                tuple((name, tuple(axes), value) for name, axes, value in data.get("padded_inputs", [])),
+                tuple((name, law) for name, law in data.get("loss_seeds", [])))
 
 
 def _plain(x):

@@ -4,21 +4,23 @@ run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
-from parallax import batch_draws, batch_statistics, collectives, gradient_check, loss_law, padded_inputs
+from parallax import batch_draws, batch_statistics, collectives, gradient_check, loss_law, loss_seeds, padded_inputs
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
 
 
 def plan_job(graph, analysis, spec, config):
-    partitions, averaging = None, ""
+    partitions, averaging, seeds = None, "", ()
     # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
     statistics = batch_statistics.find(graph, analysis) if spec.num_workers > 1 and config.sync else \
         batch_statistics.BatchStatistics()
     draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
     if config.average_dense is None or config.average_sparse is None:
-        average, averaging = loss_law.decide(graph, statistics.laws, draws.split) if spec.num_workers > 1 else \
-            (True, "")
+        sums, averaging = loss_law.laws(graph, statistics.laws, draws.split) if spec.num_workers > 1 else ({}, "")
+        average = not (sums and all(sums.values()))
+        if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
+            seeds = loss_seeds.find(graph, analysis, sums)
         config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
                                                 if getattr(config, name) is None})
     if config.run_option == "AUTO" and spec.num_workers > 1:
@@ -26,6 +28,9 @@ def plan_job(graph, analysis, spec, config):
         auto = auto_plan.choose(graph, analysis, spec, config, statistics)
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
+    if seeds:  # a mean's gradients start at 1/N: every variable's are summed
+        plan = dataclasses.replace(plan, loss_seeds=seeds, averaging=loss_seeds.sentence(seeds),
+                                   variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
         plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
@@ -36,7 +41,7 @@ def plan_job(graph, analysis, spec, config):
         if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.unsplittable):
             averaged = {v.name: v.average for v in plan.variables}
             plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
-                graph, analysis, lambda name: averaged.get(name, True), draws.split)))
+                graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds)))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

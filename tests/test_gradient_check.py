@@ -33,7 +33,8 @@ def _listed(loss_of):
 def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed(loss_of):
     listed = _listed(loss_of)
     assert [entry.split(" (")[0] for entry in listed] == ["out/bias", "out/kernel"], listed
-    assert all("not the workers' mean" in entry for entry in listed)
+    # a mean's gradients start at each part's share and are summed (loss_seeds.py), a sum's are summed
+    assert all("not the workers' sum" in entry for entry in listed)
 
 
 @pytest.mark.parametrize("loss_of", [
@@ -100,7 +101,9 @@ def _sampled_softmax_graph(reduce):
     return g
 
 
-@pytest.mark.parametrize("reduce, average", [(tf.reduce_sum, False), (tf.reduce_mean, True)])
-def test_a_samplers_draw_is_the_whole_batchs_in_every_part(reduce, average):
+@pytest.mark.parametrize("reduce, seeds", [(tf.reduce_sum, ()), (tf.reduce_mean, ("mean",))])
+def test_a_samplers_draw_is_the_whole_batchs_in_every_part(reduce, seeds):
     plan = parallax.explain(_sampled_softmax_graph(reduce), "localhost:2", print_table=False).plan
-    assert {v.average for v in plan.variables} == {average} and plan.uncombinable_statistics == ()
+    # summed: a sum's gradients, or a mean's started at 1/N (loss_seeds.py)
+    assert {v.average for v in plan.variables} == {False} and plan.uncombinable_statistics == ()
+    assert tuple(law for _, law in plan.loss_seeds) == seeds

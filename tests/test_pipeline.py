@@ -29,8 +29,11 @@ def _names(plan):
 
 def test_the_plan_selects_the_passes():
     _, mpi = _plan(parallax.Config(run_option="MPI"))
-    assert _names(mpi) == ["copy_graph", "allreduce_dense_gradients", "allgather_sparse_gradients",
-                           "broadcast_initial_values", "count_examples", "add_initializers", "add_saver"]
+    assert _names(mpi) == ["copy_graph", "scale_loss_seeds", "allreduce_dense_gradients",
+                           "allgather_sparse_gradients", "broadcast_initial_values", "count_examples",
+                           "add_initializers", "add_saver"]
+    _, averaged = _plan(parallax.Config(run_option="MPI", average_dense=True, average_sparse=True))
+    assert "scale_loss_seeds" not in _names(averaged)
     _, ps_async = _plan(parallax.Config(run_option="PS", sync=False))
     assert "aggregate_on_servers" not in _names(ps_async) and "prepare_sync_steps" not in _names(ps_async)
     _, mixed = _plan(parallax.Config(run_option="HYBRID", methods=MIXED))

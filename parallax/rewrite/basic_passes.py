@@ -1,10 +1,10 @@
-"""Passes every mode runs: copy the user's graph (pad its padded inputs to the workers' longest, split its random
-draws over the batch, and combine the workers' statistics of the batch), then add initialization and
-checkpointing."""
+"""Passes every mode runs: copy the user's graph (start a mean loss's gradients at 1/N, pad its padded inputs to the
+workers' longest, split its random draws over the batch, and combine the workers' statistics of the batch), then
+add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import batch_draws, batch_statistics, example_counts, fused_batch_norm, padded_inputs
+from parallax import batch_draws, batch_statistics, example_counts, fused_batch_norm, loss_seeds, padded_inputs
 
 tf1 = tf.compat.v1
 
@@ -19,6 +19,12 @@ def copy_graph(ctx):
         # Not tf1.train.import_meta_graph: that also adds a default Saver, and add_saver makes our own.
         meta_graph.import_scoped_meta_graph(meta, clear_devices=False)
         ctx.graph.seed = ctx.source_graph.seed
+
+
+def scale_loss_seeds(ctx):
+    """A mean loss's gradients start at 1/N, so that each worker's backward pass computes one device's values for
+    its examples (loss_seeds.py)."""
+    loss_seeds.scale(ctx.graph, ctx.plan.loss_seeds, ctx.plan.num_workers)
 
 
 def count_examples(ctx):

@@ -12,14 +12,15 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics, collectives, example_counts, fused_batch_norm, padded_inputs
+from parallax import (batch_draws, batch_statistics, collectives, example_counts, fused_batch_norm, loss_seeds,
+                      padded_inputs)
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
 from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
-                                           count_examples, pad_inputs_to_the_longest, split_batch_draws,
-                                           synchronize_fused_batch_norms)
+                                           count_examples, pad_inputs_to_the_longest, scale_loss_seeds,
+                                           split_batch_draws, synchronize_fused_batch_norms)
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
@@ -104,6 +105,7 @@ def _all_aggregated(ctx, *kinds):
 # How each fact is checked once a pass claims it (torch.fx-style invariants after every pass).
 FACTS = {
     "graph": lambda ctx: ctx.graph is not None,
+    "seeds_scaled": lambda ctx: loss_seeds.is_scaled(ctx.graph, ctx.plan.loss_seeds, ctx.plan.num_workers),
     "examples_counted": lambda ctx: example_counts.is_counted(ctx.graph, ctx.example_counts),
     "inputs_padded": lambda ctx: all(padded_inputs.is_padded(ctx.graph, name) for name, _, _ in ctx.plan.padded_inputs),
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
@@ -126,6 +128,7 @@ FACTS = {
 AGGREGATED = {"allreduced", "allgathered", "server_aggregated"}
 PIPELINE = (
     _pass(copy_graph, lambda plan: True, provides={"graph"}),
+    _pass(scale_loss_seeds, lambda plan: bool(plan.loss_seeds), {"graph"}, provides={"seeds_scaled"}),
     _pass(pad_inputs_to_the_longest, lambda plan: bool(plan.padded_inputs), {"graph"},
           provides={"inputs_padded", "collectives"}),
     _pass(split_batch_draws, lambda plan: bool(plan.batch_draws), {"graph"}, provides={"draws_split"}),

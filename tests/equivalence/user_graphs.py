@@ -385,3 +385,8 @@ USER_GRAPHS.update(USER_GRAPHS_SPARSE)
 from tests.equivalence.user_graphs_padded import USER_GRAPHS_PADDED  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_PADDED)
+
+# The sixth (user_graphs_idioms.py): feature columns, NCE, map_fn, a custom gradient, tf.losses' regularizers.
+from tests.equivalence.user_graphs_idioms import USER_GRAPHS_IDIOMS  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_IDIOMS)

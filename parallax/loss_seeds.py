@@ -1,0 +1,79 @@
+"""Each worker's backward pass computes one device's values for its examples: a mean loss's gradients start at 1/N.
+
+One device's mean loss over N*b examples is the mean of the workers' losses over their b: L = (1/N) sum_w L_w.
+Averaging the workers' gradients gives one device's gradient only where the backward pass is linear in where it
+starts (its seed, tf.gradients' default fill of ones shaped like the loss). Where it is not, a worker's backward
+values for its examples are N times one device's, and what reads them differs: a gradient clipped elementwise on
+its way (a tf.custom_gradient), an input's gradient used in the forward pass (an adversarial example). Starting a
+mean loss's gradients at 1/N instead makes every value of a worker's backward pass one device's for its examples;
+the workers' gradients are then summed, as they are for a sum, whose seed stays 1. Where the backward pass is
+linear, both give the same gradient (bit for bit when N is a power of two).
+
+The rule holds for the whole graph or not at all: every trained variable's gradient must start at default seeds
+(a tf.gradients call given its own grad_ys, which the hooks record, or a gradient no seed reaches, turns it off).
+It is used in synchronous training where the loss law decided the averaging (Config.average_* left at None).
+"""
+import numpy as np
+import tensorflow as tf
+
+from parallax import capture, graph_utils
+
+MEAN, SUM = "mean", "sum"
+
+
+def sentence(seeds):
+    """What explain's premise says of the averaging."""
+    laws = {law for _, law in seeds}
+    found = "the loss was not found to be a sum over the batch" if laws == {MEAN} else \
+        "some losses were found to be sums over the batch, and the others not"
+    return (f"{found}, so each worker's gradients of a mean loss start at 1/N (of a sum at 1): every value of its "
+            f"backward pass is one device's for its examples, and the workers' gradients are summed")
+
+
+def loss_words(seeds):
+    """What the premise calls the loss."""
+    laws = {law for _, law in seeds}
+    return "a mean over the batch" if laws == {MEAN} else "a sum over the batch where found one, else a mean"
+
+
+def find(graph, analysis, sums):
+    """((seed op, MEAN | SUM), ...) of the graph's default seeds, each its loss's law by `sums` ({loss tensor: is
+    a sum}, loss_law.laws; a loss not in it is taken for a mean, as the law takes a loss it cannot check); () where
+    the rule does not hold, or where no seed is a mean's (then nothing changes)."""
+    seeds = {name: loss for name, loss in capture.default_seeds(graph).items()
+             if graph.get_operation_by_name(name)._control_flow_context is None}
+    if not seeds or None in seeds.values() or capture.given_seed_losses(graph):
+        return ()
+    reached = graph_utils.closure([graph.get_operation_by_name(name) for name in seeds],
+                                  lambda op: [c for t in op.outputs for c in t.consumers()])
+    for v in analysis.trained_variables:
+        for p in v.parts:
+            if any(graph.get_tensor_by_name(g.values).op not in reached for g in p.gradients):
+                return ()
+    laws = tuple((name, SUM if sums.get(loss, False) else MEAN) for name, loss in sorted(seeds.items()))
+    return laws if any(law == MEAN for _, law in laws) else ()
+
+
+def scale(graph, seeds, num_workers):
+    """Make each mean seed's fill value 1/N (in the loss's dtype)."""
+    for name, law in seeds:
+        if law == MEAN:
+            seed = graph.get_operation_by_name(name)
+            with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{name}/parallax"):
+                share = tf.constant(1.0 / num_workers, seed.inputs[1].dtype, name="share")
+            seed._update_input(1, share)
+
+
+def is_scaled(graph, seeds, num_workers):
+    for name, law in seeds:
+        value = graph.get_operation_by_name(name).inputs[1]
+        if not np.isclose(tf.get_static_value(value), 1.0 / num_workers if law == MEAN else 1.0, rtol=1e-6):
+            return False
+    return True
+
+
+def as_held(graph, seeds, examples):
+    """{fill value tensor: f(value, examples)} for batch_samples.sampled: a part of `examples` reads a mean seed
+    at its share of the whole batch, as a worker does."""
+    return {graph.get_operation_by_name(name).inputs[1].name:
+            lambda value, part: np.asarray(value) * len(part) / examples for name, law in seeds if law == MEAN}

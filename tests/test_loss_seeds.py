@@ -1,0 +1,125 @@
+"""A mean loss's gradients start at 1/N on each worker, and the workers' gradients are summed (loss_seeds.py): the
+plan records each default seed and its loss's law, the rewrite sets a mean's to 1/N, the gradient check reads
+them so, and anything the rule cannot see through (the user's own grad_ys, a gradient no seed reaches, a
+Config that sets the averaging) leaves the averaging as it was."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax import capture, loss_law, loss_seeds
+from parallax.analysis import analyze
+from parallax.rewrite.pipeline import rewrite
+
+tf1 = tf.compat.v1
+F64 = tf.float64
+
+
+@tf.custom_gradient
+def _clipped(x):
+    return tf.identity(x), lambda dy: tf.clip_by_value(dy, -0.05, 0.05)
+
+
+def _graph(regression, classifier=None, grad_ys=None, clip=False):
+    """A dense head on fed features; `regression(errors)` is its loss. With `classifier`, a second head trained
+    on `classifier(per-example losses)` by a second optimizer; with `clip`, the hidden layer's gradient clipped
+    elementwise by a custom gradient."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        hidden = tf1.layers.dense(x, 4, tf.tanh, name="hidden")
+        hidden = _clipped(hidden) if clip else hidden
+        loss = regression(tf.square(tf1.layers.dense(hidden, 1, name="out") - y))
+        opt = tf1.train.GradientDescentOptimizer(0.1)
+        train = [opt.apply_gradients(opt.compute_gradients(loss, grad_loss=grad_ys and grad_ys()))]
+        if classifier is not None:
+            cls = tf1.layers.dense(x, 1, name="cls")
+            train.append(tf1.train.AdagradOptimizer(0.1).minimize(
+                classifier(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=cls)),
+                var_list=tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, "cls")))
+        tf.group(*train, name="train")
+    return g
+
+
+def _plan(g, config=None):
+    return parallax.explain(g, "localhost:2", config, print_table=False).plan
+
+
+def test_a_mean_loss_starts_at_one_over_n_and_its_gradients_are_summed():
+    plan = _plan(_graph(tf.reduce_mean))
+    assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.MEAN),)
+    assert {v.average for v in plan.variables} == {False}
+    assert "start at 1/N" in plan.averaging
+
+
+def test_a_summed_loss_changes_nothing():
+    plan = _plan(_graph(tf.reduce_sum))
+    assert plan.loss_seeds == () and {v.average for v in plan.variables} == {False}
+    assert plan.averaging == loss_law.SUMMED
+
+
+def test_each_loss_keeps_its_own_law():
+    g = _graph(tf.reduce_mean, classifier=tf.reduce_sum)
+    assert sorted(loss_law.laws(g)[0].values()) == [False, True]
+    plan = _plan(g)
+    assert sorted(law for _, law in plan.loss_seeds) == [loss_seeds.MEAN, loss_seeds.SUM]
+    assert {v.average for v in plan.variables} == {False}
+    assert "some losses were found to be sums" in plan.averaging
+
+
+def test_the_users_own_seed_or_a_set_averaging_leaves_the_averaging_as_it_was():
+    given = _graph(tf.reduce_mean, grad_ys=lambda: tf.constant(1.0, F64))
+    assert capture.given_seed_losses(given) and _plan(given).loss_seeds == ()
+    assert {v.average for v in _plan(given).variables} == {True}
+    set_by_user = _plan(_graph(tf.reduce_mean), parallax.Config(average_dense=True, average_sparse=True))
+    assert set_by_user.loss_seeds == () and {v.average for v in set_by_user.variables} == {True}
+    one_worker = parallax.explain(_graph(tf.reduce_mean), "localhost:1", print_table=False).plan
+    assert one_worker.loss_seeds == ()
+
+
+def test_a_gradient_no_seed_reaches_turns_the_rule_off():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(F64, [None, 3], "x")
+        w = tf1.get_variable("w", [3, 1], F64)
+        by_hand = tf.reduce_mean(x, 0)[:, None]  # d mean(x w) / d w, written out
+        tf.gradients(tf.reduce_mean(tf.matmul(x, w)), [x])  # a seed exists, but w's gradient does not start at it
+        tf1.train.GradientDescentOptimizer(0.1).apply_gradients([(by_hand, w)])
+    assert capture.default_seeds(g) and loss_seeds.find(g, analyze(g), {}) == ()
+
+
+def test_the_rewrite_sets_a_means_seed_to_one_over_n():
+    g = _graph(tf.reduce_mean, classifier=tf.reduce_sum)
+    plan = _plan(g)
+    rewritten = rewrite(g, plan, parallax.Config()).graph
+    values = {name: tf.get_static_value(rewritten.get_operation_by_name(name).inputs[1])
+              for name, _ in plan.loss_seeds}
+    assert sorted(values.values()) == [0.5, 1.0]
+    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, 2) and not loss_seeds.is_scaled(g, plan.loss_seeds, 2)
+
+
+def test_a_gradient_clipped_on_its_way_is_exact_only_with_the_seeds():
+    g = _graph(tf.reduce_mean, clip=True)
+    plan = _plan(g)
+    assert plan.loss_seeds and plan.uncombinable_statistics == ()
+    averaged = parallax.explain(g, "localhost:2", parallax.Config(average_dense=True, average_sparse=True),
+                                print_table=False).plan
+    assert [entry.split(" (")[0] for entry in averaged.uncombinable_statistics] == ["hidden/bias", "hidden/kernel"]
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_where_the_backward_pass_is_linear_a_workers_gradient_is_one_nth_of_what_it_was(workers):
+    g = _graph(tf.reduce_mean)
+    plan = parallax.explain(g, f"localhost:{workers}", print_table=False).plan
+    seeded = rewrite(g, plan, parallax.Config()).graph
+    rng = np.random.RandomState(0)
+    feed = {"x:0": rng.randn(4, 3), "y:0": rng.randn(4, 1)}
+    name = analyze(g).variable("hidden/kernel").parts[0].gradients[0].values
+    grads = []
+    for graph in (g, seeded):
+        variables = graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES)
+        with tf1.Session(graph=graph) as sess:
+            for v in variables:
+                v.load(np.linspace(-0.5, 0.5, v.shape.num_elements()).reshape(v.shape), sess)
+            grads.append(sess.run(graph.get_tensor_by_name(name), feed))
+    assert np.abs(grads[0]).max() > 0 and np.array_equal(grads[1], grads[0] / workers)
