@@ -28,7 +28,7 @@ PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:HALF], lambda v: v[HALF:],
 WHOLE_AND_SPLITS = (PARTS[0], PARTS[2], PARTS[3], PARTS[4], PARTS[5])
 
 
-def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None, widened=None):
+def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None, widened=None, edit=None):
     """{tensor name: [its values (float64 arrays) on each of `parts`, per trial]}, or with `shapes` its shapes
     (int64 arrays); {} when that cannot be run; None when the variables it needs hold more than MAX_BYTES.
     `held` ({tensor name: f(value, examples)}) makes every part after the whole batch (parts[0]) read each of those
@@ -36,7 +36,9 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     rewrite makes a worker read. A statistic of the batch as combined, each of two workers reading one device's
     mean, or half its sum (batch_statistics.py, statistic_as_combined); a random draw as split, each example's
     values of one device's draw (batch_draws.py, draw_as_split). `widened` ({input name: (axes, value)}) pads those
-    inputs' random examples with WIDEN more positions of `value` along `axes` (padded_inputs.py)."""
+    inputs' random examples with WIDEN more positions of `value` along `axes` (padded_inputs.py). `edit(graph)`
+    changes the throw-away graph once it is imported and returns more tensors to hold, {tensor: f} (a constant
+    term's gradient scaled by each part's share: loss_seeds.edges_as_held)."""
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
     needed = graph_utils.ancestors([t.op for t in tensors], False)
@@ -60,6 +62,7 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
             feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:])
                      for t in inputs + [t for s in sparse for t in s.tensors if t.op.name in names]}
             tf1.import_graph_def(subgraph, input_map=feeds, name="")
+            edited = edit(run) if edit is not None else {}
             session.run([run.get_operation_by_name(op.name) for op in initializers], options=_BOUNDED)
             # an input's readers read its feed; its own node, imported beside it, is never fed
             fetches = [feeds[t.name] if t.name in feeds else run.get_tensor_by_name(t.name) for t in tensors]
@@ -73,8 +76,8 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
                 sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, random_values)) for s in sparse]
                 feeds_of_parts = [_part_feed(feeds, batch, sparse_batch, part, examples) for part in parts]
                 values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
-                                    {run.get_tensor_by_name(n): f for n, f in (held or {}).items()
-                                     if n.rsplit(":", 1)[0] in names})
+                                    {**{run.get_tensor_by_name(n): f for n, f in (held or {}).items()
+                                        if n.rsplit(":", 1)[0] in names}, **edited})
                 for i, t in enumerate(tensors):
                     samples[t.name].append(tuple(np.asarray(v[i], np.int64 if shapes else np.float64)
                                                  for v in values))

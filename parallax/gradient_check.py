@@ -19,16 +19,17 @@ from parallax.batch_samples import HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
 MIXES = ("its gradient on a random batch is not the workers' {} of its gradients on the batch's parts: the loss is "
-         "neither a mean nor a sum over the examples (a sum plus a weight penalty), or the graph mixes the examples "
-         "in a way no rule rewrites (a top k of a fraction of the batch, a cumulative sum over it)")
+         "neither a mean nor a sum over the examples (nor a sum plus terms the batch does not change), or the graph "
+         "mixes the examples in a way no rule rewrites (a top k of a fraction of the batch, a cumulative sum over it)")
 
 
-def mismatched(graph, analysis, averaged, split_draws=(), seeds=()):
+def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
     """["variable (why)"] for the trained variables whose gradient is not the halves' combination (their mean for
     the variables `averaged(name)` says, else their sum); [] when all are, or when the check cannot be run. The
     parts read the random draws as the rewrite makes them: those of `split_draws` ((op, axis), ...) their examples'
     values of one device's draw, any other the whole batch's (batch_draws.held_as_rewritten); a mean loss's seed
-    among `seeds` (loss_seeds.py) at their share of the whole batch's."""
+    among `seeds` (loss_seeds.py) at their share of the whole batch's, and so each of `edges` into a constant
+    term's backward ops."""
     gradients, tensors = gradient_tensors(graph, analysis)
     if not tensors:
         return []
@@ -39,7 +40,8 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=()):
     held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
     if held is not None:
         held.update(loss_seeds.as_held(graph, seeds, 2 * HALF))
-    samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held) if held is not None else {}
+    samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held,
+                      edit=loss_seeds.edges_as_held(edges, 2 * HALF)) if held is not None else {}
     if not samples:
         return []
     wrong = set()
@@ -55,7 +57,8 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=()):
                 if whole.shape != first.shape or not np.allclose(whole, combined, rtol=1e-4, atol=1e-6 * scale):
                     wrong.add(name)
     summed = "sum (of gradients started at each part's share, for a mean loss)" if \
-        any(law == loss_seeds.MEAN for _, law in seeds) else "sum"
+        any(law == loss_seeds.MEAN for _, law in seeds) else \
+        "sum (of gradients with a constant term's started at each part's share)" if edges else "sum"
     return [f"{name} ({MIXES.format('mean' if averaged(name) else summed)})" for name in sorted(wrong)]
 
 

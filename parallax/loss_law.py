@@ -7,15 +7,16 @@ a sum over the batch: its value on a random batch is, on every trial, the sum of
 two splits of it (batch_samples.py), and the examples change it. The loss tf.gradients differentiates is the sum of
 the loss tensor's elements (its default seed is ones), so a per-example loss vector handed to `minimize` is a sum
 too. A mean, a sum divided by a count of the batch (rule 7), a loss with batch normalization: no sum, averaged. A
-sum plus a term the batch does not change (a weight penalty) is neither a sum nor a mean: no setting makes it one
-device's, and it is averaged.
+sum plus a term the batch does not change (a weight penalty) is neither a sum nor a mean: no setting of the
+averaging makes it one device's, and it is averaged; each loss's own law (`laws`) lets loss_seeds.py start each
+loss's gradients as one device's share, and scale a penalty's (loss_terms.py).
 """
 import numpy as np
 
-from parallax import batch_draws, capture
+from parallax import batch_draws, batch_statistics, capture, loss_terms
 from parallax.batch_samples import is_sum_of_parts, sampled, statistic_as_combined
-from parallax.batch_statistics import SUM
 
+SUM, MEAN, SUM_PLUS_CONSTANT = "sum", "mean", "sum plus constant"  # a loss's law; MEAN: any other (averaged)
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
 AVERAGED = "the loss was not found to be a sum over the batch, so gradients are averaged over workers"
 UNCHECKED = ("the loss could not be checked on random batches (it could not be run, or a random draw it reads "
@@ -26,36 +27,48 @@ UNCHECKED = ("the loss could not be checked on random batches (it could not be r
 def decide(graph, statistic_laws=(), draws=()):
     """(whether to average the workers' gradients, the sentence explain states): averaged unless every loss is a
     sum (laws)."""
-    sums, sentence = laws(graph, statistic_laws, draws)
-    return not (sums and all(sums.values())), sentence
+    found, sentence = laws(graph, statistic_laws, draws)
+    return not (found and all(law == SUM for law in found.values())), sentence
 
 
 def laws(graph, statistic_laws=(), draws=()):
-    """({loss tensor name: whether it is a sum over the batch}, the sentence explain states); {} where the losses
-    could not be checked. The parts read what the rewrite makes a worker read: of each statistic the rewrite
-    combines (`statistic_laws`, (tensor, law): batch_statistics.py), one device's value (half of it for a sum); of
-    each draw it splits (`draws`, (op, batch axis): batch_draws.py), their examples' values of one device's draw.
-    So a sum of per-example losses that read the batch's mean, or that drop units out, is a sum."""
+    """({loss tensor name: SUM, SUM_PLUS_CONSTANT or MEAN}, the sentence explain states); {} where the losses could
+    not be checked. SUM_PLUS_CONSTANT: the loss's terms that read the batch (loss_terms.py) add up to a sum, and its
+    others the batch does not change (a weight penalty). The parts read what the rewrite makes a worker read: of
+    each statistic the rewrite combines (`statistic_laws`, (tensor, law): batch_statistics.py), one device's value
+    (half of it for a sum); of each draw it splits (`draws`, (op, batch axis): batch_draws.py), their examples'
+    values of one device's draw. So a sum of per-example losses that read the batch's mean, or that drop units out, is a sum."""
     names = {op.name for op in graph.get_operations()}
     losses = [graph.get_tensor_by_name(name) for name in capture.loss_records(graph)
               if name.rsplit(":", 1)[0] in names]
     if not losses:
         return {}, UNCHECKED
-    found = {t.name: False for t in losses}
+    found = {t.name: MEAN for t in losses}
+    terms = {t.name: loss_terms.split(graph, t)[0] for t in losses}
+    fetched = losses + [term for parts in terms.values() for term, _ in parts if term not in losses]
     # A sampler's output over the batch merged with the time steps is read in either layout: only the right one
     # can make the parts add up to the whole (batch_samples.merged_as_split).
     for layout in ("example-major", "time-major"):
         held = batch_draws.held_as_rewritten(graph, losses, draws, merged=layout)
         if held is None:
             return {}, UNCHECKED
-        held.update({name: statistic_as_combined(law == SUM) for name, law in statistic_laws})
-        samples = sampled(graph, losses, held=held)
+        held.update({name: statistic_as_combined(law == batch_statistics.SUM) for name, law in statistic_laws})
+        samples = sampled(graph, fetched, held=held)
         if not samples:
             return {}, UNCHECKED
-        found = {t.name: found[t.name] or _is_sum(samples[t.name]) for t in losses}
-        if all(found.values()) or not any(getattr(f, "merged", False) for f in held.values()):
+        found = {t.name: found[t.name] if found[t.name] != MEAN else SUM if _is_sum(samples[t.name]) else
+                 SUM_PLUS_CONSTANT if terms[t.name] and _is_sum(_signed_total(samples, terms[t.name])) else MEAN
+                 for t in losses}
+        if all(law == SUM for law in found.values()) or not any(getattr(f, "merged", False) for f in held.values()):
             break
-    return found, SUMMED if all(found.values()) else AVERAGED
+    return found, SUMMED if all(law == SUM for law in found.values()) else AVERAGED
+
+
+def _signed_total(samples, terms):
+    """Per trial, each part's sum of the terms' values, each with its sign."""
+    trials = len(samples[terms[0][0].name])
+    return [tuple(sum(sign * samples[t.name][trial][k] for t, sign in terms)
+                  for k in range(len(samples[terms[0][0].name][trial]))) for trial in range(trials)]
 
 
 def _is_sum(trials):

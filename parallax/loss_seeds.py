@@ -16,46 +16,63 @@ It is used in synchronous training where the loss law decided the averaging (Con
 import numpy as np
 import tensorflow as tf
 
-from parallax import capture, graph_utils
+from parallax import capture, graph_utils, loss_law, loss_terms
 
 MEAN, SUM = "mean", "sum"
 
 
-def sentence(seeds):
+def sentence(seeds, edges=()):
     """What explain's premise says of the averaging."""
     laws = {law for _, law in seeds}
     found = "the loss was not found to be a sum over the batch" if laws == {MEAN} else \
+        "the loss was found to be a sum over the batch" if laws == {SUM} else \
         "some losses were found to be sums over the batch, and the others not"
+    penalty = (f"; {len(edges)} input(s) of the gradient ops of terms the batch does not change (a weight penalty) "
+               f"added to a summed loss are scaled by 1/N, so they count once") if edges else ""
     return (f"{found}, so each worker's gradients of a mean loss start at 1/N (of a sum at 1): every value of its "
-            f"backward pass is one device's for its examples, and the workers' gradients are summed")
+            f"backward pass is one device's for its examples, and the workers' gradients are summed{penalty}")
 
 
-def loss_words(seeds):
+def loss_words(seeds, edges=()):
     """What the premise calls the loss."""
     laws = {law for _, law in seeds}
-    return "a mean over the batch" if laws == {MEAN} else "a sum over the batch where found one, else a mean"
+    plus = " (plus terms the batch does not change)" if edges else ""
+    return "a mean over the batch" if laws == {MEAN} else f"a sum over the batch{plus}" if laws == {SUM} else \
+        f"a sum over the batch{plus} where found one, else a mean"
 
 
-def find(graph, analysis, sums):
-    """((seed op, MEAN | SUM), ...) of the graph's default seeds, each its loss's law by `sums` ({loss tensor: is
-    a sum}, loss_law.laws; a loss not in it is taken for a mean, as the law takes a loss it cannot check); () where
-    the rule does not hold, or where no seed is a mean's (then nothing changes)."""
+def find(graph, analysis, laws):
+    """(((seed op, MEAN | SUM), ...), the edges into the backward ops of summed losses' constant terms) of the
+    graph's default seeds, each its loss's law by `laws` ({loss tensor: law}, loss_law.laws; a loss not in it is
+    taken for a mean, as the law takes a loss it cannot check; a sum plus a constant term whose backward ops cannot
+    be told too); ((), ()) where the rule does not hold, or where no seed is a mean's and no edge is scaled (then
+    nothing changes)."""
     seeds = {name: loss for name, loss in capture.default_seeds(graph).items()
              if graph.get_operation_by_name(name)._control_flow_context is None}
     if not seeds or None in seeds.values() or capture.given_seed_losses(graph):
-        return ()
+        return (), ()
     reached = graph_utils.closure([graph.get_operation_by_name(name) for name in seeds],
                                   lambda op: [c for t in op.outputs for c in t.consumers()])
     for v in analysis.trained_variables:
         for p in v.parts:
             if any(graph.get_tensor_by_name(g.values).op not in reached for g in p.gradients):
-                return ()
-    laws = tuple((name, SUM if sums.get(loss, False) else MEAN) for name, loss in sorted(seeds.items()))
-    return laws if any(law == MEAN for _, law in laws) else ()
+                return (), ()
+    found, edges = [], []
+    for name, loss in sorted(seeds.items()):
+        law = laws.get(loss, loss_law.MEAN)
+        constant = loss_terms.edges(graph, graph.get_tensor_by_name(loss), name) \
+            if law == loss_law.SUM_PLUS_CONSTANT else None
+        edges += constant or ()
+        found.append((name, SUM if law == loss_law.SUM or constant is not None else MEAN))
+    if not edges and all(law == SUM for _, law in found):
+        return (), ()
+    return tuple(found), tuple(edges)
 
 
-def scale(graph, seeds, num_workers):
-    """Make each mean seed's fill value 1/N (in the loss's dtype)."""
+def scale(graph, seeds, edges, num_workers):
+    """Make each mean seed's fill value 1/N (in the loss's dtype), and scale each edge into a constant term's
+    backward ops by 1/N."""
+    loss_terms.scale(graph, edges, lambda dtype: tf.constant(1.0 / num_workers, dtype, name="share"))
     for name, law in seeds:
         if law == MEAN:
             seed = graph.get_operation_by_name(name)
@@ -64,7 +81,9 @@ def scale(graph, seeds, num_workers):
             seed._update_input(1, share)
 
 
-def is_scaled(graph, seeds, num_workers):
+def is_scaled(graph, seeds, edges, num_workers):
+    if not loss_terms.is_scaled(graph, edges, num_workers):
+        return False
     for name, law in seeds:
         value = graph.get_operation_by_name(name).inputs[1]
         if not np.isclose(tf.get_static_value(value), 1.0 / num_workers if law == MEAN else 1.0, rtol=1e-6):
@@ -77,3 +96,15 @@ def as_held(graph, seeds, examples):
     at its share of the whole batch, as a worker does."""
     return {graph.get_operation_by_name(name).inputs[1].name:
             lambda value, part: np.asarray(value) * len(part) / examples for name, law in seeds if law == MEAN}
+
+
+def edges_as_held(edges, examples):
+    """An `edit` for batch_samples.sampled: each edge the throw-away graph has is scaled by a share that a part of
+    `examples` reads at its share of the whole batch (the shares of a split add up to 1, as the workers' do)."""
+    def edit(graph):
+        names = {op.name for op in graph.get_operations()}
+        with graph.as_default():
+            share = tf.compat.v1.placeholder_with_default(tf.constant(1.0, tf.float64), [], name="parallax_share")
+        loss_terms.scale(graph, [e for e in edges if e[0] in names], lambda dtype: tf.cast(share, dtype))
+        return {share: lambda value, part: np.asarray(value) * len(part) / examples} if edges else {}
+    return edit

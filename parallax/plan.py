@@ -141,9 +141,10 @@ class Plan:
     # Inputs their dataset pads to the batch's longest example (padded_inputs.py): (tensor, its padded axes, the
     # padding value), padded further to the longest over every worker.
     padded_inputs: Tuple[Tuple[str, Tuple[int, ...], Any], ...] = ()
-    # The default seeds of the losses' gradients (loss_seeds.py): (seed op, "mean" | "sum"); a mean's starts at
-    # 1/N, and then every variable's gradients are summed (`average` False).
+    # The losses' default seeds (loss_seeds.py), (seed op, "mean" | "sum"): a mean's starts at 1/N, and every
+    # variable's gradients are summed. A summed loss's penalty's gradient inputs (loss_terms.py), scaled by 1/N.
     loss_seeds: Tuple[Tuple[str, str], ...] = ()
+    constant_term_edges: Tuple[Tuple[str, int], ...] = ()
 
     @property
     def methods(self):

@@ -49,7 +49,8 @@ def from_data(data):
                 tuple((name, tuple(gradients)) for name, gradients in data.get("fused_batch_norms", [])),
                 data.get("averaging", ""),
                 tuple((name, tuple(axes), value) for name, axes, value in data.get("padded_inputs", [])),
-                tuple((name, law) for name, law in data.get("loss_seeds", [])))
+                tuple((name, law) for name, law in data.get("loss_seeds", [])),
+                tuple((name, index) for name, index in data.get("constant_term_edges", [])))
 
 
 def _plain(x):

@@ -11,16 +11,16 @@ from parallax.plan import Aggregation, make_plan
 
 
 def plan_job(graph, analysis, spec, config):
-    partitions, averaging, seeds = None, "", ()
+    partitions, averaging, seeds, edges = None, "", (), ()
     # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
     statistics = batch_statistics.find(graph, analysis) if spec.num_workers > 1 and config.sync else \
         batch_statistics.BatchStatistics()
     draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
     if config.average_dense is None or config.average_sparse is None:
-        sums, averaging = loss_law.laws(graph, statistics.laws, draws.split) if spec.num_workers > 1 else ({}, "")
-        average = not (sums and all(sums.values()))
+        laws, averaging = loss_law.laws(graph, statistics.laws, draws.split) if spec.num_workers > 1 else ({}, "")
+        average = not (laws and all(law == loss_law.SUM for law in laws.values()))
         if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
-            seeds = loss_seeds.find(graph, analysis, sums)
+            seeds, edges = loss_seeds.find(graph, analysis, laws)
         config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
                                                 if getattr(config, name) is None})
     if config.run_option == "AUTO" and spec.num_workers > 1:
@@ -29,7 +29,8 @@ def plan_job(graph, analysis, spec, config):
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
     if seeds:  # a mean's gradients start at 1/N: every variable's are summed
-        plan = dataclasses.replace(plan, loss_seeds=seeds, averaging=loss_seeds.sentence(seeds),
+        plan = dataclasses.replace(plan, loss_seeds=seeds, constant_term_edges=edges,
+                                   averaging=loss_seeds.sentence(seeds, edges),
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
         plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
@@ -41,7 +42,8 @@ def plan_job(graph, analysis, spec, config):
         if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.unsplittable):
             averaged = {v.name: v.average for v in plan.variables}
             plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
-                graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds)))
+                graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds,
+                plan.constant_term_edges)))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

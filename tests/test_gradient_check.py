@@ -28,7 +28,6 @@ def _listed(loss_of):
     lambda e: tf.reduce_mean(tf.math.top_k(e, k=tf.shape(e)[0] // 2).values),  # the batch's harder half
     lambda e: tf.reduce_mean(tf.sqrt(tf.cumsum(e) + 1.0)),  # a running total over the batch
     lambda e: tf.reduce_sum(tf.nn.softmax(-e) * e),  # weights normalized over the batch's examples
-    lambda e: tf.reduce_sum(e) + tf.add_n([tf.nn.l2_loss(v) for v in tf1.trainable_variables()]),  # no sum, no mean
 ])
 def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed(loss_of):
     listed = _listed(loss_of)
@@ -40,6 +39,8 @@ def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed(loss_of):
 @pytest.mark.parametrize("loss_of", [
     tf.reduce_mean,
     tf.reduce_sum,  # summed over workers (loss_law.py): the check combines the halves so too
+    # a sum plus a penalty: the penalty's gradient counts once over the parts, as over the workers (loss_terms.py)
+    lambda e: tf.reduce_sum(e) + tf.add_n([tf.nn.l2_loss(v) for v in tf1.trainable_variables()]),
     lambda e: tf.reduce_mean(tf.nn.dropout(e, rate=0.5, seed=1)),  # a draw: batch_draws.py's, not compared
 ])
 def test_graphs_whose_gradients_are_the_workers_list_nothing(loss_of):

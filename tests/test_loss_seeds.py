@@ -60,7 +60,7 @@ def test_a_summed_loss_changes_nothing():
 
 def test_each_loss_keeps_its_own_law():
     g = _graph(tf.reduce_mean, classifier=tf.reduce_sum)
-    assert sorted(loss_law.laws(g)[0].values()) == [False, True]
+    assert sorted(loss_law.laws(g)[0].values()) == [loss_law.MEAN, loss_law.SUM]
     plan = _plan(g)
     assert sorted(law for _, law in plan.loss_seeds) == [loss_seeds.MEAN, loss_seeds.SUM]
     assert {v.average for v in plan.variables} == {False}
@@ -85,7 +85,7 @@ def test_a_gradient_no_seed_reaches_turns_the_rule_off():
         by_hand = tf.reduce_mean(x, 0)[:, None]  # d mean(x w) / d w, written out
         tf.gradients(tf.reduce_mean(tf.matmul(x, w)), [x])  # a seed exists, but w's gradient does not start at it
         tf1.train.GradientDescentOptimizer(0.1).apply_gradients([(by_hand, w)])
-    assert capture.default_seeds(g) and loss_seeds.find(g, analyze(g), {}) == ()
+    assert capture.default_seeds(g) and loss_seeds.find(g, analyze(g), {}) == ((), ())
 
 
 def test_the_rewrite_sets_a_means_seed_to_one_over_n():
@@ -95,7 +95,8 @@ def test_the_rewrite_sets_a_means_seed_to_one_over_n():
     values = {name: tf.get_static_value(rewritten.get_operation_by_name(name).inputs[1])
               for name, _ in plan.loss_seeds}
     assert sorted(values.values()) == [0.5, 1.0]
-    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, 2) and not loss_seeds.is_scaled(g, plan.loss_seeds, 2)
+    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, (), 2)
+    assert not loss_seeds.is_scaled(g, plan.loss_seeds, (), 2)
 
 
 def test_a_gradient_clipped_on_its_way_is_exact_only_with_the_seeds():
@@ -123,3 +124,54 @@ def test_where_the_backward_pass_is_linear_a_workers_gradient_is_one_nth_of_what
                 v.load(np.linspace(-0.5, 0.5, v.shape.num_elements()).reshape(v.shape), sess)
             grads.append(sess.run(graph.get_tensor_by_name(name), feed))
     assert np.abs(grads[0]).max() > 0 and np.array_equal(grads[1], grads[0] / workers)
+
+
+def _penalized(loss_of):
+    """`loss_of(summed squared errors, a penalty on the head's kernel, the batch's size)`."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        w = tf1.get_variable("w", [3, 1], F64)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(
+            loss_of(tf.reduce_sum(tf.square(tf.matmul(x, w) - y)), 0.01 * tf.nn.l2_loss(w),
+                    tf.cast(tf.shape(x)[0], F64)))
+    return g
+
+
+@pytest.mark.parametrize("loss_of, law", [
+    (lambda errors, penalty, n: errors + penalty, loss_law.SUM_PLUS_CONSTANT),
+    (lambda errors, penalty, n: tf.add_n([errors, penalty, 2.0 * penalty]), loss_law.SUM_PLUS_CONSTANT),
+    (lambda errors, penalty, n: tf.identity(errors - penalty), loss_law.SUM_PLUS_CONSTANT),
+    (lambda errors, penalty, n: errors / n + penalty, loss_law.MEAN),  # a mean plus a penalty: averaged
+    (lambda errors, penalty, n: tf.sqrt(errors) + penalty, loss_law.MEAN),  # neither
+    (lambda errors, penalty, n: errors * penalty, loss_law.SUM),  # a sum weighted by a value of the variables
+    (lambda errors, penalty, n: errors, loss_law.SUM),
+])
+def test_a_sum_plus_a_term_the_batch_does_not_change_is_found(loss_of, law):
+    assert list(loss_law.laws(_penalized(loss_of))[0].values()) == [law]
+
+
+def test_a_penalty_on_a_summed_loss_counts_once_over_the_workers():
+    g = _penalized(lambda errors, penalty, n: errors + penalty)
+    plan = _plan(g)
+    assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.SUM),)
+    assert plan.constant_term_edges and all(op.startswith("gradients/mul_grad/") for op, _ in plan.constant_term_edges)
+    assert {v.average for v in plan.variables} == {False} and plan.uncombinable_statistics == ()
+    assert "plus terms the batch does not change" in parallax.explain(g, "localhost:2", print_table=False).premise
+    rewritten = rewrite(g, plan, parallax.Config()).graph
+    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, plan.constant_term_edges, 2)
+    assert not loss_seeds.is_scaled(g, plan.loss_seeds, plan.constant_term_edges, 2)
+    # summed without the scaling, the penalty would count twice: the check lists the kernel
+    summed = _plan(g, parallax.Config(average_dense=False, average_sparse=False))
+    assert summed.constant_term_edges == () and [s.split(" (")[0] for s in summed.uncombinable_statistics] == ["w"]
+
+
+def test_where_the_penalty_gradient_ops_cannot_be_told_the_loss_is_averaged():
+    g = _penalized(lambda errors, penalty, n: errors + penalty)
+    with g.as_default():
+        meta = tf1.train.export_meta_graph()
+    imported = tf.Graph()
+    with imported.as_default():
+        tf1.train.import_meta_graph(meta)  # no op remembers the forward op its gradient op was made for
+    plan = _plan(imported)
+    assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.MEAN),) and plan.constant_term_edges == ()

@@ -206,3 +206,27 @@ def mean_and_summed_losses(n, b, steps, graph_batch, lr_scale=1.0):
 
 USER_GRAPHS_IDIOMS.update({"adversarial_embedding": adversarial_embedding,
                            "mean_and_summed_losses": mean_and_summed_losses})
+
+
+def summed_loss_weight_penalty(n, b, steps, graph_batch, lr_scale=1.0):
+    """Matrix factorization as recommenders write it: the summed squared error of the batch's ratings plus an L2
+    penalty on both whole tables (a term the batch does not change), and a bias; Adagrad."""
+    rng = np.random.RandomState(109)
+    users, items = rng.randint(0, VOCAB, size=(2, n * b * steps)).astype(np.int32)
+    ratings = np.cos(users - items)[:, None] + 0.1 * rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        up, ip = tf1.placeholder(tf.int32, [None], "users"), tf1.placeholder(tf.int32, [None], "items")
+        rp = tf1.placeholder(F64, [None, 1], "ratings")
+        user_emb = tf1.get_variable("users", [VOCAB, 4], F64, initializer=_init(110))
+        item_emb = tf1.get_variable("items", [VOCAB, 4], F64, initializer=_init(111))
+        bias = tf1.get_variable("bias", [], F64, initializer=tf1.zeros_initializer())
+        predicted = tf.reduce_sum(tf.nn.embedding_lookup(user_emb, up) * tf.nn.embedding_lookup(item_emb, ip), 1,
+                                  keepdims=True) + bias
+        loss = tf.reduce_sum(tf.square(predicted - rp)) + 0.05 * (tf.nn.l2_loss(user_emb) + tf.nn.l2_loss(item_emb))
+        train = tf1.train.AdagradOptimizer(0.1 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((users, items, ratings), (up, ip, rp)))
+
+
+USER_GRAPHS_IDIOMS["summed_loss_weight_penalty"] = summed_loss_weight_penalty

@@ -1,0 +1,74 @@
+"""A summed loss plus terms the batch does not change (a weight penalty): `reduce_sum(errors) + l2`.
+
+One device's gradient of such a loss is the sum of its examples' gradients plus the penalty's gradient once. A
+worker's is its examples' plus the penalty's: summed over N workers, the penalty counts N times; averaged, the
+examples count 1/N. Neither is one device's. So the penalty's own backward pass gets 1/N of the loss's gradient on
+each worker: the inputs of its gradient ops that carry the loss's gradient (the edges) are scaled by 1/N, and the
+workers' gradients are summed, as for a sum.
+
+A loss's terms are the operands of the scalar additions and subtractions at its top (Add, AddV2, AddN, Sub,
+Identity); a term is constant when no per-worker input is among its ancestors. A term's backward ops are those
+tf.gradients made for its own forward ops (not shared with a batch term), below the loss's seed, read from each
+op's `_original_op` in the process that built the graph; the plan records the edges by name, and every worker's
+rewrite scales them.
+"""
+import tensorflow as tf
+
+from parallax import graph_utils
+from parallax.batch_shapes import per_worker_inputs
+
+_ADDITIVE = {"Add", "AddV2", "AddN", "Sub", "Identity"}
+
+
+def split(graph, loss):
+    """([(batch term tensor, sign)], [constant term tensors]) of a scalar loss; ([], []) when it has no constant
+    term beside a batch term (nothing to do), or is not a scalar."""
+    inputs = {t.op for t in per_worker_inputs(graph)}
+    batch, constant, stack = [], [], [(loss, 1)]
+    while stack:
+        t, sign = stack.pop()
+        if t.shape.rank != 0:
+            return [], []
+        if t.op.type in _ADDITIVE and t.dtype.is_floating:
+            stack.extend((i, -sign if t.op.type == "Sub" and k == 1 else sign) for k, i in enumerate(t.op.inputs))
+        elif graph_utils.ancestors([t.op], False) & inputs:
+            batch.append((t, sign))
+        else:
+            constant.append(t)
+    return (batch, constant) if batch and constant else ([], [])
+
+
+def edges(graph, loss, seed):
+    """((gradient op, input index), ...): where the loss's gradient enters its constant terms' backward ops; None
+    when they cannot be told (no op records its forward op, or one runs in a v1 loop or cond)."""
+    batch, constant = split(graph, loss)
+    shared = graph_utils.ancestors([t.op for t, _ in batch], False)
+    below = graph_utils.closure([graph.get_operation_by_name(seed)],
+                                lambda op: [c for t in op.outputs for c in t.consumers()])
+    found = []
+    for term in constant:
+        own = graph_utils.ancestors([term.op], False) - shared
+        backward = {op for op in below if getattr(op, "_original_op", None) in own}
+        if not backward or any(op._control_flow_context is not None for op in backward):
+            return None
+        found += [(op.name, i) for op in backward for i, t in enumerate(op.inputs)
+                  if t.op in below and t.op not in backward]
+    return tuple(sorted(found))
+
+
+def scale(graph, found, share):
+    """Scale each edge by `share` (a function of the dtype that makes the factor, in `graph`)."""
+    for op_name, index in found:
+        op = graph.get_operation_by_name(op_name)
+        value = op.inputs[index]
+        with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{op_name}/parallax_share_{index}"):
+            op._update_input(index, tf.multiply(value, share(value.dtype), name="scaled"))
+
+
+def is_scaled(graph, found, num_workers):
+    for op_name, index in found:
+        scaled = graph.get_operation_by_name(op_name).inputs[index].op
+        factors = [tf.get_static_value(t) for t in scaled.inputs] if scaled.type == "Mul" else []
+        if not any(f is not None and abs(float(f) - 1.0 / num_workers) < 1e-6 for f in factors):
+            return False
+    return True
