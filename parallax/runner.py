@@ -5,9 +5,11 @@ import os
 import time
 
 import tensorflow as tf
+from tensorflow.python.client.session import SessionInterface
 
 from parallax import collectives, example_counts, graph_utils, step_fence, step_measure
-from parallax.errors import CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError
+from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
+                             UnsupportedError)
 from parallax.launcher.role import report_done, report_examples, report_input_end, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
@@ -21,8 +23,9 @@ def _fetch_key(leaves):
     return tuple(getattr(x, "name", None) or str(id(x)) for x in leaves)
 
 
-class Runner:
-    """Runs the rewritten graph. Fetches and feed keys may be the user's own graph elements or their names."""
+class Runner(SessionInterface):
+    """Runs the rewritten graph. Fetches and feed keys may be the user's own graph elements or their names. It is a
+    session to what takes one (a tf1.train.Saver of the user's graph saves and restores through `run`)."""
 
     INIT_WAIT_SECONDS = 300
     INPUT_PROBE_MS = 10000  # how long an input may take to yield a batch when the runner asks whether it ended
@@ -73,6 +76,16 @@ class Runner:
     @property
     def session(self):
         return self._session
+
+    @property
+    def sess_str(self):
+        return self._session.sess_str
+
+    def partial_run_setup(self, fetches, feeds=None):
+        raise UnsupportedError("partial runs are not supported by a parallax Runner; use run")
+
+    def partial_run(self, handle, fetches, feed_dict=None):
+        raise UnsupportedError("partial runs are not supported by a parallax Runner; use run")
 
     # ---- running ----------------------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
