@@ -7,7 +7,7 @@ import time
 import tensorflow as tf
 from tensorflow.python.client.session import SessionInterface
 
-from parallax import collectives, example_counts, graph_utils, step_fence, step_measure
+from parallax import collectives, example_counts, graph_utils, step_fence, step_measure, user_initializers
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
                              UnsupportedError)
 from parallax.launcher.role import report_done, report_examples, report_input_end, report_step
@@ -51,6 +51,7 @@ class Runner(SessionInterface):
         self._steps = 0
         self._measure = step_measure.StepMeasure.from_env()
         self._closed = False
+        self._script_groups = user_initializers.ScriptGroups(source_graph, self._graph, role.is_chief)
         self._graph.finalize()
         self._session = tf1.Session(server.target if server else "", graph=self._graph, config=session_config)
         self._initialize()
@@ -91,6 +92,12 @@ class Runner(SessionInterface):
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self._closed:
             raise ParallaxError("this Runner is closed; create a new one with get_runner")
+        fetches, grouped = self._script_groups.read(fetches)
+        flat = tf.nest.flatten(fetches)
+        if grouped or any(x is None for x in flat):  # an op read through or skipped: its result is None
+            kept = [x for x in flat if x is not None]
+            values = iter(self.run(kept + grouped, feed_dict, options, run_metadata) if kept or grouped else ())
+            return tf.nest.pack_sequence_as(fetches, [None if x is None else next(values) for x in flat])
         mapped = tf.nest.map_structure(self._map_fetch, fetches)
         leaves = tf.nest.flatten(mapped)
         key = _fetch_key(leaves)
