@@ -52,6 +52,7 @@ class ScriptGroups:
         self._done = done_at_start(source_graph) if source_graph is not None else set()
         self._graph, self._rewritten, self._is_chief, self._said = source_graph, rewritten, is_chief, set()
         self._stood_for = set()  # the initializers whose first run the runner's initialization was
+        self._split = {}  # op -> split(op): read once, as a train op is fetched every step
 
     def read(self, fetches):
         """(the fetches with such ops as None, the other ops they group, to run with them)."""
@@ -61,7 +62,9 @@ class ScriptGroups:
             op = self._as_op(x)
             if op is None:
                 return x
-            found, others = split(op, self._done)
+            if op not in self._split:
+                self._split[op] = split(op, self._done)
+            found, others = self._split[op]
             if not found:
                 if others == [op] or self._in_rewritten(op):
                     return x
