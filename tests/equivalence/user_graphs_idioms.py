@@ -230,3 +230,37 @@ def summed_loss_weight_penalty(n, b, steps, graph_batch, lr_scale=1.0):
 
 
 USER_GRAPHS_IDIOMS["summed_loss_weight_penalty"] = summed_loss_weight_penalty
+
+
+def wgan_gradient_penalty(n, b, steps, graph_batch, lr_scale=1.0):
+    """WGAN-GP: the critic's gradient with respect to random interpolates of real and generated examples (a
+    per-example output's gradient, tf.gradients' sum of it), its norm's squared distance from 1 as a penalty of
+    the critic's mean loss (second-order gradients); the critic and the generator trained by two Adams in one step."""
+    rng = np.random.RandomState(112)
+    x, z = rng.randn(n * b * steps, 3), rng.randn(n * b * steps, 2)
+    g = tf.Graph()
+    with g.as_default():
+        xp, zp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 2], "z")
+
+        def critic(v):
+            with tf1.variable_scope("critic", reuse=tf1.AUTO_REUSE):
+                return _dense(_dense(v, 4, "h", 113, tf.tanh), 1, "o", 114)
+        with tf1.variable_scope("generator"):
+            fake = _dense(zp, 3, "g", 115)
+        mix = tf1.random_uniform([tf.shape(xp)[0], 1], dtype=F64, seed=116)
+        interpolates = mix * xp + (1 - mix) * fake
+        grad, = tf.gradients(critic(interpolates), interpolates)
+        penalty = tf.reduce_mean(tf.square(tf.sqrt(tf.reduce_sum(tf.square(grad), 1) + 1e-12) - 1.0))
+        critic_loss = tf.reduce_mean(critic(fake)) - tf.reduce_mean(critic(xp)) + 10.0 * penalty
+        step = tf1.train.get_or_create_global_step()
+        train = tf.group(
+            tf1.train.AdamOptimizer(0.01 * lr_scale).minimize(
+                critic_loss, var_list=tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, "critic")),
+            tf1.train.AdamOptimizer(0.01 * lr_scale).minimize(
+                -tf.reduce_mean(critic(fake)), var_list=tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES,
+                                                                           "generator")),
+            step.assign_add(1), name="train")
+    return Case(g, train, _rows((x, z), (xp, zp)))
+
+
+USER_GRAPHS_IDIOMS["wgan_gradient_penalty"] = wgan_gradient_penalty
