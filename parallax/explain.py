@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics, loss_seeds
+from parallax import batch_draws, batch_statistics, input_sharding, loss_seeds
 from parallax.analysis import analyze, static_sparsity
 from parallax.callable_module import make_callable
 from parallax.config import Config
@@ -157,6 +157,8 @@ def premise(plan, analysis):
                  f"variance")
     if plan.uncombinable_statistics:
         text += f"; {batch_statistics.uncombinable_note(plan)}"
+    if plan.unsharded_inputs:
+        text += f"; {input_sharding.note(plan)}"
     return text
 
 

@@ -145,6 +145,7 @@ class Plan:
     # variable's gradients are summed. A summed loss's penalty's gradient inputs (loss_terms.py), scaled by 1/N.
     loss_seeds: Tuple[Tuple[str, str], ...] = ()
     constant_term_edges: Tuple[Tuple[str, int], ...] = ()
+    unsharded_inputs: Tuple[str, ...] = ()  # read from a dataset nothing shards (input_sharding.py): warned
 
     @property
     def methods(self):

@@ -4,7 +4,8 @@ run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
-from parallax import batch_draws, batch_statistics, collectives, gradient_check, loss_law, loss_seeds, padded_inputs
+from parallax import (batch_draws, batch_statistics, collectives, gradient_check, input_sharding, loss_law, loss_seeds,
+                      padded_inputs)
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
@@ -37,7 +38,7 @@ def plan_job(graph, analysis, spec, config):
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,
-                                   fused_batch_norms=statistics.fused)
+                                   fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph))
         # The check simulates split draws, not the other rules' rewrites or what they list.
         if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.unsplittable):
             averaged = {v.name: v.average for v in plan.variables}

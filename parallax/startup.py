@@ -15,7 +15,7 @@ import sys
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics, cluster, collectives, plan_json, worker_checks
+from parallax import batch_draws, batch_statistics, cluster, collectives, input_sharding, plan_json, worker_checks
 from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
@@ -87,6 +87,7 @@ def get_runner(graph, resource_spec, config=None):
         _rebuild_if_repartitioned(graph, analysis, plan)
         notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
         notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
+        notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []
         for note in notes:
             print(f"parallax: warning: {note}", file=sys.stderr, flush=True)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run

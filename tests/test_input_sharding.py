@@ -1,0 +1,47 @@
+"""A dataset that nothing in the graph shards gives every worker the same batches: the plan lists its inputs,
+the launcher warns, explain says so (input_sharding.py); a sharded dataset, a pipeline that shards itself by the
+shard id, one that runs Python, or fed inputs are not listed."""
+import pytest
+import tensorflow as tf
+
+import parallax
+
+tf1 = tf.compat.v1
+
+
+def _graph(pipeline):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.data.make_one_shot_iterator(pipeline(tf.data.Dataset.range(64)).batch(4)).get_next()
+        w = tf1.get_variable("w", [1], tf.float64)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))
+    return g
+
+
+def _by_shard_id(ds):
+    workers, index = parallax.shard.create_num_shards_and_shard_id()
+    return ds.filter(lambda x: tf.equal(x % workers, index))
+
+
+@pytest.mark.parametrize("pipeline, listed", [
+    (lambda ds: ds, True),
+    (lambda ds: ds.map(lambda x: x + 1).shuffle(8, seed=1), True),
+    (parallax.shard, False),
+    (lambda ds: ds.shard(2, 0), False),
+    (_by_shard_id, False),
+    (lambda ds: ds.map(lambda x: tf.numpy_function(lambda v: v, [x], tf.int64)), False),  # Python: not judged
+])
+def test_an_unsharded_dataset_is_listed(pipeline, listed):
+    explanation = parallax.explain(_graph(pipeline), "localhost:2", print_table=False)
+    assert bool(explanation.plan.unsharded_inputs) == listed
+    assert ("nothing in the graph shards" in explanation.premise) == listed
+    assert parallax.explain(_graph(pipeline), "localhost:1", print_table=False).plan.unsharded_inputs == ()
+
+
+def test_the_planner_warns_of_it(tmp_path):
+    from tests.planner_role import plan_in_planner_role
+    plan, stderr = plan_in_planner_role(tmp_path, [
+        "x = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(64).batch(4)).get_next()",
+        "w = tf1.get_variable('w', [1], tf.float64)",
+        "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))"])
+    assert plan.unsharded_inputs and "warning: the workers read" in stderr and "parallax.shard(ds)" in stderr
