@@ -8,6 +8,9 @@ the workers' gradients weighs each *worker* alike. This cannot be known when the
 often known only by reading it), so each synchronized step reports its own count (runner.py) and the launcher
 compares them (launcher/input_ledger.py).
 
+A worker's first synchronized step fed by feed_dict also reports a digest of its fed batch (`fed_digest`): every
+worker fed the same rows trains on copies of one batch, which the launcher warns of.
+
 Each count also adds to a local counter of the examples the input has yielded: after a step failed, the counter
 tells whether this worker's input had yielded its batch in it (runner.py), which the error does not (TF passes one
 worker's OutOfRangeError on to the workers that wait for its tensors).
@@ -15,6 +18,9 @@ worker's OutOfRangeError on to the workers that wait for its tensors).
 The count of an input is its first dimension (the examples, as batch_shapes.per_worker_inputs defines inputs), and
 for a sparse input its dense shape's first entry (its indices and values count entries, not examples).
 """
+import hashlib
+
+import numpy as np
 import tensorflow as tf
 
 from parallax import sparse_inputs
@@ -73,3 +79,17 @@ def read_in(counts, ancestors):
 
 def is_counted(graph, counts):
     return all(graph.get_tensor_by_name(t).dtype == tf.int64 for _, count, total in counts for t in (count, total))
+
+
+def fed_digest(feeds, inputs):
+    """A digest of the values fed to the inputs among `feeds` ({tensor: value}; `inputs`, their op names), or None
+    when none is fed: the launcher compares the workers' (input_ledger.py)."""
+    fed = sorted((t.name, np.asarray(v)) for t, v in feeds.items() if getattr(t, "op", None) is not None and
+                 t.op.name in inputs)
+    if not fed:
+        return None
+    digest = hashlib.sha1()
+    for name, value in fed:
+        data = str(value.tolist()).encode() if value.dtype == object else np.ascontiguousarray(value).tobytes()
+        digest.update(f"{name} {value.dtype.str} {value.shape} ".encode() + data)
+    return digest.hexdigest()[:16]

@@ -10,7 +10,7 @@ from tensorflow.python.client.session import SessionInterface
 from parallax import collectives, example_counts, graph_utils, step_fence, step_measure, user_initializers
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
                              UnsupportedError)
-from parallax.launcher.role import report_done, report_examples, report_input_end, report_step
+from parallax.launcher.role import report_done, report_examples, report_fed, report_input_end, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
 tf1 = tf.compat.v1
@@ -47,6 +47,7 @@ class Runner(SessionInterface):
         self._counts = {}  # fetch key -> the (count, total) tensors of the inputs its synchronized step reads
         self._totals = {}  # count tensor name -> the examples its input yielded in this worker's steps so far
         self._synchronized_steps = 0
+        self._fed_inputs = {op for op, _, _ in rewritten.example_counts}  # the first fed step's batch is compared
         atexit.register(self._report_done)  # a script may end without closing its runner
         self._steps = 0
         self._measure = step_measure.StepMeasure.from_env()
@@ -107,6 +108,10 @@ class Runner(SessionInterface):
         if variant.synchronized:
             self._synchronized_steps += 1
             report_step(self._synchronized_steps, variant.digest, variant.name)
+            fed = example_counts.fed_digest(feeds, self._fed_inputs) if self._fed_inputs and feed_dict else None
+            if fed:
+                report_fed(self._synchronized_steps, fed)
+                self._fed_inputs = set()
         counts = self._counts_read(key, variant)
         trains = self._trains(variant)
         trace = trains and self._traces(self._steps + 1)

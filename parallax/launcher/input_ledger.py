@@ -26,6 +26,7 @@ class InputLedger:
         self._last = {}  # worker -> the last synchronized step it started
         self._warned_steps = set()  # steps whose batches differed (named up to MAX_WARNINGS)
         self.stopped = set()  # workers that finished or failed: nothing is owed by them any more
+        self._fed = {}  # worker -> (step, digest of its fed batch), from its first synchronized step with feeds
 
     def started(self, worker, step):
         """Returns a problem message when `worker` went past a step in which another worker's input ended."""
@@ -97,6 +98,18 @@ class InputLedger:
                 f"gradients are averaged, random draws and statistics of the batch are split and combined by "
                 f"equal shares). The data's size is not a multiple of N*b, so its last batch is short; {FIX}"
                 f"{later}")
+
+    def fed(self, worker, step, digest, workers):
+        """`worker` was fed a batch whose digest is `digest` in synchronized step `step`. Returns a warning once
+        every one of `workers` reported the same digest for the same step: each was fed the same examples."""
+        self._fed[worker] = (step, digest)
+        if len(self._fed) != workers or len(set(self._fed.values())) != 1:
+            return None
+        self._fed = {}  # said once
+        return (f"every worker was fed the same batch in synchronized step {step}: the workers train on copies of "
+                f"it, which is {workers} copies of one device with batch b, not one device with batch {workers}*b "
+                f"(a summed loss gets {workers} times its gradient); feed worker i rows [i*b, (i+1)*b) of the "
+                f"global batch (runner.worker_id, runner.num_workers), or read a dataset through parallax.shard")
 
     @property
     def uneven_steps(self):

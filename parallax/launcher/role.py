@@ -76,6 +76,13 @@ def report_examples(step, counts):
         _control_line(f"examples {step} {','.join(str(n) for n in counts)}")
 
 
+def report_fed(step, digest):
+    """Synchronized step `step` was fed a batch whose digest is `digest` (this worker's first step with fed
+    inputs): the launcher warns when every worker was fed the same one (input_ledger.py)."""
+    if os.environ.get(ENV_ROLE):
+        _control_line(f"fed {step} {digest}")
+
+
 def report_input_end(step):
     """Synchronized step `step` found this worker's input at its end (OutOfRangeError): fine when every worker's
     ended in that step; the launcher says so when another worker's had a batch there."""

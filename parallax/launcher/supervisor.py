@@ -314,6 +314,10 @@ class Supervisor:
             self.step_problem = self.step_problem or problem
             if warning:
                 self._say(f"warning: {warning}")
+        elif words[:1] == ["fed"] and len(words) == 3:  # fed <step> <digest>
+            warning = self.inputs.fed(label, int(words[1]), words[2], len(self.rank_labels))
+            if warning:
+                self._say(f"warning: {warning}")
         elif words[:1] == ["input-end"] and len(words) == 2:
             self.step_problem = self.step_problem or self.inputs.input_ended(label, int(words[1]), now)
         elif words[:1] == ["done"] and len(words) == 2:
