@@ -56,9 +56,11 @@ def laws(graph, statistic_laws=(), draws=()):
         samples = sampled(graph, fetched, held=held)
         if not samples:
             return {}, UNCHECKED
-        found = {t.name: found[t.name] if found[t.name] != MEAN else SUM if _is_sum(samples[t.name]) else
-                 SUM_PLUS_CONSTANT if terms[t.name] and _is_sum(_signed_total(samples, terms[t.name])) else MEAN
-                 for t in losses}
+        # The terms first: a penalty whose value is 0 at the initial values (of variables initialized to zeros)
+        # makes the whole look like a sum there, but not once training has moved them.
+        found = {t.name: found[t.name] if found[t.name] != MEAN else
+                 SUM_PLUS_CONSTANT if terms[t.name] and _is_sum(_signed_total(samples, terms[t.name])) else
+                 SUM if _is_sum(samples[t.name]) else MEAN for t in losses}
         if all(law == SUM for law in found.values()) or not any(getattr(f, "merged", False) for f in held.values()):
             break
     return found, SUMMED if all(law == SUM for law in found.values()) else AVERAGED

@@ -175,3 +175,15 @@ def test_where_the_penalty_gradient_ops_cannot_be_told_the_loss_is_averaged():
         tf1.train.import_meta_graph(meta)  # no op remembers the forward op its gradient op was made for
     plan = _plan(imported)
     assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.MEAN),) and plan.constant_term_edges == ()
+
+
+def test_a_penalty_that_is_zero_at_the_initial_values_is_still_found():
+    """A penalty on a table initialized to zeros adds nothing at first: the whole looks like a sum there."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        w = tf1.get_variable("w", [3, 1], F64, tf1.zeros_initializer())
+        loss = tf.reduce_sum(tf.square(tf.matmul(x, w) - y)) + 0.01 * tf.nn.l2_loss(w)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    assert list(loss_law.laws(g)[0].values()) == [loss_law.SUM_PLUS_CONSTANT]
+    assert _plan(g).constant_term_edges
