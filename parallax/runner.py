@@ -93,7 +93,7 @@ class Runner(SessionInterface):
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self._closed:
             raise ParallaxError("this Runner is closed; create a new one with get_runner")
-        fetches, grouped = self._script_groups.read(fetches)
+        fetches, grouped = self._script_groups.read(fetches, feed_dict)
         flat = tf.nest.flatten(fetches)
         if grouped or any(x is None for x in flat):  # an op read through or skipped: its result is None
             kept = [x for x in flat if x is not None]

@@ -6,7 +6,8 @@ checkpoint, on every worker. Running the initializers again in a worker would dr
 (an initializer without a seed): its replica would no longer be the others', and a server's variables would take
 the last worker's draw, or lose the restored checkpoint. So the first run of an initializer of a global variable
 or of a table (the runner ran those too) is skipped, and what else the fetched op groups runs: an iterator's
-initializer, a local variable's (a metric's reset), as one device would. The runner's own initialization is one
+initializer, a local variable's (a metric's reset), as one device would; an initializer whose value is fed (`variable.load`) assigns
+it, and runs. The runner's own initialization is one
 device's first run: a seeded initializer draws the same values. A second run would draw again on one device,
 which every worker would have to take from the chief: it is refused with UnsupportedError.
 
@@ -54,13 +55,15 @@ class ScriptGroups:
         self._stood_for = set()  # the initializers whose first run the runner's initialization was
         self._split = {}  # op -> split(op): read once, as a train op is fetched every step
 
-    def read(self, fetches):
-        """(the fetches with such ops as None, the other ops they group, to run with them)."""
+    def read(self, fetches, feed_dict=None):
+        """(the fetches with such ops as None, the other ops they group, to run with them). An initializer whose
+        value is fed (`variable.load(value, session)`) assigns that value: it runs."""
         rest = []
+        fed = {getattr(k, "name", k) for k in feed_dict or {}}
 
         def leaf(x):
             op = self._as_op(x)
-            if op is None:
+            if op is None or any(t.name in fed or t.op.name in fed for t in op.inputs):
                 return x
             if op not in self._split:
                 self._split[op] = split(op, self._done)

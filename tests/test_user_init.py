@@ -65,3 +65,14 @@ def test_a_group_is_read_through_to_what_it_runs_besides_initializers():
     found, rest = user_initializers.split(outer, done)
     assert found == [v.initializer] and set(rest) == {it.initializer, local.initializer}
     assert user_initializers.split(it.initializer, done) == ([], [it.initializer])
+
+
+def test_an_initializer_given_its_value_loads_it():
+    """`variable.load(value, session)` runs the initializer with its value fed: an assignment, which runs."""
+    g = tf.Graph()
+    with g.as_default():
+        v = tf1.get_variable("v", [2])
+    groups = user_initializers.ScriptGroups(g, g, is_chief=False)
+    fetches, rest = groups.read(v.initializer, {v.initializer.inputs[1]: [1.0, 2.0]})
+    assert fetches is v.initializer and rest == []
+    assert groups.read(v.initializer)[0] is None  # not fed: the runner's initialization stood for it

@@ -1,6 +1,6 @@
 """A script that runs its own initializers through the runner, as TF1 scripts run them through their session:
-`sess.run(tf1.global_variables_initializer())` first, and mid-training a group of its local variables' initializer
-(a metric's reset) and its iterator's. Two loopback hosts, one worker each, batch 4.
+`sess.run(tf1.global_variables_initializer())` first, then `w.load(values, sess)` (pretrained values), and
+mid-training a group of its local variables' initializer (a metric's reset) and its iterator's. Two loopback hosts, one worker each, batch 4.
   argv[1] = the run option; argv[2] = "seeded" (the chief prints "max diff <x>" against one device with batch 8
   that runs the same script), "unseeded" (each worker prints its variables: the replicas must agree) or "again"
   (the script then initializes the global variables a second time, which is refused).
@@ -40,9 +40,10 @@ def build(batch, sharded):
 
 
 def script(sess, g, it, train, steps):
-    """What the user wrote: initialize, train 3 steps, reset a metric and the input, train 2."""
+    """What the user wrote: initialize, load w, train 3 steps, reset a metric and the input, train 2."""
     with g.as_default():
         sess.run(tf1.global_variables_initializer())
+        g.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES, "w")[0].load([[0.5], [-0.25]], sess)
     sess.run(it.initializer)
     for _ in range(3):
         sess.run(train)
