@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def test_two_worker_job_identities_and_prefixed_output(tmp_path):
     assert identities == [["0", "2", "True"], ["1", "2", "False"]]
     assert "[localhost/worker/0] worker 0 loss" in out and "[localhost/worker/1] worker 1 loss" in out
     assert "all 2 processes up" in out
-    losses = {line.split()[-1] for line in out.splitlines() if " loss " in line}
+    losses = set(re.findall(r"worker \d+ loss (\S+)", out))
     assert len(losses) == 1  # both replicas hold the same values after the step
     _assert_all_gone(_worker_pids(tmp_path))
 
@@ -172,7 +173,7 @@ def test_ps_job_runs_and_its_servers_are_stopped_after_the_workers(tmp_path):
     assert "[127.0.0.1/ps/0] serving ps task 0 at 127.0.0.1:" in out
     assert "[127.0.0.2/ps/1] serving ps task 1 at 127.0.0.2:" in out
     assert "2 workers and 2 parameter server(s) (PS)" in out
-    losses = {line.split()[-1] for line in out.splitlines() if " loss " in line}
+    losses = set(re.findall(r"worker \d+ loss (\S+)", out))
     assert len(losses) == 1
     _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
 
