@@ -13,7 +13,10 @@ TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
 
 def _rewrite(run_option, opau=True):
     g, _ = embedding_mlp.build("Adam", clip=1.0, partitions=2)
-    config = parallax.Config(run_option=run_option, place_post_aggregation_ops=opau)
+    # averaged by dividing the aggregate, whose `average` op the checks find (a mean loss left to the law starts its
+    # gradients at 1/N instead, loss_seeds.py)
+    config = parallax.Config(run_option=run_option, place_post_aggregation_ops=opau, average_dense=True,
+                             average_sparse=True)
     analysis = parallax.analyze(g)
     plan = plan_job(g, analysis, TWO_HOSTS, config)
     return analysis, plan, rewrite(g, plan, config)
