@@ -37,8 +37,8 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     mean, or half its sum (batch_statistics.py, statistic_as_combined); a random draw as split, each example's
     values of one device's draw (batch_draws.py, draw_as_split). `widened` ({input name: (axes, value)}) pads those
     inputs' random examples with WIDEN more positions of `value` along `axes` (padded_inputs.py). `edit(graph)`
-    changes the throw-away graph once it is imported and returns more tensors to hold, {tensor: f} (a constant
-    term's gradient scaled by each part's share: loss_seeds.edges_as_held)."""
+    changes the throw-away graph once it is imported and returns more tensors to hold, {tensor: f} (a mean
+    loss's seed, or a constant term's gradient, scaled by each part's share: loss_seeds.shares_as_held)."""
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
     needed = graph_utils.ancestors([t.op for t in tensors], False)

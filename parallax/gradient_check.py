@@ -38,10 +38,8 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
            op.type not in graph_utils.PURE_READS and not batch_draws.is_draw(op) for op in ancestors):
         return []
     held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
-    if held is not None:
-        held.update(loss_seeds.as_held(graph, seeds, 2 * HALF))
     samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held,
-                      edit=loss_seeds.edges_as_held(edges, 2 * HALF)) if held is not None else {}
+                      edit=loss_seeds.shares_as_held(seeds, edges, 2 * HALF)) if held is not None else {}
     if not samples:
         return []
     wrong = set()

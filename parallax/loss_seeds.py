@@ -69,42 +69,32 @@ def find(graph, analysis, laws):
     return tuple(found), tuple(edges)
 
 
+def scaled_inputs(seeds, edges):
+    """Every op input a worker scales by its share 1/N: each mean seed's fill value (its input 1), and each edge
+    into a summed loss's constant terms' backward ops."""
+    return tuple(edges) + tuple((name, 1) for name, law in seeds if law == MEAN)
+
+
 def scale(graph, seeds, edges, num_workers):
-    """Make each mean seed's fill value 1/N (in the loss's dtype), and scale each edge into a constant term's
-    backward ops by 1/N."""
-    loss_terms.scale(graph, edges, lambda dtype: tf.constant(1.0 / num_workers, dtype, name="share"))
-    for name, law in seeds:
-        if law == MEAN:
-            seed = graph.get_operation_by_name(name)
-            with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{name}/parallax"):
-                share = tf.constant(1.0 / num_workers, seed.inputs[1].dtype, name="share")
-            seed._update_input(1, share)
+    """Scale the inputs `scaled_inputs` names by 1/N (in each input's dtype)."""
+    loss_terms.scale(graph, scaled_inputs(seeds, edges),
+                     lambda dtype: tf.constant(1.0 / num_workers, dtype, name="share"))
 
 
 def is_scaled(graph, seeds, edges, num_workers):
-    if not loss_terms.is_scaled(graph, edges, num_workers):
-        return False
-    for name, law in seeds:
-        value = graph.get_operation_by_name(name).inputs[1]
-        if not np.isclose(tf.get_static_value(value), 1.0 / num_workers if law == MEAN else 1.0, rtol=1e-6):
-            return False
-    return True
+    return loss_terms.is_scaled(graph, scaled_inputs(seeds, edges), num_workers)
 
 
-def as_held(graph, seeds, examples):
-    """{fill value tensor: f(value, examples)} for batch_samples.sampled: a part of `examples` reads a mean seed
-    at its share of the whole batch, as a worker does."""
-    return {graph.get_operation_by_name(name).inputs[1].name:
-            lambda value, part: np.asarray(value) * len(part) / examples for name, law in seeds if law == MEAN}
+def shares_as_held(seeds, edges, examples):
+    """An `edit` for batch_samples.sampled: each input `scaled_inputs` names that the throw-away graph has is
+    scaled by a share, which a part of `examples` reads at its share of the whole batch (the shares of a split add
+    up to 1, as the workers' do)."""
+    inputs = scaled_inputs(seeds, edges)
 
-
-def edges_as_held(edges, examples):
-    """An `edit` for batch_samples.sampled: each edge the throw-away graph has is scaled by a share that a part of
-    `examples` reads at its share of the whole batch (the shares of a split add up to 1, as the workers' do)."""
     def edit(graph):
         names = {op.name for op in graph.get_operations()}
         with graph.as_default():
             share = tf.compat.v1.placeholder_with_default(tf.constant(1.0, tf.float64), [], name="parallax_share")
-        loss_terms.scale(graph, [e for e in edges if e[0] in names], lambda dtype: tf.cast(share, dtype))
-        return {share: lambda value, part: np.asarray(value) * len(part) / examples} if edges else {}
+        loss_terms.scale(graph, [e for e in inputs if e[0] in names], lambda dtype: tf.cast(share, dtype))
+        return {share: lambda value, part: np.asarray(value) * len(part) / examples} if inputs else {}
     return edit

@@ -57,7 +57,8 @@ def edges(graph, loss, seed):
 
 
 def scale(graph, found, share):
-    """Scale each edge by `share` (a function of the dtype that makes the factor, in `graph`)."""
+    """Scale each op input of `found` ((op, input index), ...) by `share` (a function of the dtype that makes the
+    factor, in `graph`)."""
     for op_name, index in found:
         op = graph.get_operation_by_name(op_name)
         value = op.inputs[index]
