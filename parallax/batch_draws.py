@@ -179,8 +179,12 @@ def _other_inputs_from_the_batch(op):
 def _layout(graph_def):
     """Element-wise sharding (a ShardDataset, in the graph or in a dataset's function) gives each worker every N-th
     example; otherwise each worker's examples are a block of the global batch (fed rows)."""
-    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-    return INTERLEAVED if any(n.op == "ShardDataset" for n in nodes) else BLOCKS
+    return INTERLEAVED if "ShardDataset" in node_types(graph_def) else BLOCKS
+
+
+def node_types(graph_def):
+    """The op types of the graph's nodes and of its functions' (a dataset's map or filter)."""
+    return {n.op for n in graph_def.node} | {n.op for f in graph_def.library.function for n in f.node_def}
 
 
 def draw_for_the_whole_batch(graph, op_name, axis, num_workers, worker_id, layout):

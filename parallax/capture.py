@@ -80,11 +80,10 @@ def _wrap_gradients(original):
 
 def _record_seeds(graph, new_ops, ys):
     """Which loss each default seed the call made starts the gradient of: its `grad_ys_<i>` is ys[i]'s."""
-    for op in new_ops:
-        match = _SEED.match(op.name)
-        if match and op.type == "Fill" and int(match.group(1)) < len(ys) and isinstance(ys[int(match.group(1))],
-                                                                                       tf.Tensor):
-            record = json.dumps({"seed": op.name, "loss": ys[int(match.group(1))].name}, sort_keys=True)
+    for op in filter(_is_default_seed, new_ops):
+        index = int(_SEED.match(op.name).group(1))
+        if index < len(ys) and isinstance(ys[index], tf.Tensor):
+            record = json.dumps({"seed": op.name, "loss": ys[index].name}, sort_keys=True)
             if record not in graph.get_collection(SEED_COLLECTION):
                 graph.add_to_collection(SEED_COLLECTION, record)
 
@@ -169,6 +168,11 @@ def loss_records(graph):
 _SEED = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/grad_ys_(\d+)$")
 
 
+def _is_default_seed(op):
+    """tf.gradients' default seed of its i-th loss: a fill of ones named `grad_ys_<i>` in its gradients scope."""
+    return op.type == "Fill" and _SEED.match(op.name) is not None
+
+
 def default_seeds(graph):
     """{seed op name: its loss tensor's name, or None where it cannot be told} of the graph's default seeds: each
     `grad_ys_<i>`, a fill of ones shaped like its loss. The hooks record the loss; in a graph built before them, it
@@ -176,7 +180,7 @@ def default_seeds(graph):
     recorded = {r["seed"]: r["loss"] for r in (json.loads(r if isinstance(r, str) else r.decode())
                                                for r in graph.get_collection(SEED_COLLECTION))}
     seeds = {}
-    for seed in (op for op in graph.get_operations() if op.type == "Fill" and _SEED.match(op.name)):
+    for seed in filter(_is_default_seed, graph.get_operations()):
         if seed.inputs[1].op.type != "Const":
             continue
         shape = seed.inputs[0].op
@@ -196,7 +200,7 @@ def given_seed_losses(graph):
 
 def _seeded_losses(graph):
     losses = set()
-    for seed in (op for op in graph.get_operations() if op.type == "Fill" and _SEED.match(op.name)):
+    for seed in filter(_is_default_seed, graph.get_operations()):
         for reader in seed.outputs[0].consumers():
             origin = getattr(reader, "_original_op", None)
             if origin is not None:

@@ -7,24 +7,21 @@ can tell that from a share, so the planner looks at the graph: a worker reads ba
 op in the graph or in its datasets' functions shards a dataset. A pipeline that runs Python (from_generator, a
 py_func) may share the examples out itself, and is not judged.
 """
+from parallax.batch_draws import node_types
 from parallax.batch_shapes import per_worker_inputs
-from parallax.shard import SCOPE, SHARD_ID
+from parallax.shard import SHARD_ID
 
 ITERATOR_READS = {"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"}
-SHARDS = {"ShardDataset"}
-PYTHON = {"GeneratorDataset", "PyFunc", "PyFuncStateless", "EagerPyFunc"}
+SHARDS_OR_PYTHON = {"ShardDataset", "GeneratorDataset", "PyFunc", "PyFuncStateless", "EagerPyFunc"}
 
 
 def unsharded(graph):
     """The per-worker inputs read from an iterator (tensor names), where nothing in the graph shards a dataset;
-    () otherwise."""
-    read = sorted(t.name for t in per_worker_inputs(graph) if t.op.type in ITERATOR_READS)
-    if not read:
+    () otherwise. A pipeline shards itself by the shard id that create_num_shards_and_shard_id records."""
+    if graph.get_collection(SHARD_ID):
         return ()
-    graph_def = graph.as_graph_def()
-    ops = {n.op for n in graph_def.node} | {n.op for f in graph_def.library.function for n in f.node_def}
-    names = {n.name for n in graph_def.node}
-    if ops & (SHARDS | PYTHON) or f"{SCOPE}/{SHARD_ID}" in names:
+    read = sorted(t.name for t in per_worker_inputs(graph) if t.op.type in ITERATOR_READS)
+    if not read or node_types(graph.as_graph_def()) & SHARDS_OR_PYTHON:
         return ()
     return tuple(read)
 

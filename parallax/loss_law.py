@@ -28,7 +28,12 @@ def decide(graph, statistic_laws=(), draws=()):
     """(whether to average the workers' gradients, the sentence explain states): averaged unless every loss is a
     sum (laws)."""
     found, sentence = laws(graph, statistic_laws, draws)
-    return not (found and all(law == SUM for law in found.values())), sentence
+    return averages(found), sentence
+
+
+def averages(found):
+    """Whether the workers' gradients are averaged, given each loss's law (`laws`): unless every loss is a sum."""
+    return not (found and all(law == SUM for law in found.values()))
 
 
 def laws(graph, statistic_laws=(), draws=()):
@@ -37,7 +42,8 @@ def laws(graph, statistic_laws=(), draws=()):
     others the batch does not change (a weight penalty). The parts read what the rewrite makes a worker read: of
     each statistic the rewrite combines (`statistic_laws`, (tensor, law): batch_statistics.py), one device's value
     (half of it for a sum); of each draw it splits (`draws`, (op, batch axis): batch_draws.py), their examples'
-    values of one device's draw. So a sum of per-example losses that read the batch's mean, or that drop units out, is a sum."""
+    values of one device's draw. So a sum of per-example losses that read the batch's mean, or that drop units
+    out, is a sum."""
     names = {op.name for op in graph.get_operations()}
     losses = [graph.get_tensor_by_name(name) for name in capture.loss_records(graph)
               if name.rsplit(":", 1)[0] in names]
@@ -61,9 +67,9 @@ def laws(graph, statistic_laws=(), draws=()):
         found = {t.name: found[t.name] if found[t.name] != MEAN else
                  SUM_PLUS_CONSTANT if terms[t.name] and _is_sum(_signed_total(samples, terms[t.name])) else
                  SUM if _is_sum(samples[t.name]) else MEAN for t in losses}
-        if all(law == SUM for law in found.values()) or not any(getattr(f, "merged", False) for f in held.values()):
+        if not averages(found) or not any(getattr(f, "merged", False) for f in held.values()):
             break
-    return found, SUMMED if all(law == SUM for law in found.values()) else AVERAGED
+    return found, AVERAGED if averages(found) else SUMMED
 
 
 def _signed_total(samples, terms):

@@ -19,7 +19,7 @@ def plan_job(graph, analysis, spec, config):
     draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
     if config.average_dense is None or config.average_sparse is None:
         laws, averaging = loss_law.laws(graph, statistics.laws, draws.split) if spec.num_workers > 1 else ({}, "")
-        average = not (laws and all(law == loss_law.SUM for law in laws.values()))
+        average = loss_law.averages(laws)
         if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
             seeds, edges = loss_seeds.find(graph, analysis, laws)
         config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")

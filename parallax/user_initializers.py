@@ -6,10 +6,10 @@ checkpoint, on every worker. Running the initializers again in a worker would dr
 (an initializer without a seed): its replica would no longer be the others', and a server's variables would take
 the last worker's draw, or lose the restored checkpoint. So the first run of an initializer of a global variable
 or of a table (the runner ran those too) is skipped, and what else the fetched op groups runs: an iterator's
-initializer, a local variable's (a metric's reset), as one device would; an initializer whose value is fed (`variable.load`) assigns
-it, and runs. The runner's own initialization is one
-device's first run: a seeded initializer draws the same values. A second run would draw again on one device,
-which every worker would have to take from the chief: it is refused with UnsupportedError.
+initializer, a local variable's (a metric's reset), as one device would; an initializer whose value is fed
+(`variable.load`) assigns it, and runs. The runner's own initialization is one device's first run: a seeded
+initializer draws the same values. A second run would draw again on one device, which every worker would have to
+take from the chief: it is refused with UnsupportedError.
 
 A group made after get_runner (`tf.group(tf1.local_variables_initializer(), iterator.initializer)` inline, as
 scripts write it) is not in the rewritten graph, but the ops it groups are: it runs them.
