@@ -1,8 +1,6 @@
 """Workers fed the same batch train on copies of it: the runner reports a digest of each worker's first fed
 batch (example_counts.fed_digest) and the launcher warns when every worker's is the same (input_ledger.py)."""
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -10,6 +8,7 @@ import tensorflow as tf
 
 from parallax.example_counts import fed_digest
 from parallax.launcher.input_ledger import InputLedger
+from tests.launched import run_script
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "fed_batches.py")
@@ -19,8 +18,7 @@ WARNING = "every worker was fed the same batch in synchronized step 1"
 @pytest.mark.parametrize("mode", ["MPI", "PS"])
 @pytest.mark.parametrize("how, warned", [("same", True), ("shares", False)])
 def test_workers_fed_the_same_batch_are_warned_of(mode, how, warned):
-    proc = subprocess.run([sys.executable, SCRIPT, mode, how], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, env=dict(os.environ, PYTHONPATH=ROOT))
+    proc = run_script([SCRIPT, mode, how], timeout=180)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     assert output.count("done") >= 2 and (WARNING in output) == warned, output[-3000:]

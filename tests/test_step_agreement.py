@@ -1,11 +1,11 @@
 """Workers that do not run the same sequence of synchronized steps end the job within seconds, with the step and
 the workers named, in every mode: never a hang (real processes, two loopback hosts)."""
 import os
-import subprocess
-import sys
 import time
 
 import pytest
+
+from tests.launched import run_script
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "diverging_workers.py")
@@ -20,8 +20,7 @@ LIMIT = 120  # start-up included; the check itself answers as soon as both worke
 ])
 def test_diverging_workers_end_the_job_naming_step_and_workers(mode, behaviour, expected):
     start = time.time()
-    proc = subprocess.run([sys.executable, SCRIPT, behaviour, mode], cwd=ROOT, capture_output=True, text=True,
-                          timeout=LIMIT + 60, env=dict(os.environ, PYTHONPATH=ROOT))
+    proc = run_script([SCRIPT, behaviour, mode], timeout=LIMIT + 60)
     took = time.time() - start
     print(f"{mode} {behaviour}: exit {proc.returncode} after {took:.1f} s")
     assert proc.returncode != 0

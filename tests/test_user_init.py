@@ -5,13 +5,12 @@ ops; a second initialization of the global variables is refused, naming what to 
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 
 from parallax import user_initializers
+from tests.launched import run_script
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "user_init.py")
@@ -19,8 +18,7 @@ tf1 = tf.compat.v1
 
 
 def _job(mode, variant):
-    proc = subprocess.run([sys.executable, SCRIPT, mode, variant], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, env=dict(os.environ, PYTHONPATH=ROOT))
+    proc = run_script([SCRIPT, mode, variant], timeout=180)
     return proc.returncode, proc.stdout + proc.stderr
 
 

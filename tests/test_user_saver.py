@@ -3,12 +3,12 @@
 plain Saver reads it; a job restores it in every worker."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.launched import run_script
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "user_saver.py")
@@ -16,8 +16,7 @@ tf1 = tf.compat.v1
 
 
 def _job(phase, mode, directory):
-    proc = subprocess.run([sys.executable, SCRIPT, phase, mode, str(directory)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=180, env=dict(os.environ, PYTHONPATH=ROOT))
+    proc = run_script([SCRIPT, phase, mode, directory], timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if "values " in line]
     assert len(lines) == 1, proc.stdout[-3000:]
