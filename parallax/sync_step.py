@@ -62,6 +62,8 @@ class SyncSteps:
         self._unsupported = dict(sync_graph.unsupported)
         self._collectives = {op(c) for c in sync_graph.collectives}
         self.chief_only = self._chief_only({op(r) for r in sync_graph.roots})
+        self._readiness = op(sync_graph.readiness)
+        self._after_readiness = graph_utils.descendants([self._readiness])  # through broadcasts too
         self._in_loops = graph_utils.v1_loop_ops(graph)
         # A v1 cond's branch not taken is dead, and so is anything that waits for an op in it: a step may run
         # such ops (a replica's update under a loss scale's finiteness check), but its arrival and its release
@@ -98,6 +100,15 @@ class SyncSteps:
     def _chief_variant(self, leaves, ops, ancestors, contributions, side_effects, writes, digest):
         targets, in_branches = self._split(contributions + side_effects)
         sent = self._values_for_others(leaves, ops)
+        if self._readiness in ancestors:
+            # What the others sent (arrivals, rows) is taken only once the chief's own part has run: a step that
+            # fails before (the chief's input at its end) then takes nothing, and a worker that went on to its next
+            # step is not left waiting for a release that the chief's next step, short of its rows, never sends.
+            own = [op for op in targets + ops if op is not None and op not in self._after_readiness
+                   and op not in self._in_branches and op not in self._in_loops]
+            with self._building(), tf.control_dependencies(own):
+                queue = self._g.get_operation_by_name(self._sync.chief_ready).outputs[0]
+                targets.append(_enqueue(queue, tf.constant(0, tf.int64), f"{SYNC_SCOPE}/{digest}/ready"))
         if writes or sent:
             with self._building(), tf.control_dependencies(targets + [o for o in ops if o is not None]):
                 release = tf.group(*[q.enqueue([tf.constant(0, tf.int64)] + [leaves[i] for i in sent])

@@ -42,6 +42,10 @@ def test_host_queues_live_on_their_local_chief(la):
         assert push.device == server
         dequeued = {op.inputs[0].op.name for op in graph_utils.ancestors([push]) if op.type == "QueueDequeueV2"}
         assert dequeued == {f"{scope}/rows_{w}" for w in workers}  # it sends its host's rows, all of them
+        # and takes its mates' only once its own are in (a step of its that fails first takes none of theirs)
+        own_put = g.get_operation_by_name(f"{scope}/put_{workers[0]}")
+        takes = [op for op in graph_utils.ancestors([push]) if op.type == "QueueDequeueV2"]
+        assert takes and all(own_put in op.control_inputs for op in takes)
 
 
 def test_server_takes_one_message_per_host(la):

@@ -1,4 +1,6 @@
 """The PS passes, checked on the rewritten graph (no processes started)."""
+import re
+
 import pytest
 import tensorflow as tf
 
@@ -104,6 +106,28 @@ def test_only_the_chief_takes_and_updates_the_others_contribute_and_wait(adam_mo
             assert f"parallax_ps/{part.name}/put_{w}" in ran and f"parallax_ps/{part.name}/put_0" not in ran
         assert any("/arrive" in op.name for op in variant.targets)
         assert variant.released is not None and variant.leaves == [None]  # the train op runs on the chief only
+
+
+def test_the_chief_takes_what_the_others_sent_only_after_its_own_part_has_run(adam_model):
+    """Every take and the gate wait for the chief's readiness, a token its step puts in once its own contributions
+    have run: a chief step that fails before (its input at its end) takes none of the rows or arrivals that a
+    worker already in its next step sent (tests/test_uneven_data.py runs that case in every mode)."""
+    _, plan, out = adam_model
+    g = out.graph
+    readiness = g.get_operation_by_name(out.sync.readiness)
+    takes = {g.get_operation_by_name(o) for a in out.sync.aggregations for o in a.outputs}
+    gate = g.get_operation_by_name(out.sync.gate)
+    assert all(readiness in op.control_inputs for op in takes | {gate})
+    chief, *others = variants(out, "ExponentialMovingAverage", plan.num_workers)
+    ready = [op for op in chief.targets if re.search(r"/ready(_\d+)?$", op.name)]  # one more per derivation
+    assert len(ready) == 1 and ready[0].type == "QueueEnqueueV2"
+    before = graph_utils.ancestors(ready)
+    own = {g.get_operation_by_name(c) for a in out.sync.aggregations for c in a.contributions[0]}
+    assert own and own <= before  # the chief's rows and gradients are in before its token
+    assert not (takes | {gate, readiness}) & before  # and nothing that waits for the token
+    assert any(op.type == "IteratorGetNext" or op.type == "Placeholder" for op in before)
+    for variant in others:
+        assert readiness not in runs(variant) and not any("/ready" in op.name for op in variant.targets)
 
 
 def test_async_mode_creates_no_barrier():

@@ -28,10 +28,12 @@ def _row_queue(rows, name, shared_name):
     return tf1.FIFOQueue(ROW_QUEUE_CAPACITY, [r.dtype for r in rows], shared_name=shared_name, name=name)
 
 
-def _concat(queues, rows):
+def _concat(queues, rows, after=()):
     """Dequeue one message from each queue, in order: their rows concatenated component by component (values,
-    int64 indices, and int64 keys when rows are merged), and the dequeue ops (whoever runs them takes the rows)."""
-    parts = [q.dequeue() for q in queues]
+    int64 indices, and int64 keys when rows are merged), and the dequeue ops (whoever runs them takes the rows).
+    The dequeues wait for `after`."""
+    with tf.control_dependencies(after):
+        parts = [q.dequeue() for q in queues]
     for part in parts:
         for got, like in zip(part, rows):
             got.set_shape(tf.TensorShape([None]).concatenate(like.shape[1:]))
@@ -53,19 +55,22 @@ def gather_rows(plan, scope, values, indices, server_device, local, keys=None):
         h = plan.worker_hosts[holder]
         if local and len(workers) > 1:
             chief = holder
-            with tf.name_scope(f"host_{h}"):
+            with tf.name_scope(f"host_{h}") as host_scope, tf.device(worker_device(chief)):
+                host_queues = [_row_queue(rows, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
+                               for w in workers]
+            with tf.device(worker_device(chief)):
+                puts = {w: q.enqueue(rows, name=f"host_{h}/put_{w}") for w, q in zip(workers, host_queues)}
+            with tf.name_scope(host_scope):
                 with tf.device(worker_device(chief)):
-                    host_queues = [_row_queue(rows, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
-                                   for w in workers]
-                    host_rows = _concat(host_queues, rows)[0]
+                    # The host's first worker takes its mates' rows only once its own are in: a step of its that
+                    # fails before (its input at its end) takes none that a mate already in its next step put.
+                    host_rows = _concat(host_queues, rows, after=[puts[chief]])[0]
                 with tf.device(server_device):
                     queue = _row_queue(rows, "rows", f"parallax_rows/{scope}/host_{h}")
                     push = queue.enqueue(host_rows, name="push")
             server_queues.append(queue)
-            for w, q in zip(workers, host_queues):
-                with tf.device(worker_device(chief)):
-                    put = q.enqueue(rows, name=f"host_{h}/put_{w}")
-                contributions[w] = (put, push) if w == chief else (put,)
+            for w in workers:
+                contributions[w] = (puts[w], push) if w == chief else (puts[w],)
             continue
         for w in workers:
             with tf.device(server_device):

@@ -5,6 +5,10 @@ and everything downstream of those. Every worker must still run its own contribu
 writes of state every worker holds (replicas, local variables). This pass makes that possible for any graph:
 - every write of server state waits for one arrival from each other worker (`parallax_sync/gate`): a worker arrives
   when the rest of its step is done, so every worker's reads of a step come before the step's writes;
+- the gate and every take of an aggregation wait for the chief's readiness (`chief_ready`): the chief's step puts a
+  token there once its own part has run. A chief step that fails before that (its input at its end) has then taken
+  nothing the others sent, so a worker that went on to its next step (a new epoch) finds its rows and its arrival
+  still there; taken by the failed step, they were lost, and both steps waited forever;
 - a control edge from chief-only work into work every worker must do (the gradient ops that wait for batch-norm
   writes) is cut, and recorded, so that the chief still runs that work in the same step;
 - where work every worker must do reads a chief-only value (a dense replica clipped by a global norm that includes
@@ -29,6 +33,8 @@ class SyncGraph:
     gated_writes: Tuple[str, ...]  # writes of server state: chief only, after every worker's arrival
     gate: str  # the op that takes one arrival per other worker
     arrivals: str  # the queue op workers arrive in
+    chief_ready: str  # the queue op the chief's step puts one token in when its own part is done
+    readiness: str  # the op that takes that token; the gate and the aggregations' takes wait for it
     deferred: Tuple[Tuple[str, str], ...]  # (op, chief-only control input it no longer waits for)
     broadcasts: Tuple[Tuple[str, str], ...]  # (chief-only tensor, the broadcast op that every worker reads)
     unsupported: Tuple[Tuple[str, str], ...]  # (op, why no worker but the chief can run it)
@@ -37,7 +43,7 @@ class SyncGraph:
 
     @property
     def roots(self):
-        return tuple(o for a in self.aggregations for o in a.outputs) + self.gated_writes + (self.gate,)
+        return tuple(o for a in self.aggregations for o in a.outputs) + self.gated_writes + (self.gate, self.readiness)
 
 
 def prepare_sync_steps(ctx):
@@ -49,28 +55,33 @@ def prepare_sync_steps(ctx):
     replicated = [op for op in writes if op not in gated]
     with g.as_default(), tf.device(ctx.plan.coordinator), tf.name_scope(SYNC_SCOPE + "/"):
         arrivals = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/arrivals", name="arrivals")
+        ready = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/chief_ready", name="chief_ready")
+        readiness = ready.dequeue(name="chief_readiness").op
         gate = arrivals.dequeue_many(n - 1, name="gate").op
     for op in gated:
         op._add_control_inputs([gate])
+    for take in [gate] + [g.get_operation_by_name(name) for a in ctx.aggregations for name in a.outputs]:
+        take._add_control_inputs([readiness])
     contributions = [g.get_operation_by_name(c) for a in ctx.aggregations for ops in a.contributions.values()
                      for c in ops]
     collectives = [g.get_operation_by_name(name) for name in ctx.collectives]
-    roots = {g.get_operation_by_name(o) for a in ctx.aggregations for o in a.outputs} | set(gated) | {gate}
+    roots = {g.get_operation_by_name(o) for a in ctx.aggregations for o in a.outputs} | set(gated) | {gate, readiness}
     deferred, broadcasts, unsupported = _separate(ctx, roots, set(replicated + contributions + collectives),
-                                                  set(replicated))
+                                                  set(replicated), {readiness})
     ctx.sync = SyncGraph(tuple(ctx.aggregations), tuple(op.name for op in gated), gate.name, arrivals.queue_ref.op.name,
+                         ready.queue_ref.op.name, readiness.name,
                          tuple(deferred), tuple(broadcasts), tuple(unsupported), tuple(ctx.collectives),
                          ctx.plan.coordinator)
 
 
-def _separate(ctx, roots, everyone, own_writes):
+def _separate(ctx, roots, everyone, own_writes, before_takes):
     """Make every op in `everyone` runnable without chief-only values, in topological order over their ancestors:
     cut chief-only control inputs (the op still waits for the writes of every worker's own state that they waited
     for: an EMA of a replica after the replica's update); broadcast chief-only data inputs where they join other
     data."""
     g = ctx.graph
-    after_writes = graph_utils.descendants(roots - {g.get_operation_by_name(o) for a in ctx.aggregations
-                                                    for o in a.outputs})
+    after_writes = graph_utils.descendants(roots - before_takes - {g.get_operation_by_name(o) for a in ctx.aggregations
+                                                                   for o in a.outputs})
     cut = _cheapest_broadcasts(ctx, roots, everyone, after_writes)
     chief = set()
     deferred, broadcasts, unsupported = [], [], []
