@@ -10,6 +10,7 @@ from tensorflow.python.client.session import SessionInterface
 from parallax import collectives, example_counts, graph_utils, step_fence, step_measure, user_initializers
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
                              UnsupportedError)
+from parallax.input_end import InputEnds
 from parallax.launcher.role import report_done, report_examples, report_fed, report_input_end, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
@@ -53,6 +54,7 @@ class Runner(SessionInterface):
         self._measure = step_measure.StepMeasure.from_env()
         self._closed = False
         self._script_groups = user_initializers.ScriptGroups(source_graph, self._graph, role.is_chief)
+        self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None)
         self._graph.finalize()
         self._session = tf1.Session(server.target if server else "", graph=self._graph, config=session_config)
         self._initialize()
@@ -119,6 +121,8 @@ class Runner(SessionInterface):
             options = options or tf1.RunOptions()
             options.trace_level = tf1.RunOptions.FULL_TRACE
             run_metadata = run_metadata if run_metadata is not None else tf1.RunMetadata()
+        if self._collectives & variant.ancestors:  # TF's collectives: the step's ids (input_end.py)
+            options = self._input_ends.keyed(options)
         try:
             ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
                                      "targets": variant.targets + variant.branch_targets,
@@ -222,6 +226,7 @@ class Runner(SessionInterface):
         self._session.run(self._rewritten.local_init_op)
         if self._rewritten.broadcast_op is not None:
             self._session.run(self._rewritten.broadcast_op)  # every worker starts from the chief's values
+        self._input_ends.start(self._session)
 
     def _wait_for_chief(self):
         deadline = time.time() + self.INIT_WAIT_SECONDS
@@ -286,6 +291,7 @@ class Runner(SessionInterface):
                 f"hold different numbers of batches") from error
         if ended or isinstance(error, tf.errors.OutOfRangeError):
             report_input_end(step)
+            self._input_ends.ended(self._session, where)
         if ended and not isinstance(error, tf.errors.OutOfRangeError):
             raise tf.errors.OutOfRangeError(None, None, f"End of sequence: {where}: this worker's input ended (TF "
                                             f"ended the step with {type(error).__name__}, as another worker's step "

@@ -3,10 +3,13 @@
                43 (22 and 21: the last batches differ, 2 against 1), 41 (21 and 20: worker 1 ends a step early)
   argv[2] = the run option; the spec is two loopback hosts, one worker each.
   argv[3] = epochs: the iterator is initialized again for each (an epoch's end is not the job's)
+  argv[4] = (optional) seconds the chief waits before each training step: the other worker then ends its epoch
+            first, and starts the next while the chief's last step of the epoch has yet to run
 The chief then prints "max diff <x>": its variables against one device that runs the same epochs with batch 10.
 """
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -18,6 +21,7 @@ import tensorflow as tf  # noqa: E402
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 M, run_option, epochs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+chief_delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 B, N = 5, 2
 
 
@@ -52,8 +56,14 @@ def epochs_of(run, initializer, train):
 
 
 graph, initializer, train, variables = build(B, True)
-with parallax.get_runner(graph, "127.0.0.1: 0\n127.0.0.2: 0", parallax.Config(run_option=run_option)) as runner:
-    steps = epochs_of(runner.run, initializer, train)
+config = parallax.Config(run_option=run_option, stall_warning_s=15, stall_timeout_s=45)
+with parallax.get_runner(graph, "127.0.0.1: 0\n127.0.0.2: 0", config) as runner:
+    def run(fetch):
+        if fetch is train and runner.is_chief:
+            time.sleep(chief_delay)
+        return runner.run(fetch)
+
+    steps = epochs_of(run, initializer, train)
     print(f"worker {runner.worker_id} ran {steps} steps", flush=True)
     if runner.is_chief:
         got = runner.run(variables)
