@@ -10,7 +10,8 @@ A loss's terms are the operands of the scalar additions and subtractions at its 
 Identity); a term is constant when no per-worker input is among its ancestors. A term's backward ops are those
 tf.gradients made for its own forward ops (not shared with a batch term), below the loss's seed, read from each
 op's `_original_op` in the process that built the graph; the plan records the edges by name, and every worker's
-rewrite scales them.
+rewrite scales them. A term with no backward ops of its own (a bare read of a variable) gets its 1/N where the
+loss's gradient leaves the additions' gradients for it.
 """
 import tensorflow as tf
 
@@ -20,9 +21,9 @@ from parallax.batch_shapes import per_worker_inputs
 _ADDITIVE = {"Add", "AddV2", "AddN", "Sub", "Identity"}
 
 
-def split(graph, loss):
+def split(graph, loss, skeleton=None):
     """([(batch term tensor, sign)], [constant term tensors]) of a scalar loss; ([], []) when it has no constant
-    term beside a batch term (nothing to do), or is not a scalar."""
+    term beside a batch term (nothing to do), or is not a scalar. `skeleton`, a set, gets the additive ops."""
     inputs = {t.op for t in per_worker_inputs(graph)}
     batch, constant, stack = [], [], [(loss, 1)]
     while stack:
@@ -30,6 +31,8 @@ def split(graph, loss):
         if t.shape.rank != 0:
             return [], []
         if t.op.type in _ADDITIVE and t.dtype.is_floating:
+            if skeleton is not None:
+                skeleton.add(t.op)
             stack.extend((i, -sign if t.op.type == "Sub" and k == 1 else sign) for k, i in enumerate(t.op.inputs))
         elif graph_utils.ancestors([t.op], False) & inputs:
             batch.append((t, sign))
@@ -41,19 +44,39 @@ def split(graph, loss):
 def edges(graph, loss, seed):
     """((gradient op, input index), ...): where the loss's gradient enters its constant terms' backward ops; None
     when they cannot be told (no op records its forward op, or one runs in a v1 loop or cond)."""
-    batch, constant = split(graph, loss)
+    skeleton = set()
+    batch, constant = split(graph, loss, skeleton)
     shared = graph_utils.ancestors([t.op for t, _ in batch], False)
-    below = graph_utils.closure([graph.get_operation_by_name(seed)],
-                                lambda op: [c for t in op.outputs for c in t.consumers()])
-    found = []
+    seed_op = graph.get_operation_by_name(seed)
+    below = graph_utils.closure([seed_op], lambda op: [c for t in op.outputs for c in t.consumers()])
+    if not any(getattr(op, "_original_op", None) in shared for op in below):
+        return None  # no gradient op records its forward op (an imported graph): no term's backward can be told
+    found, owned, bare = [], set(), False
     for term in constant:
         own = graph_utils.ancestors([term.op], False) - shared
+        owned |= own
         backward = {op for op in below if getattr(op, "_original_op", None) in own}
-        if not backward or any(op._control_flow_context is not None for op in backward):
+        if any(op._control_flow_context is not None for op in backward):
             return None
+        bare = bare or not backward
         found += [(op.name, i) for op in backward for i, t in enumerate(op.inputs)
                   if t.op in below and t.op not in backward]
-    return tuple(sorted(found))
+    if bare:
+        # A term whose gradient makes no op of its own (a bare read of a variable): the loss's gradient reaches
+        # the variable's gradient straight from the additive ops' gradients. Its edge is the input of the one that
+        # leaves them for an op that is no term's backward op (the sum of the variable's gradients, or its
+        # update); of that op's input where the additive op's gradient is no Identity of tf.gradients' tuple.
+        top = {op for op in below if getattr(op, "_original_op", None) in skeleton} | {seed_op}
+        for op in top:
+            for t in op.outputs:
+                for c in t.consumers():
+                    if c in top or getattr(c, "_original_op", None) in shared | owned:
+                        continue
+                    if c._control_flow_context is not None:
+                        return None
+                    found += [(op.name, 0)] if op.type == "Identity" and op is not seed_op else \
+                        [(c.name, i) for i, x in enumerate(c.inputs) if x is t]
+    return tuple(sorted(set(found))) if found else None
 
 
 def scale(graph, found, share):

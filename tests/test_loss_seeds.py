@@ -166,6 +166,28 @@ def test_a_penalty_on_a_summed_loss_counts_once_over_the_workers():
     assert summed.constant_term_edges == () and [s.split(" (")[0] for s in summed.uncombinable_statistics] == ["w"]
 
 
+@pytest.mark.parametrize("weighted", [True, False])
+def test_a_penalty_that_is_a_bare_variable_read_counts_once_over_the_workers(weighted):
+    """`errors * exp(-s) + s` (learned uncertainty weights), or `errors + s`: the bare read of s makes no gradient
+    op of its own, so its edge is the addition's gradient for s, the last op before the loss's gradient enters the
+    sum of s's gradients (weighted), or s's update."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        w = tf1.get_variable("w", [3, 1], F64)
+        s = tf1.get_variable("s", [], F64)
+        errors = tf.reduce_sum(tf.square(tf.matmul(x, w) - y))
+        tf1.train.GradientDescentOptimizer(0.1).minimize((errors * tf.exp(-s) if weighted else errors) + s)
+    plan = _plan(g)
+    assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.SUM),) and plan.uncombinable_statistics == ()
+    (op, index), = plan.constant_term_edges
+    entered = g.get_operation_by_name(op)
+    assert entered.type == "Identity" and op.startswith("gradients/add_grad/tuple/") and index == 0
+    assert {c.type for c in entered.outputs[0].consumers()} == {"AddN" if weighted else "ResourceApplyGradientDescent"}
+    rewritten = rewrite(g, plan, parallax.Config()).graph
+    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, plan.constant_term_edges, 2)
+
+
 def test_where_the_penalty_gradient_ops_cannot_be_told_the_loss_is_averaged():
     g = _penalized(lambda errors, penalty, n: errors + penalty)
     with g.as_default():

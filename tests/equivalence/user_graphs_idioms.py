@@ -232,6 +232,31 @@ def summed_loss_weight_penalty(n, b, steps, graph_batch, lr_scale=1.0):
 USER_GRAPHS_IDIOMS["summed_loss_weight_penalty"] = summed_loss_weight_penalty
 
 
+def uncertainty_weighted_summed_losses(n, b, steps, graph_batch, lr_scale=1.0):
+    """Multi-task loss weighting by learned uncertainty (Kendall et al.): each task's summed loss scaled by
+    exp(-s) plus s itself, a bare read of a learned scalar (a term the batch does not change, whose gradient makes
+    no op of its own); SGD."""
+    rng = np.random.RandomState(117)
+    x = rng.randn(n * b * steps, 3)
+    y1, y2 = x.sum(1, keepdims=True), (x[:, :1] * x[:, 1:2]) + 0.1 * rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        xp, y1p, y2p = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y1"), \
+            tf1.placeholder(F64, [None, 1], "y2")
+        h = _dense(xp, 4, "shared", 118, tf.tanh)
+        s1 = tf1.get_variable("log_var_1", [], F64, initializer=tf1.constant_initializer(0.3))
+        s2 = tf1.get_variable("log_var_2", [], F64, initializer=tf1.constant_initializer(-0.2))
+        task1 = tf.reduce_sum(tf.square(_dense(h, 1, "head1", 119) - y1p))
+        task2 = tf.reduce_sum(tf.square(_dense(h, 1, "head2", 120) - y2p))
+        loss = task1 * tf.exp(-s1) + s1 + task2 * tf.exp(-s2) + s2
+        train = tf1.train.GradientDescentOptimizer(0.01 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y1, y2), (xp, y1p, y2p)))
+
+
+USER_GRAPHS_IDIOMS["uncertainty_weighted_summed_losses"] = uncertainty_weighted_summed_losses
+
+
 def wgan_gradient_penalty(n, b, steps, graph_batch, lr_scale=1.0):
     """WGAN-GP: the critic's gradient with respect to random interpolates of real and generated examples (a
     per-example output's gradient, tf.gradients' sum of it), its norm's squared distance from 1 as a penalty of
