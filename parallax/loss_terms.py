@@ -63,14 +63,16 @@ def edges(graph, loss, seed):
                   if t.op in below and t.op not in backward]
     if bare:
         # A term whose gradient makes no op of its own (a bare read of a variable): the loss's gradient reaches
-        # the variable's gradient straight from the additive ops' gradients. Its edge is the input of the one that
-        # leaves them for an op that is no term's backward op (the sum of the variable's gradients, or its
-        # update); of that op's input where the additive op's gradient is no Identity of tf.gradients' tuple.
+        # the variable's gradient straight from the additive ops' gradients (`top`). Where one of their outputs
+        # enters an op that is no term's backward op (the sum of the variable's gradients, or its update), the
+        # edge is the input of that additive op's gradient when it is tf.gradients' tuple Identity (one per
+        # term), else the entered op's input.
         top = {op for op in below if getattr(op, "_original_op", None) in skeleton} | {seed_op}
+        terms_backward = shared | owned
         for op in top:
             for t in op.outputs:
                 for c in t.consumers():
-                    if c in top or getattr(c, "_original_op", None) in shared | owned:
+                    if c in top or getattr(c, "_original_op", None) in terms_backward:
                         continue
                     if c._control_flow_context is not None:
                         return None

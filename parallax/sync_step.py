@@ -63,7 +63,8 @@ class SyncSteps:
         self._collectives = {op(c) for c in sync_graph.collectives}
         self.chief_only = self._chief_only({op(r) for r in sync_graph.roots})
         self._readiness = op(sync_graph.readiness)
-        self._after_readiness = graph_utils.descendants([self._readiness])  # through broadcasts too
+        # through broadcasts too; only the chief's variants read it
+        self._after_readiness = graph_utils.descendants([self._readiness]) if worker_id == 0 else frozenset()
         self._in_loops = graph_utils.v1_loop_ops(graph)
         # A v1 cond's branch not taken is dead, and so is anything that waits for an op in it: a step may run
         # such ops (a replica's update under a loss scale's finiteness check), but its arrival and its release

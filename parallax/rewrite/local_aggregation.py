@@ -55,13 +55,11 @@ def gather_rows(plan, scope, values, indices, server_device, local, keys=None):
         h = plan.worker_hosts[holder]
         if local and len(workers) > 1:
             chief = holder
-            with tf.name_scope(f"host_{h}") as host_scope, tf.device(worker_device(chief)):
-                host_queues = [_row_queue(rows, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
-                               for w in workers]
-            with tf.device(worker_device(chief)):
-                puts = {w: q.enqueue(rows, name=f"host_{h}/put_{w}") for w, q in zip(workers, host_queues)}
-            with tf.name_scope(host_scope):
+            with tf.name_scope(f"host_{h}"):
                 with tf.device(worker_device(chief)):
+                    host_queues = [_row_queue(rows, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
+                                   for w in workers]
+                    puts = {w: q.enqueue(rows, name=f"put_{w}") for w, q in zip(workers, host_queues)}
                     # The host's first worker takes its mates' rows only once its own are in: a step of its that
                     # fails before (its input at its end) takes none that a mate already in its next step put.
                     host_rows = _concat(host_queues, rows, after=[puts[chief]])[0]

@@ -60,28 +60,28 @@ def prepare_sync_steps(ctx):
         gate = arrivals.dequeue_many(n - 1, name="gate").op
     for op in gated:
         op._add_control_inputs([gate])
-    for take in [gate] + [g.get_operation_by_name(name) for a in ctx.aggregations for name in a.outputs]:
-        take._add_control_inputs([readiness])
+    takes = {g.get_operation_by_name(name) for a in ctx.aggregations for name in a.outputs}
+    for op in takes | {gate}:
+        op._add_control_inputs([readiness])
     contributions = [g.get_operation_by_name(c) for a in ctx.aggregations for ops in a.contributions.values()
                      for c in ops]
     collectives = [g.get_operation_by_name(name) for name in ctx.collectives]
-    roots = {g.get_operation_by_name(o) for a in ctx.aggregations for o in a.outputs} | set(gated) | {gate, readiness}
+    roots = takes | set(gated) | {gate, readiness}
     deferred, broadcasts, unsupported = _separate(ctx, roots, set(replicated + contributions + collectives),
-                                                  set(replicated), {readiness})
+                                                  set(replicated), takes | {readiness})
     ctx.sync = SyncGraph(tuple(ctx.aggregations), tuple(op.name for op in gated), gate.name, arrivals.queue_ref.op.name,
                          ready.queue_ref.op.name, readiness.name,
                          tuple(deferred), tuple(broadcasts), tuple(unsupported), tuple(ctx.collectives),
                          ctx.plan.coordinator)
 
 
-def _separate(ctx, roots, everyone, own_writes, before_takes):
+def _separate(ctx, roots, everyone, own_writes, before_writes):
     """Make every op in `everyone` runnable without chief-only values, in topological order over their ancestors:
     cut chief-only control inputs (the op still waits for the writes of every worker's own state that they waited
     for: an EMA of a replica after the replica's update); broadcast chief-only data inputs where they join other
     data."""
     g = ctx.graph
-    after_writes = graph_utils.descendants(roots - before_takes - {g.get_operation_by_name(o) for a in ctx.aggregations
-                                                                   for o in a.outputs})
+    after_writes = graph_utils.descendants(roots - before_writes)
     cut = _cheapest_broadcasts(ctx, roots, everyone, after_writes)
     chief = set()
     deferred, broadcasts, unsupported = [], [], []
