@@ -15,7 +15,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gradients_impl
 from tensorflow.python.training import optimizer as optimizer_lib
 
-from parallax import graph_utils
+from parallax import graph_utils, tape_capture
 
 GRAD_COLLECTION = "parallax_grad_records"
 LOSS_COLLECTION = "parallax_loss_records"  # the tensors gradients were taken of (batch_statistics.py)
@@ -37,6 +37,7 @@ def install():
         _replace_everywhere(original, _wrap_gradients(original))
     optimizer_lib.Optimizer.compute_gradients = _wrap_compute_gradients(optimizer_lib.Optimizer.compute_gradients)
     optimizer_lib.Optimizer.apply_gradients = _wrap_apply_gradients(optimizer_lib.Optimizer.apply_gradients)
+    tape_capture.install(_record_losses, _record_seeds, _record_gradient, graph_utils.variable_op_of)
 
 
 def _replace_everywhere(original, wrapper):
@@ -61,13 +62,7 @@ def _wrap_gradients(original):
             if known is not None:
                 _record_seeds(graph, graph.get_operations()[known:], ys_list)
             given = kwargs.get("grad_ys", args[0] if args else None)
-            given = given if isinstance(given, (list, tuple)) else [given] * len(ys_list)
-            for y, seed in zip(ys_list, given):
-                if isinstance(y, tf.Tensor) and y.name not in y.graph.get_collection(LOSS_COLLECTION):
-                    y.graph.add_to_collection(LOSS_COLLECTION, y.name)
-                if isinstance(y, tf.Tensor) and seed is not None and \
-                        y.name not in y.graph.get_collection(GIVEN_SEED_COLLECTION):
-                    y.graph.add_to_collection(GIVEN_SEED_COLLECTION, y.name)
+            _record_losses(ys_list, given if isinstance(given, (list, tuple)) else [given] * len(ys_list))
             xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
             grads_list = grads if isinstance(grads, (list, tuple)) else [grads]
             for x, g in zip(xs_list, grads_list):
@@ -76,6 +71,16 @@ def _wrap_gradients(original):
                     _record_gradient(var_op, g)
         return grads
     return gradients
+
+
+def _record_losses(ys, given):
+    """Each of `ys` is a loss; one whose `given` seed is not None started from the user's own."""
+    for y, seed in zip(ys, given):
+        if isinstance(y, tf.Tensor) and y.name not in y.graph.get_collection(LOSS_COLLECTION):
+            y.graph.add_to_collection(LOSS_COLLECTION, y.name)
+        if isinstance(y, tf.Tensor) and seed is not None and \
+                y.name not in y.graph.get_collection(GIVEN_SEED_COLLECTION):
+            y.graph.add_to_collection(GIVEN_SEED_COLLECTION, y.name)
 
 
 def _record_seeds(graph, new_ops, ys):

@@ -390,3 +390,8 @@ USER_GRAPHS.update(USER_GRAPHS_PADDED)
 from tests.equivalence.user_graphs_idioms import USER_GRAPHS_IDIOMS  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_IDIOMS)
+
+# The seventh (user_graphs_tape.py): gradients taken with tf.GradientTape in a v1 graph.
+from tests.equivalence.user_graphs_tape import USER_GRAPHS_TAPE  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_TAPE)

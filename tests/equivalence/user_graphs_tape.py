@@ -1,0 +1,139 @@
+"""Gradients taken with tf.GradientTape in a v1 graph (no tf.gradients call): a mean loss with an embedding and
+Adam, a summed loss with a weight penalty, and a gradient clipped elementwise by a custom gradient on its way (a
+backward pass that is not linear in where it starts). Same conventions as cases.py."""
+import numpy as np
+import tensorflow as tf
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+from tests.equivalence.user_graphs_idioms import _clip_gradient
+
+tf1 = tf.compat.v1
+VOCAB = 16
+
+
+def _data(seed, rows):
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(0, VOCAB, size=(rows, 2)).astype(np.int32)
+    return ids, np.cos(ids).sum(axis=1, keepdims=True) + 0.1 * rng.randn(rows, 1)
+
+
+def _model(seed):
+    idp, yp = tf1.placeholder(tf.int32, [None, 2], "ids"), tf1.placeholder(F64, [None, 1], "y")
+    emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(seed))
+    return idp, yp, emb
+
+
+def tape_mean_adam(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.GradientTape over an embedding and a dense head, a mean squared loss; Adam's apply_gradients."""
+    ids, y = _data(120, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb = _model(121)
+        with tf.GradientTape() as tape:
+            h = tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1)
+            loss = tf.reduce_mean(tf.square(_dense(h, 1, "head", 122) - yp))
+        variables = tf1.trainable_variables()
+        grads = tape.gradient(loss, variables)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).apply_gradients(
+            zip(grads, variables), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def tape_summed_penalty(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.GradientTape: a summed squared error plus an L2 penalty on the whole embedding; Adagrad."""
+    ids, y = _data(123, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb = _model(124)
+        with tf.GradientTape() as tape:
+            h = tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1)
+            errors = tf.reduce_sum(tf.square(_dense(h, 1, "head", 125) - yp))
+            loss = errors + 0.05 * tf.nn.l2_loss(emb)
+        variables = tf1.trainable_variables()
+        grads = tape.gradient(loss, variables)
+        train = tf1.train.AdagradOptimizer(0.02 * lr_scale).apply_gradients(
+            zip(grads, variables), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def tape_custom_gradient_clip(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.GradientTape through a custom gradient that clips elementwise; a mean loss, SGD."""
+    x = np.random.RandomState(126).randn(n * b * steps, 4)
+    y = np.tanh(x[:, :1] * 2 - x[:, 1:2])
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 4], "x"), tf1.placeholder(F64, [None, 1], "y")
+        with tf.GradientTape() as tape:
+            h = _clip_gradient(_dense(xp, 6, "hidden", 127, tf.tanh))
+            loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 128) - yp))
+        variables = tf1.trainable_variables()
+        grads = tape.gradient(loss, variables)
+        train = tf1.train.GradientDescentOptimizer(0.3 * lr_scale).apply_gradients(
+            zip(grads, variables), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def tape_wgan_gradient_penalty(n, b, steps, graph_batch, lr_scale=1.0):
+    """WGAN-GP written with tapes: an inner tape's gradient of the critic at random interpolates (a per-example
+    output), recorded by an outer persistent tape that then differentiates the critic's loss and the generator's
+    (second-order gradients); two Adams in one step."""
+    rng = np.random.RandomState(130)
+    x, z = rng.randn(n * b * steps, 3), rng.randn(n * b * steps, 2)
+    g = tf.Graph()
+    with g.as_default():
+        xp, zp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 2], "z")
+
+        def critic(v):
+            with tf1.variable_scope("critic", reuse=tf1.AUTO_REUSE):
+                return _dense(_dense(v, 4, "h", 131, tf.tanh), 1, "o", 132)
+        with tf.GradientTape(persistent=True) as tape:
+            with tf1.variable_scope("generator"):
+                fake = _dense(zp, 3, "g", 133)
+            mix = tf1.random_uniform([tf.shape(xp)[0], 1], dtype=F64, seed=134)
+            interpolates = mix * xp + (1 - mix) * fake
+            with tf.GradientTape() as inner:
+                inner.watch(interpolates)
+                score = critic(interpolates)
+            grad = inner.gradient(score, interpolates)
+            penalty = tf.reduce_mean(tf.square(tf.sqrt(tf.reduce_sum(tf.square(grad), 1) + 1e-12) - 1.0))
+            critic_loss = tf.reduce_mean(critic(fake)) - tf.reduce_mean(critic(xp)) + 10.0 * penalty
+            generator_loss = -tf.reduce_mean(critic(fake))
+        critic_vars = tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, "critic")
+        generator_vars = tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, "generator")
+        critic_grads = tape.gradient(critic_loss, critic_vars)
+        generator_grads = tape.gradient(generator_loss, generator_vars)
+        step = tf1.train.get_or_create_global_step()
+        train = tf.group(tf1.train.AdamOptimizer(0.01 * lr_scale).apply_gradients(zip(critic_grads, critic_vars)),
+                         tf1.train.AdamOptimizer(0.01 * lr_scale).apply_gradients(
+                             zip(generator_grads, generator_vars)),
+                         step.assign_add(1), name="train")
+    return Case(g, train, _rows((x, z), (xp, zp)))
+
+
+def tape_uncertainty_weighted_losses(n, b, steps, graph_batch, lr_scale=1.0):
+    """Learned uncertainty weights on two summed task losses (a bare read of each weight's log variance added to
+    the loss, a term the batch does not change), differentiated by a tape; SGD."""
+    rng = np.random.RandomState(135)
+    x = rng.randn(n * b * steps, 3)
+    y1, y2 = x.sum(1, keepdims=True), (x[:, :1] * x[:, 1:2]) + 0.1 * rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        xp, y1p, y2p = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y1"), \
+            tf1.placeholder(F64, [None, 1], "y2")
+        s1 = tf1.get_variable("log_var_1", [], F64, initializer=tf1.constant_initializer(0.3))
+        s2 = tf1.get_variable("log_var_2", [], F64, initializer=tf1.constant_initializer(-0.2))
+        with tf.GradientTape() as tape:
+            h = _dense(xp, 4, "shared", 136, tf.tanh)
+            task1 = tf.reduce_sum(tf.square(_dense(h, 1, "head1", 137) - y1p))
+            task2 = tf.reduce_sum(tf.square(_dense(h, 1, "head2", 138) - y2p))
+            loss = task1 * tf.exp(-s1) + s1 + task2 * tf.exp(-s2) + s2
+        variables = tf1.trainable_variables()
+        train = tf1.train.GradientDescentOptimizer(0.01 * lr_scale).apply_gradients(
+            zip(tape.gradient(loss, variables), variables), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y1, y2), (xp, y1p, y2p)))
+
+
+USER_GRAPHS_TAPE = {"tape_mean_adam": tape_mean_adam, "tape_summed_penalty": tape_summed_penalty,
+                    "tape_custom_gradient_clip": tape_custom_gradient_clip,
+                    "tape_wgan_gradient_penalty": tape_wgan_gradient_penalty,
+                    "tape_uncertainty_weighted_losses": tape_uncertainty_weighted_losses}
