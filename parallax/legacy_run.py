@@ -52,7 +52,7 @@ def parallel_run(single_gpu_graph, resource_info, sync=True, parallax_config=Non
     session = ReplicaSession(runner, translated.save_checkpoint_secs)
     if translated.export_graph_path and runner.is_chief:
         os.makedirs(translated.export_graph_path, exist_ok=True)
-        tf1.train.write_graph(runner.graph.as_graph_def(), translated.export_graph_path, "graph.pbtxt")
+        tf1.train.write_graph(runner.rewritten_graph.as_graph_def(), translated.export_graph_path, "graph.pbtxt")
     atexit.register(_close_at_exit, session)  # the original's scripts never close it: the last checkpoint is written
     _exit_cleanly_on_sigterm()
     return session, runner.num_workers, runner.worker_id, REPLICAS_PER_WORKER

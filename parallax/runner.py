@@ -6,6 +6,7 @@ import time
 
 import tensorflow as tf
 from tensorflow.python.client.session import SessionInterface
+from tensorflow.python.framework import stack
 
 from parallax import collectives, example_counts, graph_utils, step_fence, step_measure, user_initializers
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
@@ -53,6 +54,7 @@ class Runner(SessionInterface):
         self._steps = 0
         self._measure = step_measure.StepMeasure.from_env()
         self._closed = False
+        self._defaults = []  # the default graph and session contexts `with runner:` entered
         self._script_groups = user_initializers.ScriptGroups(source_graph, self._graph, role.is_chief)
         self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None)
         self._graph.finalize()
@@ -74,8 +76,18 @@ class Runner(SessionInterface):
 
     @property
     def graph(self):
-        """The rewritten graph (read-only: it is finalized)."""
+        """The graph passed to get_runner, as a Session's: its elements are what `run`, `Tensor.eval` and
+        `Operation.run` take (tf1's eval checks that the session's graph is the element's)."""
+        return self._source if self._source is not None else self._graph
+
+    @property
+    def rewritten_graph(self):
+        """The graph this worker runs (read-only: it is finalized)."""
         return self._graph
+
+    def as_default(self):
+        """A context in which this runner is the default session: `loss.eval()`, `train_op.run()` run through it."""
+        return stack.default_session(self)
 
     @property
     def session(self):
@@ -203,9 +215,16 @@ class Runner(SessionInterface):
             self._session.close()
 
     def __enter__(self):
+        # as a Session's: its graph and itself the defaults inside, so `train_op.run(feed_dict=...)` works
+        self._defaults = [self.graph.as_default(), self.as_default()]
+        for context in self._defaults:
+            context.__enter__()
         return self
 
-    def __exit__(self, exc_type, *_):
+    def __exit__(self, exc_type, exc_value, traceback):
+        for context in reversed(self._defaults):
+            context.__exit__(exc_type, exc_value, traceback)
+        self._defaults = []
         if exc_type is not None:
             # Leaving by an exception is a failure, which the launcher hears from the exception hook; a "done"
             # first would read as an early end of the steps and hide the exception.

@@ -22,6 +22,8 @@ def test_workers_fed_the_same_batch_are_warned_of(mode, how, warned):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     assert output.count("done") >= 2 and (WARNING in output) == warned, output[-3000:]
+    trained = {line.split(" w ")[1] for line in output.splitlines() if " w [" in line}
+    assert len(trained) == 1, output[-3000:]  # train.run and w.eval ran through each worker's runner, in step
 
 
 def test_the_ledger_warns_once_when_every_worker_reported_the_same_digest():

@@ -56,6 +56,25 @@ def test_runner_identity_and_name_fetches():
         assert runner.run(step_var) == 1
 
 
+def test_the_runner_is_a_session_to_eval_and_run():
+    """As in a TF1 tutorial: inside `with get_runner(...) as sess:` the runner is the default session, so
+    `train_op.run(feed_dict=...)` and `loss.eval(...)` run through it; `sess.graph` is the user's graph (eval checks
+    it), `rewritten_graph` the one that runs; after the block, neither default is left behind."""
+    g, h = embedding_mlp.build("GradientDescent")
+    feed = {h["ids"]: np.array([1, 2], np.int32), h["labels"]: np.array([0.5, 0.25], np.float32)}
+    step_var = [v for v in g.get_collection("variables") if v.op.name == "global_step"][0]
+    with parallax.get_runner(g, LOCAL) as sess:
+        assert sess.graph is g and sess.rewritten_graph is not g and sess.rewritten_graph.finalized
+        assert tf1.get_default_session() is sess and tf1.get_default_graph() is g
+        before = h["loss"].eval(feed_dict=feed)
+        h["train_op"].run(feed_dict=feed)
+        assert step_var.eval() == 1 and h["loss"].eval(feed_dict=feed, session=sess) < before
+        assert sess.run(h["loss"], feed) == h["loss"].eval(feed_dict=feed)
+    assert tf1.get_default_session() is None
+    with pytest.raises(parallax.ParallaxError, match="closed"):
+        h["loss"].eval(feed_dict=feed, session=sess)
+
+
 def test_profiled_steps_are_written_as_chrome_traces(tmp_path):
     import json
     g, h = embedding_mlp.build("Adam")

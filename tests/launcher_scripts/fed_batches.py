@@ -1,6 +1,8 @@
 """A script fed by feed_dict, two loopback hosts, one worker each, batch 4.
   argv[1] = the run option; argv[2] = "shares" (worker i feeds rows [i*b, (i+1)*b) of the global batch, as the
   docs say) or "same" (every worker feeds the global batch's first b rows: a script that did not share them out).
+The steps run as a TF1 tutorial runs them: `train.run(feed_dict=...)` inside `with get_runner(...)`, the runner
+being the default session there.
 """
 import os
 import sys
@@ -26,5 +28,6 @@ with g.as_default():
 with parallax.get_runner(g, "127.0.0.1: 0\n127.0.0.2: 0", parallax.Config(run_option=run_option)) as runner:
     for k in range(3):
         first = k * runner.num_workers * B + (runner.worker_id * B if how == "shares" else 0)
-        runner.run(train, {x: data_x[first:first + B], y: data_y[first:first + B]})
+        train.run(feed_dict={x: data_x[first:first + B], y: data_y[first:first + B]})
+    print(f"worker {runner.worker_id} w {w.eval().ravel().tolist()}", flush=True)
     print(f"worker {runner.worker_id} done", flush=True)
