@@ -97,6 +97,19 @@ class Runner(SessionInterface):
     def sess_str(self):
         return self._session.sess_str
 
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        """As Session.make_callable (queue runners call it): a function of the values of `feed_list` that runs
+        `fetches`; with `accept_options`, it also takes `options` and `run_metadata` keywords."""
+        feed_list = list(feed_list or ())
+
+        def call(*values, options=None, run_metadata=None):
+            if len(values) != len(feed_list):
+                raise ParallaxError(f"this callable takes {len(feed_list)} feed value(s), got {len(values)}")
+            if not accept_options and (options is not None or run_metadata is not None):
+                raise ParallaxError("make this callable with accept_options=True to pass options or run_metadata")
+            return self.run(fetches, dict(zip(feed_list, values)) or None, options, run_metadata)
+        return call
+
     def partial_run_setup(self, fetches, feeds=None):
         raise UnsupportedError("partial runs are not supported by a parallax Runner; use run")
 

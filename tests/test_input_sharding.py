@@ -1,6 +1,7 @@
-"""A dataset that nothing in the graph shards gives every worker the same batches: the plan lists its inputs,
-the launcher warns, explain says so (input_sharding.py); a sharded dataset, a pipeline that shards itself by the
-shard id, one that runs Python, or fed inputs are not listed."""
+"""A dataset or a queue-based pipeline that nothing in the graph shards gives every worker the same batches: the
+plan lists its inputs, the launcher warns, explain says so (input_sharding.py); a sharded dataset, a pipeline that
+shards itself by the shard id, one that runs Python, a queue the script fills itself, or fed inputs are not
+listed."""
 import pytest
 import tensorflow as tf
 
@@ -45,3 +46,27 @@ def test_the_planner_warns_of_it(tmp_path):
         "w = tf1.get_variable('w', [1], tf.float64)",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))"])
     assert plan.unsharded_inputs and "warning: the workers read" in stderr and "parallax.shard(ds)" in stderr
+
+
+def _queue_graph(runner_fills):
+    """tf1.train.batch over slice_input_producer (queue runners fill both queues), or a queue the script fills
+    from a placeholder of its own."""
+    g = tf.Graph()
+    with g.as_default():
+        if runner_fills:
+            example, = tf1.train.slice_input_producer([tf.range(64, dtype=tf.int64)], shuffle=False)
+            x = tf1.train.batch([example], 4)
+        else:
+            queue = tf1.FIFOQueue(16, [tf.int64], shapes=[[]])
+            queue.enqueue_many(tf1.placeholder(tf.int64, [None], "rows"), name="fill")
+            x = queue.dequeue_many(4)
+        w = tf1.get_variable("w", [1], tf.float64)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))
+    return g
+
+
+@pytest.mark.parametrize("runner_fills", [True, False])
+def test_a_queue_that_queue_runners_fill_is_listed(runner_fills):
+    explanation = parallax.explain(_queue_graph(runner_fills), "localhost:2", print_table=False)
+    assert explanation.plan.unsharded_inputs == (("batch:0",) if runner_fills else ())
+    assert ("read the data with tf.data" in explanation.premise) == runner_fills

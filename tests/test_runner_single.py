@@ -75,6 +75,22 @@ def test_the_runner_is_a_session_to_eval_and_run():
         h["loss"].eval(feed_dict=feed, session=sess)
 
 
+def test_make_callable_runs_its_fetches_with_the_values_of_its_feeds():
+    g, h = embedding_mlp.build("GradientDescent")
+    ids, labels = np.array([1, 2], np.int32), np.array([0.5, 0.25], np.float32)
+    with parallax.get_runner(g, LOCAL) as runner:
+        loss_of = runner.make_callable(h["loss"], [h["ids"], h["labels"]])
+        assert loss_of(ids, labels) == runner.run(h["loss"], {h["ids"]: ids, h["labels"]: labels})
+        with pytest.raises(parallax.ParallaxError, match="takes 2 feed value"):
+            loss_of(ids)
+        with pytest.raises(parallax.ParallaxError, match="accept_options=True"):
+            loss_of(ids, labels, options=tf1.RunOptions())
+        traced = runner.make_callable(h["loss"], [h["ids"], h["labels"]], accept_options=True)
+        metadata = tf1.RunMetadata()
+        traced(ids, labels, options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE), run_metadata=metadata)
+        assert metadata.step_stats.dev_stats
+
+
 def test_profiled_steps_are_written_as_chrome_traces(tmp_path):
     import json
     g, h = embedding_mlp.build("Adam")
