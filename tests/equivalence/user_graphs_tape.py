@@ -1,6 +1,7 @@
 """Gradients taken with tf.GradientTape in a v1 graph (no tf.gradients call): a mean loss with an embedding and
-Adam, a summed loss with a weight penalty, and a gradient clipped elementwise by a custom gradient on its way (a
-backward pass that is not linear in where it starts). Same conventions as cases.py."""
+Adam, a summed loss with a weight penalty, a gradient clipped elementwise by a custom gradient on its way (a
+backward pass that is not linear in where it starts), learned uncertainty weights, WGAN-GP with nested tapes; and
+Keras's OptimizerV2 in a v1 graph (minimize of a loss callable takes a tape). Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
 
@@ -133,7 +134,42 @@ def tape_uncertainty_weighted_losses(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y1, y2), (xp, y1p, y2p)))
 
 
+def _keras_regression(seed, optimizer, minimize):
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb = _model(seed + 1)
+
+        def loss_fn():
+            h = tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1)
+            with tf1.variable_scope("model", reuse=tf1.AUTO_REUSE):
+                return tf.reduce_mean(tf.square(_dense(h, 1, "head", seed + 2) - yp))
+        opt = optimizer()
+        if minimize:
+            loss_fn()  # the head's variables exist before minimize's var_list is read
+            train = opt.minimize(loss_fn, var_list=tf1.trainable_variables())
+        else:
+            loss = loss_fn()
+            variables = tf1.trainable_variables()
+            train = opt.apply_gradients(zip(tf.gradients(loss, variables), variables))
+        train = tf.group(train, tf1.train.get_or_create_global_step().assign_add(1), name="train")
+    return g, train, (idp, yp)
+
+
+def keras_adam_minimize(n, b, steps, graph_batch, lr_scale=1.0):
+    """A Keras (OptimizerV2) Adam in a v1 graph: minimize of a loss callable (it takes a tape inside)."""
+    g, train, (idp, yp) = _keras_regression(140, lambda: tf.keras.optimizers.legacy.Adam(0.05 * lr_scale), True)
+    return Case(g, train, _rows(_data(140, n * b * steps), (idp, yp)))
+
+
+def keras_momentum_apply(n, b, steps, graph_batch, lr_scale=1.0):
+    """A Keras (OptimizerV2) SGD with momentum applying tf.gradients' gradients in a v1 graph."""
+    g, train, (idp, yp) = _keras_regression(
+        143, lambda: tf.keras.optimizers.legacy.SGD(0.05 * lr_scale, momentum=0.9), False)
+    return Case(g, train, _rows(_data(143, n * b * steps), (idp, yp)))
+
+
 USER_GRAPHS_TAPE = {"tape_mean_adam": tape_mean_adam, "tape_summed_penalty": tape_summed_penalty,
                     "tape_custom_gradient_clip": tape_custom_gradient_clip,
                     "tape_wgan_gradient_penalty": tape_wgan_gradient_penalty,
-                    "tape_uncertainty_weighted_losses": tape_uncertainty_weighted_losses}
+                    "tape_uncertainty_weighted_losses": tape_uncertainty_weighted_losses,
+                    "keras_adam_minimize": keras_adam_minimize, "keras_momentum_apply": keras_momentum_apply}
