@@ -168,8 +168,28 @@ def keras_momentum_apply(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows(_data(143, n * b * steps), (idp, yp)))
 
 
+def asserts_and_prints(n, b, steps, graph_batch, lr_scale=1.0):
+    """Checks and prints in the step: the ids asserted in range, the targets finite, the loss printed, the
+    loss's gradient checked for NaN; a summed loss plus a penalty on the table; Adagrad."""
+    ids, y = _data(146, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb = _model(147)
+        checks = [tf.debugging.assert_non_negative(idp), tf.debugging.assert_less(idp, VOCAB),
+                  tf.debugging.assert_all_finite(yp, "targets")]
+        with tf.control_dependencies(checks):
+            h = tf.reduce_sum(tf.nn.embedding_lookup(emb, tf.identity(idp)), axis=1)
+        errors = tf.reduce_sum(tf.square(_dense(h, 1, "head", 148) - yp))
+        loss = tf.debugging.check_numerics(errors, "loss") + 0.05 * tf.nn.l2_loss(emb)
+        with tf.control_dependencies([tf.print("loss", loss, output_stream="file:///dev/null")]):
+            train = tf1.train.AdagradOptimizer(0.02 * lr_scale).minimize(
+                loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
 USER_GRAPHS_TAPE = {"tape_mean_adam": tape_mean_adam, "tape_summed_penalty": tape_summed_penalty,
                     "tape_custom_gradient_clip": tape_custom_gradient_clip,
                     "tape_wgan_gradient_penalty": tape_wgan_gradient_penalty,
                     "tape_uncertainty_weighted_losses": tape_uncertainty_weighted_losses,
-                    "keras_adam_minimize": keras_adam_minimize, "keras_momentum_apply": keras_momentum_apply}
+                    "keras_adam_minimize": keras_adam_minimize, "keras_momentum_apply": keras_momentum_apply,
+                    "asserts_and_prints": asserts_and_prints}
