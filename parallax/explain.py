@@ -159,6 +159,8 @@ def premise(plan, analysis):
         text += f"; {batch_statistics.uncombinable_note(plan)}"
     if plan.unsharded_inputs:
         text += f"; {input_sharding.note(plan)}"
+    if plan.repeated_shards:
+        text += f"; {input_sharding.repeat_note(plan)}"
     return text
 
 

@@ -9,11 +9,18 @@ in the rewrite can tell that from a share, so the planner looks at the graph: a 
 iterator, or from a queue that a queue runner of the graph fills, and no op in the graph or in its datasets'
 functions shards the input. A pipeline that runs Python (from_generator, a py_func) may share the examples out
 itself, and is not judged; nor is a queue the script fills itself (its enqueue fed by a thread of its own).
+
+A sharded dataset that repeats after the shard (`parallax.shard(ds).repeat()`) over M examples, M not a multiple
+of N, goes out of step with one device from its second pass on: the shards hold M // N or M // N + 1 examples, so
+each worker's second pass starts at another of one device's examples. Every batch stays full, so no count shows it;
+the planner finds a repeat downstream of a shard in the graph and counts the examples before the shard (the
+dataset's cardinality, run in a throw-away session; where a feed or a file sets it, it is unknown, and nothing is
+said).
 """
 import tensorflow as tf
 
 from parallax.batch_draws import node_types
-from parallax.batch_shapes import per_worker_inputs
+from parallax.batch_shapes import per_worker_inputs, shape_subgraph
 from parallax.shard import SHARD_ID
 
 ITERATOR_READS = {"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"}
@@ -51,3 +58,53 @@ def note(plan):
             f"batch b, not one device with batch {plan.num_workers}*b; shard a dataset element-wise before "
             f"batching: parallax.shard(ds).batch(b) (a queue-based pipeline, tf.compat.v1.train.batch and its "
             f"kind, cannot be sharded so: read the data with tf.data instead)")
+
+
+def _repeats_downstream(shard_op):
+    """Whether a repeat() other than repeat(1) takes the shard's dataset, or a dataset made from it."""
+    seen, todo = set(), [shard_op]
+    while todo:
+        op = todo.pop()
+        for consumer in (c for t in op.outputs if t.dtype == tf.variant for c in t.consumers()):
+            if consumer.type == "RepeatDataset" and tf.get_static_value(consumer.inputs[1]) != 1:
+                return True
+            if consumer.name not in seen:
+                seen.add(consumer.name)
+                todo.append(consumer)
+    return False
+
+
+def _examples_before(graph, shard_op):
+    """The number of examples the shard's input dataset holds, where it is known without feeds; else None."""
+    scratch = tf.Graph()
+    try:
+        with scratch.as_default():
+            tf.graph_util.import_graph_def(shape_subgraph(graph, graph.as_graph_def(), [shard_op]), name="")
+            count = tf.raw_ops.DatasetCardinality(input_dataset=scratch.get_tensor_by_name(shard_op.inputs[0].name))
+        with tf.compat.v1.Session(graph=scratch) as session:
+            examples = int(session.run(count))
+    except (tf.errors.OpError, ValueError, KeyError, TypeError):
+        return None
+    return examples if examples >= 0 else None  # -1: infinite, -2: unknown
+
+
+def repeated_shards(graph, num_workers):
+    """((shard op, examples before it), ...) of each dataset shard that a repeat() follows, over a number of
+    examples known to be no multiple of `num_workers`."""
+    found = []
+    for op in graph.get_operations():
+        if op.type == "ShardDataset" and _repeats_downstream(op):
+            examples = _examples_before(graph, op)
+            if examples is not None and examples % num_workers:
+                found.append((op.name, examples))
+    return tuple(found)
+
+
+def repeat_note(plan):
+    n = plan.num_workers
+    shards = "; ".join(f"{name} splits {m} examples into shards of {m // n} and {m // n + 1}"
+                       for name, m in plan.repeated_shards)
+    return (f"a dataset repeats after its shard, over a number of examples that is no multiple of the {n} workers "
+            f"({shards}): from the second pass over the data on, each worker's batch is no longer its share of one "
+            f"device's batch (every batch stays full, so nothing else tells); repeat() before parallax.shard, or "
+            f"take a multiple of {n} examples (ds.take(M - M % {n})) before it")

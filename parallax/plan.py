@@ -146,6 +146,8 @@ class Plan:
     loss_seeds: Tuple[Tuple[str, str], ...] = ()
     constant_term_edges: Tuple[Tuple[str, int], ...] = ()
     unsharded_inputs: Tuple[str, ...] = ()  # read from a dataset nothing shards (input_sharding.py): warned
+    # Dataset shards a repeat() follows, over a number of examples no multiple of N (input_sharding.py): warned
+    repeated_shards: Tuple[Tuple[str, int], ...] = ()
 
     @property
     def methods(self):

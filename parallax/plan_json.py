@@ -51,7 +51,8 @@ def from_data(data):
                 tuple((name, tuple(axes), value) for name, axes, value in data.get("padded_inputs", [])),
                 tuple((name, law) for name, law in data.get("loss_seeds", [])),
                 tuple((name, index) for name, index in data.get("constant_term_edges", [])),
-                tuple(data.get("unsharded_inputs", [])))
+                tuple(data.get("unsharded_inputs", [])),
+                tuple((name, examples) for name, examples in data.get("repeated_shards", [])))
 
 
 def _plain(x):

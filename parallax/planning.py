@@ -38,7 +38,8 @@ def plan_job(graph, analysis, spec, config):
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable,
-                                   fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph))
+                                   fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
+                                   repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers))
         # The check simulates split draws, not the other rules' rewrites or what they list.
         if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.unsplittable):
             averaged = {v.name: v.average for v in plan.variables}

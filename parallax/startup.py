@@ -88,6 +88,7 @@ def get_runner(graph, resource_spec, config=None):
         notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
         notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
         notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []
+        notes += [input_sharding.repeat_note(plan)] if plan.repeated_shards else []
         for note in notes:
             print(f"parallax: warning: {note}", file=sys.stderr, flush=True)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run

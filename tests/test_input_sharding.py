@@ -70,3 +70,42 @@ def test_a_queue_that_queue_runners_fill_is_listed(runner_fills):
     explanation = parallax.explain(_queue_graph(runner_fills), "localhost:2", print_table=False)
     assert explanation.plan.unsharded_inputs == (("batch:0",) if runner_fills else ())
     assert ("read the data with tf.data" in explanation.premise) == runner_fills
+
+
+def _repeating(examples, pipeline, iterator="one_shot"):
+    g = tf.Graph()
+    with g.as_default():
+        ds = pipeline(tf.data.Dataset.range(examples)).batch(4)
+        it = tf1.data.make_one_shot_iterator(ds) if iterator == "one_shot" else tf1.data.make_initializable_iterator(ds)
+        w = tf1.get_variable("w", [1], tf.float64)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(
+            tf.reduce_mean(tf.square(tf.cast(it.get_next(), tf.float64) * w)))
+    return g
+
+
+@pytest.mark.parametrize("examples, pipeline, iterator, listed", [
+    (43, lambda ds: parallax.shard(ds).repeat(), "one_shot", True),
+    (43, lambda ds: parallax.shard(ds.map(lambda x: x * 2)).shuffle(8, seed=1).repeat(3), "initializable", True),
+    (44, lambda ds: parallax.shard(ds).repeat(), "one_shot", False),  # a multiple of N
+    (43, lambda ds: parallax.shard(ds.repeat()), "one_shot", False),  # repeat before the shard: infinite
+    (43, lambda ds: parallax.shard(ds).repeat(1), "one_shot", False),
+    (43, lambda ds: parallax.shard(ds), "one_shot", False),
+])
+def test_a_repeat_after_a_shard_over_examples_no_multiple_of_n_is_listed(examples, pipeline, iterator, listed):
+    explanation = parallax.explain(_repeating(examples, pipeline, iterator), "localhost:2", print_table=False)
+    assert bool(explanation.plan.repeated_shards) == listed
+    if listed:
+        (_, counted), = explanation.plan.repeated_shards
+        assert counted == examples and "shards of 21 and 22" in explanation.premise
+        assert "repeat() before parallax.shard" in explanation.premise
+
+
+def test_a_fed_dataset_is_not_judged():
+    g = tf.Graph()
+    with g.as_default():
+        rows = tf1.placeholder(tf.int64, [None], "rows")
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices(rows)).repeat().batch(4)
+        x = tf1.data.make_initializable_iterator(ds).get_next()
+        w = tf1.get_variable("w", [1], tf.float64)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))
+    assert parallax.explain(g, "localhost:2", print_table=False).plan.repeated_shards == ()
