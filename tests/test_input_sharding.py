@@ -109,3 +109,13 @@ def test_a_fed_dataset_is_not_judged():
         w = tf1.get_variable("w", [1], tf.float64)
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))
     assert parallax.explain(g, "localhost:2", print_table=False).plan.repeated_shards == ()
+
+
+def test_the_planner_warns_of_a_repeat_after_the_shard(tmp_path):
+    from tests.planner_role import plan_in_planner_role
+    plan, stderr = plan_in_planner_role(tmp_path, [
+        "ds = parallax.shard(tf.data.Dataset.range(43)).repeat().batch(4)",
+        "x = tf1.data.make_one_shot_iterator(ds).get_next()",
+        "w = tf1.get_variable('w', [1], tf.float64)",
+        "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))"])
+    assert [m for _, m in plan.repeated_shards] == [43] and "a dataset repeats after its shard" in stderr
