@@ -19,6 +19,7 @@ HALF = 4
 TRIALS = 3
 WIDEN = 3  # positions of padding `widened` adds
 MAX_BYTES = 256 << 20  # of variables to initialize again in the throw-away session
+DECODED = 3  # ops whose outputs are fed instead of their inputs' random values, at most
 TOO_LARGE = "of more than 256 MB, too large"
 _CPU_ONLY = tf1.ConfigProto(device_count={"GPU": 0})
 _BOUNDED = tf1.RunOptions(timeout_in_ms=60_000)
@@ -26,6 +27,14 @@ _BOUNDED = tf1.RunOptions(timeout_in_ms=60_000)
 # the sum of any two parts'; a longest example's length seldom is for both splits.
 PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:HALF], lambda v: v[HALF:], lambda v: v[:1], lambda v: v[1:])
 WHOLE_AND_SPLITS = (PARTS[0], PARTS[2], PARTS[3], PARTS[4], PARTS[5])
+
+
+class _Undecodable(Exception):
+    """An op failed on the random words of a string input it reads (a parse of serialized examples)."""
+
+    def __init__(self, op_name):
+        super().__init__(op_name)
+        self.op_name = op_name
 
 
 def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None, widened=None, edit=None):
@@ -38,7 +47,28 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     values of one device's draw (batch_draws.py, draw_as_split). `widened` ({input name: (axes, value)}) pads those
     inputs' random examples with WIDEN more positions of `value` along `axes` (padded_inputs.py). `edit(graph)`
     changes the throw-away graph once it is imported and returns more tensors to hold, {tensor: f} (a mean
-    loss's seed, or a constant term's gradient, scaled by each part's share: loss_seeds.shares_as_held)."""
+    loss's seed, or a constant term's gradient, scaled by each part's share: loss_seeds.shares_as_held).
+
+    Where an op fails on the random words of a string input it reads (a parse of serialized examples), its outputs
+    whose rows are examples are fed random examples instead, as inputs of their own (its sparse outputs are sparse
+    inputs already), and the graph is run again: up to DECODED such ops."""
+    decoded = set()
+    while len(decoded) <= DECODED:
+        try:
+            return _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded)
+        except _Undecodable as e:
+            decoded.add(e.op_name)
+    return {}
+
+
+def _decoded_inputs(graph, decoded, fed):
+    """The outputs of the ops in `decoded` whose rows are examples, but those fed already."""
+    return [t for name in sorted(decoded) for t in graph.get_operation_by_name(name).outputs
+            if t.name not in fed and t.shape.rank is not None and t.shape.rank >= 1 and
+            tf.compat.dimension_value(t.shape[0]) is None and t.dtype not in (tf.resource, tf.variant)]
+
+
+def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded):
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
     needed = graph_utils.ancestors([t.op for t in tensors], False)
@@ -48,6 +78,7 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     # the variables' initializers, and those of the lookup tables the tensors read (a vocabulary's)
     initializers = [v.initializer for v in read] + [
         op for op in graph.get_collection(tf1.GraphKeys.TABLE_INITIALIZERS) if op.inputs and op.inputs[0].op in needed]
+    feeds = {}  # an input's name: the placeholder that feeds it in the throw-away graph
     try:
         # A constant in a v1 while loop's body is in the loop's frame through a control edge from its pivot.
         subgraph = copy_nodes(graph.as_graph_def(), {op.name for op in graph_utils.ancestors(
@@ -57,6 +88,7 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
         sparse = [s for s in sparse_inputs.find(graph) if any(t.op.name in names for t in s.tensors)]
         fed_sparse = {t.name for s in sparse for t in s.tensors}
         inputs = [t for t in per_worker_inputs(graph) if t.op.name in names and t.name not in fed_sparse]
+        inputs += _decoded_inputs(graph, decoded, fed_sparse | {t.name for t in inputs})
         # On the CPU, and each run bounded: a blocking op of the user's (a queue outside the inputs) ends the check.
         with tf.Graph().as_default() as run, tf1.Session(graph=run, config=_CPU_ONLY) as session:
             feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:])
@@ -82,6 +114,14 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
                     samples[t.name].append(tuple(np.asarray(v[i], np.int64 if shapes else np.float64)
                                                  for v in values))
             return samples
+    except tf.errors.InvalidArgumentError as e:
+        failed = getattr(e, "op", None)
+        # Random numbers are valid examples by construction (small ids, normal floats); random words are no
+        # serialized record, so only an op that fails on a fed string input decodes it.
+        fed = {p.name for p in feeds.values() if p.dtype == tf.string}
+        if failed is not None and failed.name not in decoded and any(i.name in fed for i in failed.inputs):
+            raise _Undecodable(failed.name) from e
+        return {}
     except Exception:  # noqa: BLE001  a check that cannot run the user's graph so is skipped, never the job
         return {}
 

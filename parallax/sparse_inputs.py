@@ -8,9 +8,10 @@ one valid sparse batch: each example holds one to three entries, in row-major or
 the entries of its examples, their first index renumbered. And dense_shape is no per-worker input whose rows are
 examples (batch_shapes.per_worker_inputs leaves it out).
 
-Where the three come from is read off the graph, not off op types: the three outputs of one op (a dataset's
-sparse element, deserialized) or three placeholders made one after another (tf.compat.v1.sparse_placeholder),
-shaped as a SparseTensor's parts are: int64 [n, r], [n] and int64 [r].
+Where the three come from is read off the graph, not off op types: outputs of one op that reads input (a
+dataset's sparse element, a parse of serialized examples: k sparse parts lie as k indices, k values and k dense
+shapes in a row) or three placeholders made one after another (tf.compat.v1.sparse_placeholder), shaped as a
+SparseTensor's parts are: int64 [n, r], [n] and int64 [r].
 """
 import dataclasses
 from typing import Tuple
@@ -58,8 +59,8 @@ def find(graph):
     for op in graph.get_operations():
         if op.type.startswith("Placeholder"):
             placeholders.append(op.outputs[0])
-        elif len(op.outputs) == 3 and _from_inputs(op) and _sparse_parts(*op.outputs):
-            found.append(SparseInput(*op.outputs))
+        elif len(op.outputs) >= 3 and _from_inputs(op):
+            found += _output_blocks(op.outputs)
     # tf.compat.v1.sparse_placeholder makes dense_shape's, then the values', then the indices' placeholder
     k = 0
     while k + 3 <= len(placeholders):
@@ -69,6 +70,23 @@ def find(graph):
             k += 3
         else:
             k += 1
+    return found
+
+
+def _output_blocks(outputs):
+    """The SparseTensors among one op's outputs: k of them lie as k indices, then k values, then k dense shapes
+    (three outputs in a row for one; a parse of k sparse features and some dense ones, or a dataset's element of
+    sparse and dense parts, holds such a block among its other outputs)."""
+    found, j = [], 0
+    while j + 3 <= len(outputs):
+        k = next((k for k in range(1, (len(outputs) - j) // 3 + 1)
+                  if all(_sparse_parts(outputs[j + m], outputs[j + k + m], outputs[j + 2 * k + m]) for m in range(k))),
+                 None)
+        if k is None:
+            j += 1
+            continue
+        found += [SparseInput(outputs[j + m], outputs[j + k + m], outputs[j + 2 * k + m]) for m in range(k)]
+        j += 3 * k
     return found
 
 

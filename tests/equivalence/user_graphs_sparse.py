@@ -119,6 +119,40 @@ def sparse_dataset(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def _examples(ids, y, x):
+    """Each row as a serialized tf.train.Example: its ids (a list), its target and its dense features."""
+    def example(r):
+        feature = {"ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[r].tolist())),
+                   "y": tf.train.Feature(float_list=tf.train.FloatList(value=y[r].tolist())),
+                   "x": tf.train.Feature(float_list=tf.train.FloatList(value=x[r].tolist()))}
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    return np.array([example(r) for r in range(len(y))], dtype=object)
+
+
+def parsed_examples_summed(n, b, steps, graph_batch, lr_scale=1.0):
+    """Serialized tf.train.Examples fed to a string placeholder and parsed in the graph (tf.io.parse_example: a
+    VarLenFeature of ids, two FixedLenFeatures): the ids' embedding mean beside the dense features, a summed loss
+    plus an L2 penalty on the table; Adagrad. The checks that run the graph cannot make random serialized
+    examples, so they feed the parse's outputs random values instead."""
+    ids, y = _sparse_data(76, n * b * steps)
+    x = np.random.RandomState(77).randn(n * b * steps, 2)
+    serialized = _examples(ids, y, x)
+    g = tf.Graph()
+    with g.as_default():
+        sp = tf1.placeholder(tf.string, [None], "serialized")
+        features = tf.io.parse_example(sp, {"ids": tf.io.VarLenFeature(tf.int64),
+                                            "y": tf.io.FixedLenFeature([1], tf.float32),
+                                            "x": tf.io.FixedLenFeature([2], tf.float32)})
+        emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(78))
+        h = tf.concat([tf.nn.embedding_lookup_sparse(emb, features["ids"], None, combiner="mean"),
+                       tf.cast(features["x"], F64)], axis=1)
+        errors = tf.reduce_sum(tf.square(_dense(h, 1, "out", 79) - tf.cast(features["y"], F64)))
+        loss = errors + 0.05 * tf.nn.l2_loss(emb)
+        train = tf1.train.AdagradOptimizer(0.05 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, lambda k, first, count: {sp: serialized[first:first + count]})
+
+
 USER_GRAPHS_SPARSE = {"sparse_dataset": sparse_dataset, "sparse_summed": sparse_summed,
                       "sparse_batch_norm": sparse_batch_norm, "sparse_dropout": sparse_dropout,
-                      "sparse_dense_matmul": sparse_dense_matmul}
+                      "sparse_dense_matmul": sparse_dense_matmul, "parsed_examples_summed": parsed_examples_summed}
