@@ -123,3 +123,31 @@ def test_a_summed_loss_is_a_sum_with_statistics_and_draws_as_the_rewrite_makes_t
     assert loss_law.decide(centred, laws) == (False, loss_law.SUMMED)
     dropped, _ = _sparse_graph(lambda r, y: tf.reduce_sum(_squared_errors(tf1.nn.dropout(r, rate=0.5, seed=1), y)))
     assert loss_law.decide(dropped, (), batch_draws.find(dropped).split) == (False, loss_law.SUMMED)
+
+
+def _parsed(reduce):
+    """Serialized tf.train.Examples fed as strings and parsed in the graph: two sparse features, one dense."""
+    g = tf.Graph()
+    with g.as_default():
+        serialized = tf1.placeholder(tf.string, [None], "serialized")
+        f = tf.io.parse_example(serialized, {"a": tf.io.VarLenFeature(tf.int64), "b": tf.io.VarLenFeature(tf.int64),
+                                             "x": tf.io.FixedLenFeature([2], tf.float32)})
+        emb = tf1.get_variable("emb", [10, 2], F64)
+        rows = tf.nn.embedding_lookup_sparse(emb, f["a"], None) + tf.nn.embedding_lookup_sparse(emb, f["b"], None)
+        loss = reduce(tf.square(tf.reduce_sum(rows * tf.cast(f["x"], F64), 1)))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g, f, loss
+
+
+def test_sparse_features_parsed_together_are_found_each_as_its_three_parts():
+    g, f, _ = _parsed(tf.reduce_sum)
+    found = {(s.indices.name, s.values.name, s.dense_shape.name) for s in sparse_inputs.find(g)}
+    assert found == {(f[k].indices.name, f[k].values.name, f[k].dense_shape.name) for k in ("a", "b")}
+
+
+@pytest.mark.parametrize("reduce, law", [(tf.reduce_sum, loss_law.SUM), (tf.reduce_mean, loss_law.MEAN)])
+def test_a_loss_over_parsed_examples_is_run_on_its_decoded_features(reduce, law):
+    """Random words are no serialized Example: the parse fails on them, so its outputs are fed instead."""
+    g, _, loss = _parsed(reduce)
+    assert batch_samples.sampled(g, [loss], trials=1)[loss.name]
+    assert loss_law.laws(g)[0] == {loss.name: law}
