@@ -28,7 +28,9 @@ HYBRID_ONLY = ("rare_optimizers", "rare_optimizers_ref", "keras_layers", "keras_
                "shard_list_debiased_average", "dropout_fed", "dropout_sharded", "batch_norm_moments",
                "keras_batch_norm", "root_mean_square_loss", "learning_rate_from_batch", "masked_sum_over_size",
                "summed_dropout", "sparse_dropout", "wide_and_deep_feature_columns", "nce_word2vec",
-               "map_fn_per_example", "accumulate_n_colocated", "losses_with_regularizers", "adversarial_embedding")
+               "map_fn_per_example", "accumulate_n_colocated", "losses_with_regularizers", "adversarial_embedding",
+               "keras_adam_minimize", "keras_momentum_apply", "asserts_and_prints", "max_norm_lookup",
+               "standardized_targets", "class_weighted_mean")
 
 
 # Left to `make fuzz CASES=all` for CI's 90 minutes: graphs where no rule applies and a unit test checks that none

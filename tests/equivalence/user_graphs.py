@@ -395,3 +395,8 @@ USER_GRAPHS.update(USER_GRAPHS_IDIOMS)
 from tests.equivalence.user_graphs_tape import USER_GRAPHS_TAPE  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_TAPE)
+
+# The eighth (user_graphs_losses.py): weighted, standardized and renormalized losses.
+from tests.equivalence.user_graphs_losses import USER_GRAPHS_LOSSES  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_LOSSES)
