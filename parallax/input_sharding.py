@@ -17,16 +17,19 @@ the planner finds a repeat downstream of a shard in the graph and counts the exa
 dataset's cardinality, run in a throw-away session; where a feed or a file sets it, it is unknown, and nothing is
 said).
 """
+import re
+
 import tensorflow as tf
 
 from parallax.batch_draws import node_types
 from parallax.batch_shapes import per_worker_inputs, shape_subgraph
-from parallax.shard import SHARD_ID
+from parallax.shard import SCOPE, SHARD_ID
 
 ITERATOR_READS = {"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"}
 QUEUE_READS = {"QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2", "QueueDequeueUpTo",
                "QueueDequeueUpToV2"}
 SHARDS_OR_PYTHON = {"ShardDataset", "GeneratorDataset", "PyFunc", "PyFuncStateless", "EagerPyFunc"}
+_IN_SCOPE = re.compile(rf"(^|/){SCOPE}(_\d+)?/")
 
 
 def _queues_runners_fill(graph):
@@ -58,6 +61,12 @@ def note(plan):
             f"batch b, not one device with batch {plan.num_workers}*b; shard a dataset element-wise before "
             f"batching: parallax.shard(ds).batch(b) (a queue-based pipeline, tf.compat.v1.train.batch and its "
             f"kind, cannot be sharded so: read the data with tf.data instead)")
+
+
+def _shards_over_workers(shard_op):
+    """parallax.shard's, or a shard by create_num_shards_and_shard_id's count (both made in SCOPE): not a shard the
+    user takes for another reason (ds.shard(10, 3), a tenth of the data)."""
+    return any(_IN_SCOPE.search(name) for name in (shard_op.name, shard_op.inputs[1].op.name))
 
 
 def _repeats_downstream(shard_op):
@@ -93,7 +102,7 @@ def repeated_shards(graph, num_workers):
     examples known to be no multiple of `num_workers`."""
     found = []
     for op in graph.get_operations():
-        if op.type == "ShardDataset" and _repeats_downstream(op):
+        if op.type == "ShardDataset" and _shards_over_workers(op) and _repeats_downstream(op):
             examples = _examples_before(graph, op)
             if examples is not None and examples % num_workers:
                 found.append((op.name, examples))

@@ -90,6 +90,8 @@ def _repeating(examples, pipeline, iterator="one_shot"):
     (43, lambda ds: parallax.shard(ds.repeat()), "one_shot", False),  # repeat before the shard: infinite
     (43, lambda ds: parallax.shard(ds).repeat(1), "one_shot", False),
     (43, lambda ds: parallax.shard(ds), "one_shot", False),
+    (43, lambda ds: ds.shard(10, 3).repeat(), "one_shot", False),  # a tenth of the data: no shard over the workers
+    (43, lambda ds: ds.shard(*parallax.shard.create_num_shards_and_shard_id()).repeat(), "one_shot", True),
 ])
 def test_a_repeat_after_a_shard_over_examples_no_multiple_of_n_is_listed(examples, pipeline, iterator, listed):
     explanation = parallax.explain(_repeating(examples, pipeline, iterator), "localhost:2", print_table=False)
