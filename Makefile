@@ -14,8 +14,8 @@ export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
 PARALLAX_GRAPH_MODES ?= $(if $(filter 2.15,$(TF)),MPI$(,)PS,HYBRID)
 export PARALLAX_GRAPH_MODES
 NEWEST_TF_TESTS := tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py tests/test_uneven_data.py \
-                   tests/test_user_saver.py tests/test_user_init.py tests/test_fed_batches.py tests/test_tape_capture.py \
-                   tests/test_queue_runners.py \
+                   tests/test_user_saver.py tests/test_user_init.py tests/test_fed_batches.py \
+                   tests/test_tape_capture.py tests/test_queue_runners.py \
                    tests/test_ssh_transport_local.py tests/test_listening_sockets.py \
                    tests/legacy/test_legacy_config.py \
                    tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores
