@@ -187,9 +187,31 @@ def asserts_and_prints(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
+def tape_keras_lstm_summed(n, b, steps, graph_batch, lr_scale=1.0):
+    """A tape through Keras layers with an LSTM (a v2 while loop) over embedded ids, a summed loss plus an L2
+    penalty on the embedding; Adam."""
+    rng = np.random.RandomState(160)
+    ids = rng.randint(0, VOCAB, size=(n * b * steps, 4)).astype(np.int32)
+    y = np.cos(ids).mean(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 4], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        uniform = lambda seed: tf.keras.initializers.RandomUniform(-0.3, 0.3, seed=seed)  # noqa: E731
+        embedding = tf.keras.layers.Embedding(VOCAB, 3, embeddings_initializer=uniform(161), dtype=F64)
+        lstm = tf.keras.layers.LSTM(3, kernel_initializer=uniform(162), recurrent_initializer=uniform(163), dtype=F64)
+        head = tf.keras.layers.Dense(1, kernel_initializer=uniform(164), dtype=F64)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(head(lstm(embedding(idp))) - yp)) + \
+                0.01 * tf.nn.l2_loss(embedding.embeddings)
+        variables = tf1.trainable_variables()
+        train = tf1.train.AdamOptimizer(0.02 * lr_scale).apply_gradients(
+            zip(tape.gradient(loss, variables), variables), global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
 USER_GRAPHS_TAPE = {"tape_mean_adam": tape_mean_adam, "tape_summed_penalty": tape_summed_penalty,
                     "tape_custom_gradient_clip": tape_custom_gradient_clip,
                     "tape_wgan_gradient_penalty": tape_wgan_gradient_penalty,
                     "tape_uncertainty_weighted_losses": tape_uncertainty_weighted_losses,
                     "keras_adam_minimize": keras_adam_minimize, "keras_momentum_apply": keras_momentum_apply,
-                    "asserts_and_prints": asserts_and_prints}
+                    "asserts_and_prints": asserts_and_prints, "tape_keras_lstm_summed": tape_keras_lstm_summed}
