@@ -30,11 +30,20 @@ def _start(env_extra, tmp_path):
 
 
 def _finish(proc, timeout=120):
+    """(exit code, output) of a job; one that outlives `timeout` gets SIGTERM, so the launcher tears its processes
+    down and prints its report, then the test fails with the output's tail (SIGKILL of the job's own process
+    group only if the launcher does not end within 60 s)."""
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
+        proc.terminate()
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        raise AssertionError(f"the job did not end within {timeout} s; ended by SIGTERM (exit {proc.returncode})\n"
+                             f"--- output (tail) ---\n{out[-6000:]}") from None
     return proc.returncode, out
 
 
