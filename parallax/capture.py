@@ -37,7 +37,7 @@ def install():
         _replace_everywhere(original, _wrap_gradients(original))
     optimizer_lib.Optimizer.compute_gradients = _wrap_compute_gradients(optimizer_lib.Optimizer.compute_gradients)
     optimizer_lib.Optimizer.apply_gradients = _wrap_apply_gradients(optimizer_lib.Optimizer.apply_gradients)
-    tape_capture.install(_record_losses, _record_seeds, _record_gradient, graph_utils.variable_op_of)
+    tape_capture.install(_record_losses, _record_seeds, _record_pairs)
 
 
 def _replace_everywhere(original, wrapper):
@@ -63,14 +63,18 @@ def _wrap_gradients(original):
                 _record_seeds(graph, graph.get_operations()[known:], ys_list)
             given = kwargs.get("grad_ys", args[0] if args else None)
             _record_losses(ys_list, given if isinstance(given, (list, tuple)) else [given] * len(ys_list))
-            xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
-            grads_list = grads if isinstance(grads, (list, tuple)) else [grads]
-            for x, g in zip(xs_list, grads_list):
-                var_op = graph_utils.variable_op_of(x)
-                if var_op is not None and g is not None:
-                    _record_gradient(var_op, g)
+            _record_pairs(xs if isinstance(xs, (list, tuple)) else [xs],
+                          grads if isinstance(grads, (list, tuple)) else [grads])
         return grads
     return gradients
+
+
+def _record_pairs(xs, grads):
+    """Each gradient in `grads` of the variable at the same place in `xs` (other xs are not variables)."""
+    for x, g in zip(xs, grads):
+        var_op = graph_utils.variable_op_of(x)
+        if var_op is not None and g is not None:
+            _record_gradient(var_op, g)
 
 
 def _record_losses(ys, given):

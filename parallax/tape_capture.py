@@ -20,14 +20,14 @@ _installed = False
 _ATTRS = 1  # position of the op's attributes in the tape's gradient function's arguments
 
 
-def install(record_losses, record_seeds, record_gradient, variable_op_of):
+def install(record_losses, record_seeds, record_pairs):
     """Wrap GradientTape.gradient and the tape's per-op gradient function once. The callbacks are capture.py's."""
     global _installed
     if _installed:
         return
     _installed = True
     backprop.GradientTape.gradient = _wrap_gradient(backprop.GradientTape.gradient, record_losses, record_seeds,
-                                                    record_gradient, variable_op_of)
+                                                    record_pairs)
     original = getattr(backprop, "_gradient_function", None)
     if original is not None and callable(getattr(execute, "record_gradient", None)):
         execute.record_gradient = _with_forward_op(execute.record_gradient)
@@ -43,7 +43,7 @@ def _graph_targets(target):
     return flat if len({t.graph for t in flat}) == 1 else None
 
 
-def _wrap_gradient(original, record_losses, record_seeds, record_gradient, variable_op_of):
+def _wrap_gradient(original, record_losses, record_seeds, record_pairs):
     @functools.wraps(original)
     def gradient(self, target, sources, output_gradients=None, *args, **kwargs):
         targets = None if tf.executing_eagerly() else _graph_targets(target)
@@ -62,11 +62,7 @@ def _wrap_gradient(original, record_losses, record_seeds, record_gradient, varia
             given = list(tf.nest.flatten(output_gradients))
         record_losses(targets, given)
         grads = original(self, target, sources, output_gradients, *args, **kwargs)
-        for x, g in zip(tf.nest.flatten(sources), tf.nest.flatten(grads)):
-            var_op = variable_op_of(getattr(x, "handle", x)) if tf.is_symbolic_tensor(getattr(x, "handle", x)) \
-                else None
-            if var_op is not None and g is not None:
-                record_gradient(var_op, g)
+        record_pairs(tf.nest.flatten(sources), tf.nest.flatten(grads))
         return grads
     return gradient
 
