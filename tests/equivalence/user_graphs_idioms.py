@@ -232,22 +232,36 @@ def summed_loss_weight_penalty(n, b, steps, graph_batch, lr_scale=1.0):
 USER_GRAPHS_IDIOMS["summed_loss_weight_penalty"] = summed_loss_weight_penalty
 
 
+def _two_tasks(seed, rows):
+    """(x, y1, y2): features, their sum, and their first two's product with noise."""
+    rng = np.random.RandomState(seed)
+    x = rng.randn(rows, 3)
+    return x, x.sum(1, keepdims=True), (x[:, :1] * x[:, 1:2]) + 0.1 * rng.randn(rows, 1)
+
+
+def _two_task_inputs():
+    return tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y1"), \
+        tf1.placeholder(F64, [None, 1], "y2")
+
+
+def _two_task_losses(xp, y1p, y2p, seed):
+    """Each task's summed squared error, its head over one shared tanh layer."""
+    h = _dense(xp, 4, "shared", seed, tf.tanh)
+    return tf.reduce_sum(tf.square(_dense(h, 1, "head1", seed + 1) - y1p)), \
+        tf.reduce_sum(tf.square(_dense(h, 1, "head2", seed + 2) - y2p))
+
+
 def uncertainty_weighted_summed_losses(n, b, steps, graph_batch, lr_scale=1.0):
     """Multi-task loss weighting by learned uncertainty (Kendall et al.): each task's summed loss scaled by
     exp(-s) plus s itself, a bare read of a learned scalar (a term the batch does not change, whose gradient makes
     no op of its own); SGD."""
-    rng = np.random.RandomState(117)
-    x = rng.randn(n * b * steps, 3)
-    y1, y2 = x.sum(1, keepdims=True), (x[:, :1] * x[:, 1:2]) + 0.1 * rng.randn(n * b * steps, 1)
+    x, y1, y2 = _two_tasks(117, n * b * steps)
     g = tf.Graph()
     with g.as_default():
-        xp, y1p, y2p = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y1"), \
-            tf1.placeholder(F64, [None, 1], "y2")
-        h = _dense(xp, 4, "shared", 118, tf.tanh)
+        xp, y1p, y2p = _two_task_inputs()
         s1 = tf1.get_variable("log_var_1", [], F64, initializer=tf1.constant_initializer(0.3))
         s2 = tf1.get_variable("log_var_2", [], F64, initializer=tf1.constant_initializer(-0.2))
-        task1 = tf.reduce_sum(tf.square(_dense(h, 1, "head1", 119) - y1p))
-        task2 = tf.reduce_sum(tf.square(_dense(h, 1, "head2", 120) - y2p))
+        task1, task2 = _two_task_losses(xp, y1p, y2p, 118)
         loss = task1 * tf.exp(-s1) + s1 + task2 * tf.exp(-s2) + s2
         train = tf1.train.GradientDescentOptimizer(0.01 * lr_scale).minimize(
             loss, global_step=tf1.train.get_or_create_global_step())
@@ -257,19 +271,33 @@ def uncertainty_weighted_summed_losses(n, b, steps, graph_batch, lr_scale=1.0):
 USER_GRAPHS_IDIOMS["uncertainty_weighted_summed_losses"] = uncertainty_weighted_summed_losses
 
 
+def _wgan_data(seed, rows):
+    """(real examples, generator noise)."""
+    rng = np.random.RandomState(seed)
+    return rng.randn(rows, 3), rng.randn(rows, 2)
+
+
+def _wgan_inputs():
+    return tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 2], "z")
+
+
+def _wgan_critic(seed):
+    """The critic: one tanh layer and a score, its variables shared by every call."""
+    def critic(v):
+        with tf1.variable_scope("critic", reuse=tf1.AUTO_REUSE):
+            return _dense(_dense(v, 4, "h", seed, tf.tanh), 1, "o", seed + 1)
+    return critic
+
+
 def wgan_gradient_penalty(n, b, steps, graph_batch, lr_scale=1.0):
     """WGAN-GP: the critic's gradient with respect to random interpolates of real and generated examples (a
     per-example output's gradient, tf.gradients' sum of it), its norm's squared distance from 1 as a penalty of
     the critic's mean loss (second-order gradients); the critic and the generator trained by two Adams in one step."""
-    rng = np.random.RandomState(112)
-    x, z = rng.randn(n * b * steps, 3), rng.randn(n * b * steps, 2)
+    x, z = _wgan_data(112, n * b * steps)
     g = tf.Graph()
     with g.as_default():
-        xp, zp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 2], "z")
-
-        def critic(v):
-            with tf1.variable_scope("critic", reuse=tf1.AUTO_REUSE):
-                return _dense(_dense(v, 4, "h", 113, tf.tanh), 1, "o", 114)
+        xp, zp = _wgan_inputs()
+        critic = _wgan_critic(113)
         with tf1.variable_scope("generator"):
             fake = _dense(zp, 3, "g", 115)
         mix = tf1.random_uniform([tf.shape(xp)[0], 1], dtype=F64, seed=116)

@@ -6,7 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 from tests.equivalence.cases import F64, Case, _dense, _init, _rows
-from tests.equivalence.user_graphs_idioms import _clip_gradient
+from tests.equivalence.user_graphs_idioms import (_clip_gradient, _two_task_inputs, _two_task_losses,
+                                                  _two_tasks, _wgan_critic, _wgan_data, _wgan_inputs)
 
 tf1 = tf.compat.v1
 VOCAB = 16
@@ -24,6 +25,12 @@ def _model(seed):
     return idp, yp, emb
 
 
+def _squared_errors(idp, yp, emb, seed):
+    """Each example's squared error of a dense head over the sum of its ids' embedding rows."""
+    h = tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1)
+    return tf.square(_dense(h, 1, "head", seed) - yp)
+
+
 def tape_mean_adam(n, b, steps, graph_batch, lr_scale=1.0):
     """tf.GradientTape over an embedding and a dense head, a mean squared loss; Adam's apply_gradients."""
     ids, y = _data(120, n * b * steps)
@@ -31,8 +38,7 @@ def tape_mean_adam(n, b, steps, graph_batch, lr_scale=1.0):
     with g.as_default():
         idp, yp, emb = _model(121)
         with tf.GradientTape() as tape:
-            h = tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1)
-            loss = tf.reduce_mean(tf.square(_dense(h, 1, "head", 122) - yp))
+            loss = tf.reduce_mean(_squared_errors(idp, yp, emb, 122))
         variables = tf1.trainable_variables()
         grads = tape.gradient(loss, variables)
         train = tf1.train.AdamOptimizer(0.05 * lr_scale).apply_gradients(
@@ -47,9 +53,7 @@ def tape_summed_penalty(n, b, steps, graph_batch, lr_scale=1.0):
     with g.as_default():
         idp, yp, emb = _model(124)
         with tf.GradientTape() as tape:
-            h = tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1)
-            errors = tf.reduce_sum(tf.square(_dense(h, 1, "head", 125) - yp))
-            loss = errors + 0.05 * tf.nn.l2_loss(emb)
+            loss = tf.reduce_sum(_squared_errors(idp, yp, emb, 125)) + 0.05 * tf.nn.l2_loss(emb)
         variables = tf1.trainable_variables()
         grads = tape.gradient(loss, variables)
         train = tf1.train.AdagradOptimizer(0.02 * lr_scale).apply_gradients(
@@ -78,15 +82,11 @@ def tape_wgan_gradient_penalty(n, b, steps, graph_batch, lr_scale=1.0):
     """WGAN-GP written with tapes: an inner tape's gradient of the critic at random interpolates (a per-example
     output), recorded by an outer persistent tape that then differentiates the critic's loss and the generator's
     (second-order gradients); two Adams in one step."""
-    rng = np.random.RandomState(130)
-    x, z = rng.randn(n * b * steps, 3), rng.randn(n * b * steps, 2)
+    x, z = _wgan_data(130, n * b * steps)
     g = tf.Graph()
     with g.as_default():
-        xp, zp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 2], "z")
-
-        def critic(v):
-            with tf1.variable_scope("critic", reuse=tf1.AUTO_REUSE):
-                return _dense(_dense(v, 4, "h", 131, tf.tanh), 1, "o", 132)
+        xp, zp = _wgan_inputs()
+        critic = _wgan_critic(131)
         with tf.GradientTape(persistent=True) as tape:
             with tf1.variable_scope("generator"):
                 fake = _dense(zp, 3, "g", 133)
@@ -114,19 +114,14 @@ def tape_wgan_gradient_penalty(n, b, steps, graph_batch, lr_scale=1.0):
 def tape_uncertainty_weighted_losses(n, b, steps, graph_batch, lr_scale=1.0):
     """Learned uncertainty weights on two summed task losses (a bare read of each weight's log variance added to
     the loss, a term the batch does not change), differentiated by a tape; SGD."""
-    rng = np.random.RandomState(135)
-    x = rng.randn(n * b * steps, 3)
-    y1, y2 = x.sum(1, keepdims=True), (x[:, :1] * x[:, 1:2]) + 0.1 * rng.randn(n * b * steps, 1)
+    x, y1, y2 = _two_tasks(135, n * b * steps)
     g = tf.Graph()
     with g.as_default():
-        xp, y1p, y2p = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y1"), \
-            tf1.placeholder(F64, [None, 1], "y2")
+        xp, y1p, y2p = _two_task_inputs()
         s1 = tf1.get_variable("log_var_1", [], F64, initializer=tf1.constant_initializer(0.3))
         s2 = tf1.get_variable("log_var_2", [], F64, initializer=tf1.constant_initializer(-0.2))
         with tf.GradientTape() as tape:
-            h = _dense(xp, 4, "shared", 136, tf.tanh)
-            task1 = tf.reduce_sum(tf.square(_dense(h, 1, "head1", 137) - y1p))
-            task2 = tf.reduce_sum(tf.square(_dense(h, 1, "head2", 138) - y2p))
+            task1, task2 = _two_task_losses(xp, y1p, y2p, 136)
             loss = task1 * tf.exp(-s1) + s1 + task2 * tf.exp(-s2) + s2
         variables = tf1.trainable_variables()
         train = tf1.train.GradientDescentOptimizer(0.01 * lr_scale).apply_gradients(
@@ -140,9 +135,8 @@ def _keras_regression(seed, optimizer, minimize):
         idp, yp, emb = _model(seed + 1)
 
         def loss_fn():
-            h = tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1)
             with tf1.variable_scope("model", reuse=tf1.AUTO_REUSE):
-                return tf.reduce_mean(tf.square(_dense(h, 1, "head", seed + 2) - yp))
+                return tf.reduce_mean(_squared_errors(idp, yp, emb, seed + 2))
         opt = optimizer()
         if minimize:
             loss_fn()  # the head's variables exist before minimize's var_list is read
