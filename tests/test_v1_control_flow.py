@@ -5,7 +5,7 @@ would never be sent, and every worker would wait for it). tests/equivalence runs
 import tensorflow as tf
 
 import parallax
-from parallax import graph_utils
+from parallax import collectives, graph_utils, step_fence
 from parallax.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
 from parallax.sync_step import SyncSteps
@@ -67,3 +67,36 @@ def test_a_step_runs_the_ops_of_a_branch_but_waits_only_for_its_join():
             waits = set(op.control_inputs)
             waits |= {w for c in op.control_inputs if c.type == "NoOp" for w in c.control_inputs}
             assert not waits & set(variant.branch_targets), op.name
+
+
+def test_the_tf_backends_fence_waits_for_every_branch_op_through_a_control_trigger():
+    """The cond's join fires on its first live input, so a branch not taken may still pass its deadness between
+    tasks after it. With TF's collectives (one step id for every worker) the fence must wait for that too, or
+    another worker ends the step and cleans its id up on a server first (Aborted: Cleanup); it must not wait for a
+    branch op directly, or it is dead itself when the branch is."""
+    case = _v1(lambda: case_builder("loss_scaled_finite_check_v1_cond")(2, 2, 6, 2))
+    config = parallax.Config(run_option="HYBRID", collective_backend="tf")
+    plan = plan_job(case.graph, parallax.analyze(case.graph), parallax.ResourceSpec.parse(
+        "127.0.0.1: 0\n127.0.0.2: 0"), config)
+    rewritten = rewrite(case.graph, plan, config)
+    g = rewritten.graph
+    fetch = g.as_graph_element(case.train_op.name)
+    in_branches = graph_utils.v1_cond_ops(g) - graph_utils.v1_loop_ops(g)
+    for worker in (0, 1):
+        variant = SyncSteps(g, rewritten.sync, worker, 2, collectives.step_fence_for(plan)).variant(
+            (fetch.name,), [fetch])
+        fences = [op for op in variant.targets if op.name.startswith(step_fence.FENCE_SCOPE)]
+        assert len(fences) == 1
+        ran = graph_utils.ancestors([op for op in variant.targets if op is not fences[0]] + variant.branch_targets)
+        branch_ops = ran & in_branches
+        assert variant.branch_targets and branch_ops
+
+        def waited(stops):  # what the fence waits for, on paths that pass no op of `stops`' types
+            return graph_utils.closure(fences, lambda op: [] if op.type in stops else
+                                       [t.op for t in op.inputs] + list(op.control_inputs))
+        # not through the join alone, which does not wait for the branch not taken
+        missed = branch_ops - waited(("Merge",))
+        assert not missed, sorted(op.name for op in missed)[:5]
+        # and only through the join or a ControlTrigger, which are live when a branch is dead
+        direct = waited(("Merge", "ControlTrigger")) & in_branches
+        assert not direct, sorted(op.name for op in direct)[:5]
