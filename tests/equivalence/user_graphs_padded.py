@@ -56,4 +56,26 @@ def padded_mean_all(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
-USER_GRAPHS_PADDED = {"padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all}
+def padded_v1_loop_lookups(n, b, steps, graph_batch, lr_scale=1.0):
+    """A TF1 script's hand-written recurrence: a v1 while loop over the padded positions whose body looks up each
+    position's embedding (its rows live on a server in PS and HYBRID, so every iteration, the last one too, which
+    the loop's exit does not wait for, runs ops there)."""
+    tf1.disable_control_flow_v2()  # as tf.compat.v1.disable_v2_behavior() does (one case per process)
+    g = tf.Graph()
+    with g.as_default():
+        tokens, length = _sentences(109, graph_batch, n * b * steps)
+        emb = tf1.get_variable("emb", [VOCAB, 4], F64, initializer=_init(110))
+        cell = tf1.get_variable("cell", [4, 4], F64, initializer=_init(111))
+
+        def body(i, h):
+            return i + 1, tf.tanh(tf.matmul(h, cell) + tf.nn.embedding_lookup(emb, tokens[:, i]))
+        _, state = tf1.while_loop(lambda i, h: i < tf.shape(tokens)[1], body,
+                                  [tf.constant(0), tf.zeros([tf.shape(tokens)[0], 4], F64)])
+        loss = tf.reduce_mean(tf.square(_dense(state, 1, "out", 112)[:, 0] - tf.cast(length, F64)))
+        train = tf1.train.AdagradOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
+USER_GRAPHS_PADDED = {"padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all,
+                      "padded_v1_loop_lookups": padded_v1_loop_lookups}
