@@ -36,7 +36,8 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from parallax import batch_draws, batch_samples, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils
+from parallax import (batch_draws, batch_samples, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils,
+                      keyed_writes)
 from parallax.batch_samples import random_values
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import reroute_consumers
@@ -70,7 +71,7 @@ _TRIALS = 3  # random batches every law must hold on
 
 @dataclasses.dataclass(frozen=True)
 class BatchStatistics:
-    combined: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # (tensor, MEAN|MAX|MIN, the ops that read it)
+    combined: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # (tensor, MEAN|MAX|MIN|SUM|ROWS, its readers)
     uncombinable: Tuple[str, ...] = ()  # "tensor (why)"
     fused: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (fused batch norm op, its gradient ops): fused_batch_norm.py
     # (tensor, SUM|AVERAGE|MAX|MIN): how the whole batch's value of each statistic the gradients read follows from
@@ -109,7 +110,8 @@ def find(graph, analysis):
     laws = [(name, SUM) for name, how, _ in counts if how == MEAN]  # counts are sums
     # Values of the examples: in the forward pass, or on the way to an update if not computed from the gradients
     # (a function of gradients, as a global norm, is of what the plan aggregates): a streaming metric's total.
-    of_gradients = _computed_from(after, set(gradients))
+    gradient_sources = set(gradients)
+    of_gradients = _computed_from(after, gradient_sources)
     candidates = {op for op in forward | after if data.get(op) and not reads_input(op) and
                   (op in forward or not variable.get(op) or op not in of_gradients)}
     # A variable's values averaged over elements whose number the data may set (unknown before the step).
@@ -181,6 +183,10 @@ def find(graph, analysis):
                              for law_for, readers in ((COMBINED[law], for_gradients), (FOR_UPDATES[law], for_updates))
                              if readers]
             combined += [(g.name, MEAN, tuple(sorted(c.name for c in readers))) for g, readers in upstream]
+    rows, unkeyed = keyed_writes.rows_written(
+        candidates & set(writers), lambda t: _follows(t, probes), lambda t: keyed_writes.batch_axis(t, probes),
+        lambda t: t.op in gradient_sources or t.op in of_gradients)
+    combined, uncombinable = combined + rows, uncombinable + unkeyed
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
     uncombinable += [f"{t.name} ({PAIRWISE})" for t in _pairing_the_examples(candidates, probes)]
     return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws))
@@ -383,6 +389,8 @@ def combine(graph, collective_ops, name, law, readers):
 
 def over_workers(collective_ops, own, law):
     """Every worker's value of `own` gathered in worker order and combined by `law` (in the current name scope)."""
+    if law == keyed_writes.ROWS:
+        return collective_ops.allgather(own, name="rows")
     every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
     return _COMBINE[law](every, axis=0, name="combined")
 

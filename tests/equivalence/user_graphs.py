@@ -400,3 +400,8 @@ USER_GRAPHS.update(USER_GRAPHS_TAPE)
 from tests.equivalence.user_graphs_losses import USER_GRAPHS_LOSSES  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_LOSSES)
+
+# The ninth (user_graphs_recsys.py): deduplicated lookups with FTRL, gradient noise, ids counted by scatter_add.
+from tests.equivalence.user_graphs_recsys import USER_GRAPHS_RECSYS  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_RECSYS)
