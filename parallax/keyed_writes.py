@@ -30,8 +30,9 @@ def rows_written(writes, follows, batch_axis, from_gradients):
         keyed = any(t.dtype.is_integer or t.dtype == tf.string for t in rows) and len(values) >= 2
         if not keyed or any(from_gradients(t) for t in rows):
             continue
-        if any(batch_axis(t) != 0 for t in rows):
-            uncombinable += [f"{t.name} ({NOT_FIRST_AXIS})" for t in rows if batch_axis(t) != 0]
+        off_axis = [t for t in rows if batch_axis(t) != 0]
+        if off_axis:
+            uncombinable += [f"{t.name} ({NOT_FIRST_AXIS})" for t in off_axis]
             continue
         combined += [(t.name, ROWS, (op.name,)) for t in rows]
     return combined, uncombinable

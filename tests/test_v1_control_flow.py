@@ -24,6 +24,17 @@ def _v1(build):
             tf1.enable_control_flow_v2()
 
 
+def _rewritten_v1_cond():
+    """(plan, rewritten graph, its train op) of loss_scaled_finite_check_v1_cond in HYBRID over 2 hosts, TF's
+    collectives."""
+    case = _v1(lambda: case_builder("loss_scaled_finite_check_v1_cond")(2, 2, 6, 2))
+    config = parallax.Config(run_option="HYBRID", collective_backend="tf")
+    plan = plan_job(case.graph, parallax.analyze(case.graph), parallax.ResourceSpec.parse(
+        "127.0.0.1: 0\n127.0.0.2: 0"), config)
+    rewritten = rewrite(case.graph, plan, config)
+    return plan, rewritten, rewritten.graph.as_graph_element(case.train_op.name)
+
+
 def test_ops_inside_v1_branches_are_found_through_nesting_and_loops():
     def build():
         g = tf.Graph()
@@ -46,13 +57,8 @@ def test_ops_inside_v1_branches_are_found_through_nesting_and_loops():
 
 
 def test_a_step_runs_the_ops_of_a_branch_but_waits_only_for_its_join():
-    case = _v1(lambda: case_builder("loss_scaled_finite_check_v1_cond")(2, 2, 6, 2))
-    config = parallax.Config(run_option="HYBRID", collective_backend="tf")
-    plan = plan_job(case.graph, parallax.analyze(case.graph), parallax.ResourceSpec.parse(
-        "127.0.0.1: 0\n127.0.0.2: 0"), config)
-    rewritten = rewrite(case.graph, plan, config)
+    plan, rewritten, fetch = _rewritten_v1_cond()
     g = rewritten.graph
-    fetch = g.as_graph_element(case.train_op.name)
     in_branches = graph_utils.v1_cond_ops(g)
     for worker in (0, 1):
         variant = SyncSteps(g, rewritten.sync, worker, 2).variant((fetch.name,), [fetch])
@@ -74,13 +80,8 @@ def test_the_tf_backends_fence_waits_for_every_branch_op_through_a_control_trigg
     tasks after it. With TF's collectives (one step id for every worker) the fence must wait for that too, or
     another worker ends the step and cleans its id up on a server first (Aborted: Cleanup); it must not wait for a
     branch op directly, or it is dead itself when the branch is."""
-    case = _v1(lambda: case_builder("loss_scaled_finite_check_v1_cond")(2, 2, 6, 2))
-    config = parallax.Config(run_option="HYBRID", collective_backend="tf")
-    plan = plan_job(case.graph, parallax.analyze(case.graph), parallax.ResourceSpec.parse(
-        "127.0.0.1: 0\n127.0.0.2: 0"), config)
-    rewritten = rewrite(case.graph, plan, config)
+    plan, rewritten, fetch = _rewritten_v1_cond()
     g = rewritten.graph
-    fetch = g.as_graph_element(case.train_op.name)
     in_branches = graph_utils.v1_cond_ops(g) - graph_utils.v1_loop_ops(g)
     for worker in (0, 1):
         variant = SyncSteps(g, rewritten.sync, worker, 2, collectives.step_fence_for(plan)).variant(
