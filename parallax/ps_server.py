@@ -21,7 +21,7 @@ def main():
         sys.exit(f"parallax.ps_server: {e}: start servers through parallax's launcher")
     # No Python SIGTERM handler: it could not run while the main thread blocks in join(), and the default
     # action (terminate) is exactly what the launcher asks for.
-    from parallax.cluster import start_tf_server
+    from parallax.tf_server import start_tf_server
     from parallax.errors import ParallaxError
     try:
         server = start_tf_server(cluster, "ps", task)

@@ -257,7 +257,7 @@ def test_chief_checkpoints_restore_into_the_unmodified_graph(tmp_path, run_optio
 
 def test_a_taken_port_is_an_error_naming_the_host_and_port():
     import socket
-    from parallax.cluster import start_tf_server
+    from parallax.tf_server import start_tf_server
     from parallax.errors import LaunchError
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
