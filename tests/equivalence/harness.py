@@ -1,7 +1,8 @@
 """The equivalence oracle: run a case as one process with batch N*b and as N workers of batch b, then compare
 every global variable (trainables, slots, EMA shadows, batch-norm statistics, global step).
 
-Single-process references are cached per pytest session, so PS and HYBRID tests reuse MPI's.
+Single-process references are cached per pytest session, so PS and HYBRID tests reuse MPI's; the first parallax run
+of a case makes its reference in its launching process.
 """
 import os
 import subprocess
@@ -50,7 +51,8 @@ def two_hosts(workers):
 
 
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
-             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND, calibration=None):
+             no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND, calibration=None,
+             reference_out=None):
     name = case.replace(":", "_").replace(",", "+").replace("=", "")
     tag = (f"{name}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
            f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}-{backend}"
@@ -67,6 +69,8 @@ def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option=
     cmd += ["--switches", switches or "none", "--backend", backend]
     if calibration:
         cmd += ["--calibration", calibration]
+    if reference_out:
+        cmd += ["--reference-out", reference_out]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -93,14 +97,33 @@ def reference(out_dir, case, workers, **kw):
     return _references[key]
 
 
+def reference_and_distributed(out_dir, case, workers, **parallax_kw):
+    """(the one-process run, the parallax run) of `case` at the default batch and steps. A reference no test of the
+    session has made yet is made by the parallax run's launching process, before it launches: TF is loaded there
+    already, and a process of its own would load it again (a TF import is most of a short run's CPU). Two tests
+    that need it at once each make it, and the file is replaced whole."""
+    key = (case, workers, ())
+    os.makedirs(REFERENCE_DIR or str(out_dir), exist_ok=True)
+    path = _reference_path(REFERENCE_DIR or str(out_dir), case, workers, {})
+    made_here = key not in _references and not os.path.exists(path)
+    got = run_case(out_dir, case, "parallax", workers, reference_out=path if made_here else None, **parallax_kw)
+    if key not in _references:
+        _references[key] = dict(np.load(path))
+    return _references[key], got
+
+
+def _reference_path(directory, case, workers, kw):
+    name = "".join(c if c.isalnum() else "_" for c in f"{case}-{workers}-{sorted(kw.items())}")
+    return os.path.join(directory, name + ".npz")
+
+
 def _shared_reference(case, workers, kw):
     """Made by the first process that asks (under a lock per reference), loaded by the others."""
     import fcntl
     os.makedirs(REFERENCE_DIR, exist_ok=True)
-    name = "".join(c if c.isalnum() else "_" for c in f"{case}-{workers}-{sorted(kw.items())}")
-    with open(os.path.join(REFERENCE_DIR, name + ".lock"), "w") as lock:
+    done = _reference_path(REFERENCE_DIR, case, workers, kw)
+    with open(done[:-len(".npz")] + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = os.path.join(REFERENCE_DIR, name + ".npz")
         if os.path.exists(done):
             return dict(np.load(done))
         values = run_case(REFERENCE_DIR, case, "single", workers, **kw)
@@ -132,9 +155,8 @@ def check_case(out_dir, case, workers, run_option, spec=None, backend=BACKEND, c
     """A case (a name, or random:<seed>) distributed vs one process: every variable within the float64 tolerance.
     Returns the max abs diff over all variables."""
     from tests.equivalence.run_case import case_builder
-    expected = reference(out_dir, case, workers)
-    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, backend=backend,
-                   calibration=calibration)
+    expected, got = reference_and_distributed(out_dir, case, workers, run_option=run_option, spec=spec,
+                                              backend=backend, calibration=calibration)
     diffs = assert_equivalent(expected, got, float32=case_builder(case)(1, 1, 1, 1).float32)
     return max(diffs.values())
 
@@ -142,9 +164,8 @@ def check_case(out_dir, case, workers, run_option, spec=None, backend=BACKEND, c
 def check_equivalence(out_dir, case, workers, run_option, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND):
     """Run `case` distributed and as one process, check every variable (and that the expected ones exist)."""
     from tests.equivalence.run_case import case_builder
-    expected = reference(out_dir, case, workers)
-    got = run_case(out_dir, case, "parallax", workers, run_option=run_option, spec=spec, switches=switches,
-                   backend=backend)
+    expected, got = reference_and_distributed(out_dir, case, workers, run_option=run_option, spec=spec,
+                                              switches=switches, backend=backend)
     for name in MUST_HAVE[case]:
         assert name in expected, f"{case} lacks {name}: {sorted(expected)}"
     assert int(got["global_step"]) == STEPS

@@ -47,24 +47,23 @@ def main():
     p.add_argument("--switches", default="LA,OPAU,OPSW", help="optimizations on: any of LA,OPAU,OPSW (or none)")
     p.add_argument("--backend", default="auto", help="Config.collective_backend")
     p.add_argument("--calibration", help="Config.calibration (run option AUTO)")
+    p.add_argument("--reference-out", help="--mode parallax: the launching process also runs the graph as one "
+                                           "process (--mode single) first and dumps it here")
     args = p.parse_args()
     build = case_builder(args.case)
     if args.case not in KEEPS_EAGER:
         tf1.disable_eager_execution()
     n, b = args.workers, args.batch
-    single = args.mode == "single"
-    case = build(n, b, args.steps, n * b if single else b, args.lr_scale)
+    if args.mode == "single" or (args.reference_out and "PARALLAX_ROLE" not in os.environ):
+        # As a reference for a parallax run, in its launching process (not its workers): TF is loaded here already,
+        # and loading it is most of a short run's CPU.
+        _run_single(build(n, b, args.steps, n * b, args.lr_scale), args.steps, n * b,
+                    args.out if args.mode == "single" else args.reference_out)
+        if args.mode == "single":
+            return
+    case = build(n, b, args.steps, b, args.lr_scale)
     with case.graph.as_default():
         variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
-    if single:
-        with case.graph.as_default():
-            init = tf1.global_variables_initializer()
-        with tf1.Session(graph=case.graph) as sess:
-            sess.run(init)
-            for k in range(args.steps):
-                sess.run(case.fetch(k), case.feeds(k, k * n * b, n * b) if case.feeds else None)
-            _dump(args.out, variables, sess.run(variables))
-        return
     on = set(args.switches.split(",")) - {"none", ""}
     average = False if args.no_average else case.average
     config = parallax.Config(run_option=args.run_option, average_dense=average, average_sparse=average, sync=args.sync,
@@ -84,8 +83,22 @@ def main():
 KEEPS_EAGER = {"eager_left_on"}  # legal TF2 code: a graph built in `with tf.Graph().as_default()`, eager left on
 
 
+def _run_single(case, steps, batch, out):
+    """The unmodified graph in a plain Session, `batch` examples a step."""
+    with case.graph.as_default():
+        variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
+        init = tf1.global_variables_initializer()
+    with tf1.Session(graph=case.graph) as sess:
+        sess.run(init)
+        for k in range(steps):
+            sess.run(case.fetch(k), case.feeds(k, k * batch, batch) if case.feeds else None)
+        _dump(out, variables, sess.run(variables))
+
+
 def _dump(path, variables, values):
-    np.savez(path, **{v.op.name: value for v, value in zip(variables, values)})
+    part = path + ".part.npz"  # whole or absent: another test's run may be reading the same reference
+    np.savez(part, **{v.op.name: value for v, value in zip(variables, values)})
+    os.replace(part, path)
 
 
 if __name__ == "__main__":

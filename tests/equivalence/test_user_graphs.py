@@ -3,7 +3,7 @@ of what the random suite found), exact in every mode on real processes: two loop
 two parameter servers; at N=4 each host runs two workers, so local aggregation groups them."""
 import pytest
 
-from tests.equivalence.harness import GRAPH_MODES, assert_equivalent, reference, run_case, two_hosts
+from tests.equivalence.harness import GRAPH_MODES, assert_equivalent, reference_and_distributed, two_hosts
 from tests.equivalence.run_case import case_builder
 from tests.equivalence.user_graphs import USER_GRAPHS
 
@@ -13,8 +13,7 @@ FOUR_WORKERS = ("mixed_methods", "two_train_ops_ref", "grad_accumulation", "part
 
 
 def _check(out, case, workers, mode):
-    expected = reference(out, case, workers)
-    got = run_case(out, case, "parallax", workers, run_option=mode, spec=two_hosts(workers))
+    expected, got = reference_and_distributed(out, case, workers, run_option=mode, spec=two_hosts(workers))
     diffs = assert_equivalent(expected, got, float32=case_builder(case)(1, 1, 1, 1).float32)
     assert int(got["global_step"]) == int(expected["global_step"]) > 0
     print(f"{mode} {case} N={workers}: max abs diff over {len(diffs)} variables = {max(diffs.values()):.3g}")
