@@ -9,6 +9,11 @@ import tensorflow as tf  # noqa: E402
 tf.compat.v1.disable_eager_execution()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "alone: the test bounds or measures wall time or counts every process on the "
+                                       "machine; make test runs these one at a time, after the others")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_default_graph():
     tf.compat.v1.reset_default_graph()

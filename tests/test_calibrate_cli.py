@@ -7,9 +7,12 @@ import subprocess
 import sys
 import time
 
+import pytest
 import parallax
 from parallax import calibration, cost_model
 from parallax.planning import plan_job
+
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it measures step times
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DEMO = os.path.join(ROOT, "models", "demo", "train.py")
@@ -64,7 +67,6 @@ def test_an_auto_job_runs_the_script_again_with_the_shards_it_chose(tmp_path):
 
 
 def test_launch_options_calibration_cannot_honour_are_refused(capsys):
-    import pytest
     from parallax.launcher import calibrate
     with pytest.raises(SystemExit) as stopped:
         calibrate.main(["-H", "localhost:2", "--out", "x", "--run-option", "PS", "--dry-run", "--", "python", "t.py"])
@@ -74,7 +76,6 @@ def test_launch_options_calibration_cannot_honour_are_refused(capsys):
 def test_a_calibration_job_that_never_ends_is_stopped_with_its_processes(tmp_path):
     """A hung calibration job ends the calibration with an error after the time limit, and every process the job
     started is stopped (its whole process group), instead of waiting forever."""
-    import pytest
     from parallax.errors import ParallaxError
     from parallax.launcher import calibrate
     from parallax.launcher.processes import alive

@@ -4,6 +4,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+# make test runs it one test at a time: it counts every process on this machine by what it runs
+pytestmark = pytest.mark.alone
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path[:0] = [os.path.join(ROOT, "benchmarks"), ROOT]
 spec = importlib.util.spec_from_file_location("cpu_by_role", os.path.join(ROOT, "benchmarks", "cpu_by_role.py"))

@@ -12,6 +12,8 @@ from parallax.errors import LaunchError
 from parallax.launcher import bind_shim, host_agent, local_cluster, rsh_agent, ssh
 from parallax.launcher.resource_spec import Host, ResourceSpec
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it times the launcher
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
 LAUNCH = [sys.executable, "-m", "parallax.launcher.cli"]

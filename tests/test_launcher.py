@@ -15,6 +15,8 @@ from parallax.launcher import mpirun, processes, rsh_agent
 from parallax.launcher.ssh import SshSettings
 from parallax.launcher.resource_spec import ResourceSpec
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it times teardowns
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
 

@@ -13,6 +13,8 @@ from parallax.launcher import bind_shim, ports
 from parallax.launcher.resource_spec import ResourceSpec
 from tests import listening
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it waits on a job's start with a deadline
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
 

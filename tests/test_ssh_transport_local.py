@@ -12,6 +12,8 @@ from parallax.config import Config
 from parallax.errors import ConfigError
 from parallax.launcher import rank_output, spawn
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it waits on a job's start with a deadline
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
 

@@ -9,6 +9,8 @@ import pytest
 
 from tests.test_launcher import PS_SPEC, _assert_all_gone, _finish, _recorded_pids, _start, _wait_for
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it times stalls and teardowns
+
 STALL = {"JOB_STALL": "3,10"}  # warn after 3 s, end after 10 s
 SPECS = {"MPI": "localhost:2", "PS": PS_SPEC, "HYBRID": PS_SPEC}
 HOST_OF_WORKER_1 = {"MPI": "localhost", "PS": "127.0.0.2", "HYBRID": "127.0.0.2"}

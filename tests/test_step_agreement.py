@@ -7,6 +7,8 @@ import pytest
 
 from tests.launched import run_script
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it bounds a failing job's wall time
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "diverging_workers.py")
 LIMIT = 120  # start-up included; the check itself answers as soon as both workers reported the step

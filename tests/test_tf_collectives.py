@@ -17,6 +17,8 @@ from parallax.planning import plan_job
 from tests.models_for_tests import embedding_mlp
 from tests.test_launcher import ROOT, _finish, _start
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it times a dead peer's detection
+
 tf1 = tf.compat.v1
 NO_HOROVOD = os.path.join(ROOT, "tests", "no_horovod")
 TWO = parallax.ResourceSpec.load("localhost:2")

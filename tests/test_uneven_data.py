@@ -9,6 +9,8 @@ import pytest
 
 from tests.launched import run_script
 
+pytestmark = pytest.mark.alone  # make test runs it one test at a time: it bounds each job's wall time
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "uneven_data.py")
 LIMIT = 90  # start-up included; an input left waiting is named after input_ledger.STRANDED_S
