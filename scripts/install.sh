@@ -43,7 +43,7 @@ if ! "$VPY" -c "import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__vers
   say "installing tensorflow-cpu==$TF_PIN, $NUMPY, mpi4py, pytest"
   "$VPY" -m pip install -q "tensorflow-cpu==$TF_PIN" "$NUMPY" mpi4py pytest
 fi
-# The equivalence jobs run two at a time (make test): one alone leaves about a third of 2 cores idle.
+# make test runs its tests two at a time: one job alone leaves about a third of 2 cores idle.
 if ! "$VPY" -c 'import xdist' 2>/dev/null; then
   say "installing pytest-xdist"
   "$VPY" -m pip install -q pytest-xdist
