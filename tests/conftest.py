@@ -16,5 +16,8 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _fresh_default_graph():
+    """Each test starts with an empty default graph and TF 2's control flow: a case builder that writes a TF 1 script
+    turns v2 control flow off for its process, and the tests of one pytest process run in any order (xdist)."""
     tf.compat.v1.reset_default_graph()
+    tf.compat.v1.enable_control_flow_v2()
     yield
