@@ -13,7 +13,7 @@ export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
 # cross product: make fuzz CASES=all [MODES=...], or PARALLAX_GRAPH_MODES=MPI,PS,HYBRID make test.
 PARALLAX_GRAPH_MODES ?= $(if $(filter 2.15,$(TF)),MPI$(,)PS,HYBRID)
 export PARALLAX_GRAPH_MODES
-NEWEST_TF_TESTS := tests/model_scripts tests/test_launcher.py tests/test_tf_collectives.py tests/test_uneven_data.py \
+NEWEST_TF_TESTS := tests/model_scripts tests/test_tf_server.py tests/test_tf_collectives.py tests/test_uneven_data.py \
                    tests/test_user_saver.py tests/test_user_init.py tests/test_fed_batches.py \
                    tests/test_tape_capture.py tests/test_queue_runners.py \
                    tests/test_ssh_transport_local.py tests/test_listening_sockets.py \
