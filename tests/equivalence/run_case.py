@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from parallax.launcher.protocol import ENV_ROLE  # noqa: E402
 from tests.equivalence.cases import CASES  # noqa: E402
 from tests.equivalence import random_graphs  # noqa: E402
 from tests.equivalence.user_graphs import USER_GRAPHS  # noqa: E402
@@ -54,7 +55,7 @@ def main():
     if args.case not in KEEPS_EAGER:
         tf1.disable_eager_execution()
     n, b = args.workers, args.batch
-    if args.mode == "single" or (args.reference_out and "PARALLAX_ROLE" not in os.environ):
+    if args.mode == "single" or (args.reference_out and ENV_ROLE not in os.environ):
         # As a reference for a parallax run, in its launching process (not its workers): TF is loaded here already,
         # and loading it is most of a short run's CPU.
         _run_single(build(n, b, args.steps, n * b, args.lr_scale), args.steps, n * b,
