@@ -3,7 +3,8 @@
 Bytes follow the Parallax paper's Table 3, counted per host link and per server (so a hot link or server shows):
 - AR (ring over the workers, ordered by host): each worker sends and receives 2(N-1)/N * b; the ring crosses each
   host's link once each way, so a host's link carries 2(N-1)/N * b out and in, the rest stays on the host.
-- AG (ring allgather of every worker's a*b rows): each ring edge carries (N-1) a b.
+- AG (ring allgather of every worker's a*b rows, every AG variable's in one collective): each ring edge carries
+  (N-1) a b.
 - PS: each worker pushes its gradient (b, or a*b rows) to the part's server and pulls as much back; with local
   aggregation (LA) a host's workers hand their rows to its first worker, which sends them in one message.
 - A dense variable on a server costs each worker what its step reads of it, read off the graph
@@ -221,20 +222,25 @@ def _allreduce(load, variables, workers_per_host, machine, backend):
 
 
 def _allgather(load, variables, workers_per_host, machine, backend, applied=True):
-    """One collective per sparse variable (its rows and indices packed together), whose rows every worker
-    applies (`applied`: not for a statistic's values)."""
+    """The sparse variables' rows (each one's rows and indices packed together) in one collective
+    (rewrite/mpi_passes.py groups them as fusion.py does), rows that every worker applies (`applied`); with
+    `applied` False, statistics of the batch (batch_statistics.py): a collective each, whose values none
+    applies."""
+    if not variables:
+        return
     n, hosts = sum(workers_per_host), len(workers_per_host)
-    for v in variables:
-        moved = (n - 1) * v.alpha * v.bytes
-        if hosts > 1:
-            for h in range(hosts):
-                load.send(h, (h + 1) % hosts, moved, machine.link_rate(f"allgather/{backend}"))
-        per_worker = _cost(machine, f"allgather/{backend}", 2 * moved) + \
-            applied * n * v.alpha * v.bytes * machine.update_cpu_per_byte  # every worker applies every worker's rows
-        for h, w in enumerate(workers_per_host):
-            load.cpu[h] += w * per_worker
-        load.worker_cpu += per_worker
-        load.waits += machine.round_time(f"allgather/{backend}", n - 1)
+    key = f"allgather/{backend}"
+    collectives = 1 if applied else len(variables)
+    moved = sum((n - 1) * v.alpha * v.bytes for v in variables)
+    if hosts > 1:
+        for h in range(hosts):
+            load.send(h, (h + 1) % hosts, moved, machine.link_rate(key))
+    per_worker = _cost(machine, key, 2 * moved, collectives) + \
+        applied * sum(n * v.alpha * v.bytes for v in variables) * machine.update_cpu_per_byte  # each applies all
+    for h, w in enumerate(workers_per_host):
+        load.cpu[h] += w * per_worker
+    load.worker_cpu += per_worker
+    load.waits += machine.round_time(key, collectives * (n - 1))
 
 
 def _servers(load, variables, choices, workers_per_host, machine, state=()):

@@ -27,6 +27,18 @@ def test_allgather_moves_n_minus_one_a_b():
     assert p.link_bytes == pytest.approx((3 * 0.01 * 1e6,) * 2)
 
 
+def test_the_allgathered_variables_share_one_collective():
+    """mpi_passes gathers every sparse variable's rows in one collective: the bytes add up, the per-message CPU
+    and the ring's rounds are paid once."""
+    machine = dataclasses.replace(NET, cpu_per_message={"allgather/tf": 1e-3})
+    tables = [cm.VariableLoad(f"e{k}", "sparse", 1_000_000, alpha=0.01) for k in range(3)]
+    one, three = (cm.predict(_workload(*tables[:k]), {v.name: cm.Choice(cm.AG) for v in tables[:k]}, TWO_BY_TWO,
+                             machine) for k in (1, 3))
+    assert three.link_bytes == pytest.approx(tuple(3 * b for b in one.link_bytes))
+    assert three.host_cpu == pytest.approx(one.host_cpu)  # 2 workers a host, one message each
+    assert three.seconds - one.seconds == pytest.approx(2 * (3 * 0.01 * 1e6) / 1e8)  # the bytes' time only
+
+
 def test_each_statistic_of_the_batch_is_one_gather_in_every_mode_and_turns_local_aggregation_off():
     """Batch norm's statistics are gathered in PS mode too (TF's collectives), so the step pays each gather's
     rounds and bytes, and the plan runs without local aggregation there."""

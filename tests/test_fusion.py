@@ -1,6 +1,7 @@
 """Fusion of dense gradients into one collective (rewrite/fusion.py): which gradients may share a buffer, and the
 rewritten graph's collectives. Exactness of fused plans is the equivalence suite's (two_losses_own_inputs there
 fails if the rule below is wrong)."""
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -76,3 +77,54 @@ def test_a_model_with_many_dense_variables_runs_one_allreduce(backend):
         update = out.graph.get_operation_by_name(record.update_ops[0])
         assert any(t.op.name == f"parallax_allreduce/fused_0/{record.name}/average" for t in update.inputs)
     assert train is not None
+
+
+def _three_embeddings(second_input=False):
+    """Three embeddings of different widths read through one batch of ids (and a fourth through `second_input`)."""
+    g = tf.Graph()
+    with g.as_default():
+        ids = tf1.placeholder(tf.int32, [None], name="ids")
+        other = tf1.placeholder(tf.int32, [None], name="other_ids")
+        tables = [tf1.get_variable(f"emb{k}", [20, width]) for k, width in enumerate((4, 1, 3))]
+        h = tf.concat([tf.nn.embedding_lookup(t, ids) for t in tables], axis=1)
+        loss = tf.reduce_mean(tf.square(h))
+        if second_input:
+            loss += tf.reduce_mean(tf.nn.embedding_lookup(tf1.get_variable("emb_other", [20, 4]), other))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g
+
+
+@pytest.mark.parametrize("backend", sorted(COLLECTIVE_TYPES))
+def test_sparse_gradients_behind_one_input_share_one_allgather(backend):
+    """The rows of the three embeddings read through `ids` travel in one allgather (tf: one gather of the row
+    counts and one of the rows; Horovod: one grouped allgather); the fourth, behind another input, in its own."""
+    g = _three_embeddings(second_input=True)
+    config = parallax.Config(run_option="MPI", collective_backend=backend)
+    out = rewrite(g, plan_job(g, parallax.analyze(g), parallax.ResourceSpec.load("localhost:2"), config), config)
+    gathers = [op for op in out.graph.get_operations() if op.name.startswith("parallax_allgather/")
+               and op.type in ("CollectiveGatherV2", "HorovodAllgather", "HorovodGroupedAllgather")]
+    by_scope = sorted((op.name.split("/")[1], op.type) for op in gathers)
+    if backend == "tf":
+        assert by_scope == [("emb_other", "CollectiveGatherV2")] * 2 + [("fused_0", "CollectiveGatherV2")] * 2
+    else:
+        assert by_scope == [("emb_other", "HorovodAllgather"), ("fused_0", "HorovodGroupedAllgather")]
+
+
+def test_a_grouped_allgather_gives_each_tensor_back():
+    """TF's collectives, one worker: the buffer of tensors of different row shapes (one of them empty) is cut back
+    into each tensor, bit for bit. (Several workers' buffers: the equivalence suite's MPI cases with the tf
+    backend.)"""
+    from parallax.collectives.tf_ops import TFCollectives
+    g = tf.Graph()
+    with g.as_default():
+        fed = [tf1.placeholder(tf.float32, shape) for shape in ([None, 3], [None, 2, 2], [None, 1])]
+        gathered = TFCollectives(1).allgather_group(fed, "group")
+        init = tf1.local_variables_initializer()
+    rng = np.random.RandomState(0)
+    values = [rng.rand(4, 3), rng.rand(0, 2, 2), rng.rand(5, 1)]
+    with tf1.Session(graph=g) as session:
+        session.run(init)
+        for _ in range(2):  # the rows' collective takes a new key each step
+            got = session.run(gathered, dict(zip(fed, values)))
+            assert [x.shape for x in got] == [(4, 3), (0, 2, 2), (5, 1)]
+            assert all(np.array_equal(x, v.astype(np.float32)) for x, v in zip(got, values))

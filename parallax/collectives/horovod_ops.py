@@ -18,6 +18,14 @@ class HorovodCollectives:
         """Every worker's `tensor` (any first dimension), concatenated in rank order."""
         return self._record(self._hvd.allgather(tensor, name=name))
 
+    def allgather_group(self, tensors, name):
+        """[every worker's `t`, concatenated in rank order, for t in `tensors`]: one negotiation for the group."""
+        if len(tensors) == 1:
+            return [self.allgather(tensors[0], name)]
+        gathered = self._hvd.grouped_allgather(list(tensors), name=name)
+        self._created.extend(sorted({t.op.name for t in gathered}))
+        return gathered
+
     def broadcast(self, tensor, name):
         """Worker 0's `tensor`, in every worker."""
         return self._record(self._hvd.broadcast(tensor, root_rank=0, name=name))

@@ -53,6 +53,29 @@ class TFCollectives:
             real = tf.reshape(tf.sequence_mask(counts, longest), [-1])
             return tf.boolean_mask(gathered, real, name="rows")
 
+    def allgather_group(self, tensors, name):
+        """[every worker's `t`, concatenated in worker order, for t in `tensors`] in two collectives whatever their
+        number (one gather of the row counts, one of the padded rows), not two each: every tensor (one dtype, row
+        shapes known) is flattened into one buffer per worker, and each worker's buffer is cut back by the counts."""
+        if len(tensors) == 1:
+            return [self.allgather(tensors[0], name)]
+        widths = [t.shape[1:].num_elements() for t in tensors]
+        with tf.name_scope(name):
+            own = tf.stack([tf.shape(t, out_type=tf.int32)[0] for t in tensors])
+            counts = tf.reshape(self._gather(own, self._next_static(), "counts"), [self.num_workers, len(tensors)])
+            elements = counts * tf.constant(widths, tf.int32)  # [worker, tensor]
+            flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
+            totals = tf.reduce_sum(elements, axis=1)
+            longest = tf.maximum(tf.reduce_max(totals), 1)  # TF 2.15's gather of an empty tensor crashes
+            padded = tf.pad(flat, [[0, longest - tf.size(flat, out_type=tf.int32)]])
+            gathered = self._gather(padded, self._per_step_key("rows"), "padded")
+            every = tf.boolean_mask(gathered, tf.reshape(tf.sequence_mask(totals, longest), [-1]))
+            # each element's tensor: worker by worker, tensor by tensor, as the buffers were concatenated
+            owner = tf.repeat(tf.tile(tf.range(len(tensors)), [self.num_workers]), tf.reshape(elements, [-1]))
+            pieces = tf.dynamic_partition(every, owner, len(tensors))
+            return [tf.reshape(piece, tf.concat([[-1], tf.shape(t)[1:]], 0), name=f"rows_{k}")
+                    for k, (piece, t) in enumerate(zip(pieces, tensors))]
+
     def broadcast(self, tensor, name):
         """Worker 0's `tensor`, in every worker (the others give a tensor of the same shape). Any dtype: the
         gather takes only floats and 32/64-bit integers, so others (a tf.cond's bool predicate) travel cast."""

@@ -1,4 +1,4 @@
-"""Which dense gradients may share one collective.
+"""Which gradients may share one collective (dense ones one allreduce, sparse ones' rows one allgather).
 
 One allreduce of a concatenated buffer costs one negotiation and one round of messages instead of one per
 variable. But the fused collective needs every gradient in its buffer, so a step that fetches one of them computes
@@ -42,14 +42,14 @@ def effect_signatures(tensors):
     return {t: signature.get(t.op, EMPTY) for t in tensors}
 
 
-def fusion_groups(items, tensor_of):
-    """`items` in groups that may share one collective, in the order of each group's first item: same dtype, static
-    shape, same effectful ancestors. Items of unknown shape are groups of their own. `tensor_of(item)` gives the
-    item's gradient tensor."""
+def fusion_groups(items, tensor_of, fusable=lambda t: t.shape.is_fully_defined()):
+    """`items` in groups that may share one collective, in the order of each group's first item: same dtype,
+    `fusable` (static shape, for a buffer of dense gradients), same effectful ancestors. Other items are groups of
+    their own. `tensor_of(item)` gives the tensor the collective carries."""
     tensors = [tensor_of(i) for i in items]
     signatures = effect_signatures(tensors)
     groups = collections.OrderedDict()
     for k, (item, t) in enumerate(zip(items, tensors)):
-        key = (t.dtype, signatures[t]) if t.shape.is_fully_defined() else ("alone", k)
+        key = (t.dtype, signatures[t]) if fusable(t) else ("alone", k)
         groups.setdefault(key, []).append(item)
     return list(groups.values())

@@ -64,21 +64,47 @@ def _allreduce_together(ops, grads):
 def allgather_sparse_gradients(ctx):
     """IndexedSlices gradients of replicated variables: values and indices allgathered (rank order, so the rows
     are what one device's batch gives, up to their order; rows one device holds once are merged, row_keys.py);
-    values / N when averaging."""
+    values / N when averaging. Each gradient's rows travel packed in one tensor (`_packed_rows`), and the packed
+    rows of gradients that may share a collective (fusion.py's rule: same dtype, row shape known, same effects
+    behind them) go in one allgather of the group: the LM's three sparse gradients in one, NMT's two in one."""
     ops, g = ctx.collective_ops, ctx.graph
     n = ctx.plan.num_workers
-    for vp, part, gradient in gradients_of(ctx, Aggregation.ALLGATHER):
-        values = g.get_tensor_by_name(gradient.values)
-        indices = g.get_tensor_by_name(gradient.indices)
-        with g.as_default(), new_ops(g) as created, tf.name_scope(f"parallax_allgather/{gradient.scope}"):
-            row_ids = [indices] + ([row_keys(indices)] if gradient.merge_rows else [])
-            gathered = _allgather_rows(ops, values, row_ids)
-            ctx.collectives += ops.created()
-            all_values, all_indices = gathered[:2]
-            if gradient.merge_rows:
-                all_values, all_indices = merge_rows(all_values, all_indices, gathered[2])
-            if vp.average:
-                all_values = average_of(all_values, n)
+    items = list(gradients_of(ctx, Aggregation.ALLGATHER))
+    done = []  # (gradient, values, indices, aggregated values, aggregated indices)
+    with g.as_default(), new_ops(g) as created:
+        packs = {}
+        for vp, part, gradient in items:
+            values = g.get_tensor_by_name(gradient.values)
+            indices = g.get_tensor_by_name(gradient.indices)
+            with tf.name_scope(f"parallax_allgather/{gradient.scope}/"):
+                row_ids = [indices] + ([row_keys(indices)] if gradient.merge_rows else [])
+                packs[gradient.scope] = (values, row_ids, _packed_rows(values, row_ids))
+        packable = [item for item in items if packs[item[2].scope][2] is not None]
+        gathered = {}
+        groups = fusion_groups(packable, lambda item: packs[item[2].scope][2],
+                               fusable=lambda t: t.shape[1:].is_fully_defined())
+        for k, group in enumerate(groups):
+            scope = f"parallax_allgather/{group[0][2].scope}/" if len(group) == 1 else f"parallax_allgather/fused_{k}/"
+            with tf.name_scope(scope):
+                rows = ops.allgather_group([packs[item[2].scope][2] for item in group], name="rows")
+            for (_, _, gradient), packed_rows in zip(group, rows):
+                values, row_ids, _ = packs[gradient.scope]
+                with tf.name_scope(f"parallax_allgather/{gradient.scope}/"):
+                    gathered[gradient.scope] = _unpacked_rows(packed_rows, values, row_ids)
+        for vp, part, gradient in items:
+            values, row_ids, packed = packs[gradient.scope]
+            with tf.name_scope(f"parallax_allgather/{gradient.scope}/"):
+                if packed is None:  # no columns to pack into: each tensor gathered on its own
+                    gathered[gradient.scope] = [ops.allgather(t, name=f"rows_{i}")
+                                                for i, t in enumerate([values] + row_ids)]
+                all_values, all_indices = gathered[gradient.scope][:2]
+                if gradient.merge_rows:
+                    all_values, all_indices = merge_rows(all_values, all_indices, gathered[gradient.scope][2])
+                if vp.average:
+                    all_values = average_of(all_values, n)
+            done.append((gradient, values, row_ids[0], all_values, all_indices))
+        ctx.collectives += ops.created()
+    for gradient, values, indices, all_values, all_indices in done:
         reroute_consumers(values, all_values, keep=created)
         reroute_consumers(indices, all_indices, keep=created)
         ctx.aggregated[gradient.scope] = (all_values, all_indices)
@@ -100,22 +126,27 @@ def broadcast_initial_values(ctx):
         ctx.broadcast_op = tf.group(*previous, name="all")
 
 
-def _allgather_rows(ops, values, row_ids):
-    """Allgather `values` and the integer tensors `row_ids` (one element per row each) in one collective: the ids
-    ride along as extra columns of the values' dtype, bit for bit (tf.bitcast; a gather only copies them). One
-    collective instead of one per tensor: each costs a negotiation cycle. Values whose row shape is unknown, or of
-    a dtype that cannot carry the bits, are gathered separately. Returns the gathered tensors."""
+def _packed_rows(values, row_ids):
+    """`values` and the integer tensors `row_ids` (one element per row each) as one tensor of rows: the ids ride
+    along as extra columns of the values' dtype, bit for bit (tf.bitcast; a gather only copies them), so one
+    collective carries them all (each costs a negotiation cycle). None when the values' row shape is unknown, or
+    their dtype cannot carry the bits."""
     width = values.shape[1:].num_elements() if values.shape.rank is not None and values.shape.rank >= 1 else None
     size = values.dtype.size
     if not width or not values.dtype.is_floating or 8 % size:  # unknown, or no columns to reshape into
-        return [ops.allgather(t, name=f"rows_{i}") for i, t in enumerate([values] + row_ids)]
+        return None
     per_id = 8 // size  # columns of the values' dtype that hold one int64
     columns = [tf.reshape(values, [-1, width])]
     for ids in row_ids:
         columns.append(tf.reshape(tf.bitcast(tf.cast(ids, tf.int64), values.dtype), [-1, per_id]))
-    packed = ops.allgather(tf.concat(columns, axis=1), name="rows")
-    all_values = tf.reshape(packed[:, :width], tf.concat([[-1], tf.shape(values)[1:]], 0))
-    gathered = [all_values]
+    return tf.concat(columns, axis=1, name="packed")
+
+
+def _unpacked_rows(packed, values, row_ids):
+    """[every worker's values, then each of `row_ids`], from the gathered `packed` rows (`_packed_rows`)."""
+    width = values.shape[1:].num_elements()
+    per_id = 8 // values.dtype.size
+    gathered = [tf.reshape(packed[:, :width], tf.concat([[-1], tf.shape(values)[1:]], 0))]
     for k, ids in enumerate(row_ids):
         bits = packed[:, width + k * per_id:width + (k + 1) * per_id]
         back = tf.bitcast(bits if per_id > 1 else tf.reshape(bits, [-1]), tf.int64)
