@@ -56,25 +56,26 @@ class TFCollectives:
     def allgather_group(self, tensors, name):
         """[every worker's `t`, concatenated in worker order, for t in `tensors`] in two collectives whatever their
         number (one gather of the row counts, one of the padded rows), not two each: every tensor (one dtype, row
-        shapes known) is flattened into one buffer per worker, and each worker's buffer is cut back by the counts."""
+        shapes known) is flattened into one buffer per worker, and each worker's buffer is cut back by the counts,
+        one slice per worker and tensor (per-element labels to partition by cost the LM a third of its step)."""
         if len(tensors) == 1:
             return [self.allgather(tensors[0], name)]
-        widths = [t.shape[1:].num_elements() for t in tensors]
+        n, widths = self.num_workers, [t.shape[1:].num_elements() for t in tensors]
         with tf.name_scope(name):
             own = tf.stack([tf.shape(t, out_type=tf.int32)[0] for t in tensors])
-            counts = tf.reshape(self._gather(own, self._next_static(), "counts"), [self.num_workers, len(tensors)])
+            counts = tf.reshape(self._gather(own, self._next_static(), "counts"), [n, len(tensors)])
             elements = counts * tf.constant(widths, tf.int32)  # [worker, tensor]
+            offsets = tf.math.cumsum(elements, axis=1, exclusive=True)
             flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
-            totals = tf.reduce_sum(elements, axis=1)
-            longest = tf.maximum(tf.reduce_max(totals), 1)  # TF 2.15's gather of an empty tensor crashes
+            longest = tf.maximum(tf.reduce_max(tf.reduce_sum(elements, axis=1)), 1)  # TF 2.15: none empty
             padded = tf.pad(flat, [[0, longest - tf.size(flat, out_type=tf.int32)]])
-            gathered = self._gather(padded, self._per_step_key("rows"), "padded")
-            every = tf.boolean_mask(gathered, tf.reshape(tf.sequence_mask(totals, longest), [-1]))
-            # each element's tensor: worker by worker, tensor by tensor, as the buffers were concatenated
-            owner = tf.repeat(tf.tile(tf.range(len(tensors)), [self.num_workers]), tf.reshape(elements, [-1]))
-            pieces = tf.dynamic_partition(every, owner, len(tensors))
-            return [tf.reshape(piece, tf.concat([[-1], tf.shape(t)[1:]], 0), name=f"rows_{k}")
-                    for k, (piece, t) in enumerate(zip(pieces, tensors))]
+            every = tf.reshape(self._gather(padded, self._per_step_key("rows"), "padded"), [n, longest])
+            out = []
+            for k, t in enumerate(tensors):
+                pieces = [tf.slice(every, [w, offsets[w, k]], [1, elements[w, k]]) for w in range(n)]
+                out.append(tf.reshape(tf.concat(pieces, axis=1), tf.concat([[-1], tf.shape(t)[1:]], 0),
+                                      name=f"rows_{k}"))
+            return out
 
     def broadcast(self, tensor, name):
         """Worker 0's `tensor`, in every worker (the others give a tensor of the same shape). Any dtype: the
