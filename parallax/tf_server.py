@@ -14,7 +14,7 @@ import sys
 import types
 
 from parallax.errors import LaunchError
-from parallax.launcher import bind_shim
+from parallax.launcher import bind_shim, ports
 
 
 def _tf_module(name):
@@ -46,8 +46,10 @@ def start_tf_server(cluster, job_name, task_index, config=None):
     # TF binds its server on the wildcard; the launcher's preloaded bind shim turns that into this address.
     os.environ[bind_shim.ENV_BIND_MAP] = bind_shim.server_map(address)
     try:
-        return server_lib.Server(server_lib.ClusterSpec(cluster), job_name=job_name, task_index=task_index,
-                                 config=config, start=True)
+        server = server_lib.Server(server_lib.ClusterSpec(cluster), job_name=job_name, task_index=task_index,
+                                   config=config, start=True)
+        ports.release(int(address.rpartition(":")[2]))
+        return server
     except errors.OpError as e:
         host, _, port = address.rpartition(":")
         if not _port_taken(host.strip("[]"), int(port)):

@@ -2,8 +2,10 @@
 connections cannot take them between the reservation and the servers' bind (it happened in CI)."""
 import itertools
 import json
+import os
 import socket
 import sys
+import time
 
 import pytest
 
@@ -21,7 +23,7 @@ def _range_file(tmp_path, low, high):
 
 
 def test_ports_are_distinct_free_and_below_the_ephemeral_range(tmp_path):
-    got = ports.reserve_local_ports(20, _range_file(tmp_path, 32768, 60999))
+    got = ports.reserve_local_ports(20, _range_file(tmp_path, 32768, 60999), registry=str(tmp_path / "claims"))
     assert len(set(got)) == 20
     assert all(16384 <= p < 32768 for p in got)
     for p in got:
@@ -31,7 +33,8 @@ def test_ports_are_distinct_free_and_below_the_ephemeral_range(tmp_path):
 
 
 def test_ports_are_above_the_range_when_it_starts_low(tmp_path):
-    assert all(61000 <= p <= 65535 for p in ports.reserve_local_ports(5, _range_file(tmp_path, 1024, 60999)))
+    assert all(61000 <= p <= 65535 for p in ports.reserve_local_ports(5, _range_file(tmp_path, 1024, 60999),
+                                                                    registry=str(tmp_path / "claims")))
 
 
 def test_without_room_outside_the_range_the_kernel_chooses(tmp_path):
@@ -47,13 +50,13 @@ def test_a_port_in_use_is_never_handed_out(tmp_path, monkeypatch):
         draws = itertools.chain([busy, busy], itertools.count(20000))
         monkeypatch.setattr(ports.random.SystemRandom, "randrange", lambda self, a, b: next(draws))
         monkeypatch.setattr(ports, "_outside_ephemeral", lambda path: (1024, 65536))
-        assert ports.reserve_local_ports(1) != [busy]
+        assert ports.reserve_local_ports(1, registry=str(tmp_path / "claims")) != [busy]
 
 
 def test_no_free_port_is_a_launch_error_saying_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setattr(ports, "_bindable", lambda port: False)
     with pytest.raises(LaunchError, match="cannot find 2 free TCP ports in 16384-32767"):
-        ports.reserve_local_ports(2, _range_file(tmp_path, 32768, 60999))
+        ports.reserve_local_ports(2, _range_file(tmp_path, 32768, 60999), registry=str(tmp_path / "claims"))
 
 
 def test_preflight_gives_each_host_ports_no_other_host_has():
@@ -75,9 +78,45 @@ def test_preflight_draws_spare_ports_and_keeps_what_the_host_needs(monkeypatch):
     asked = []
     real = preflight._run_here
 
+    drawn = []
+
     def recording(argv, request):
         asked.append(json.loads(request)["ports"])
-        return real(argv, request)
+        out = real(argv, request)
+        drawn.extend(json.loads(out.strip().splitlines()[-1])["ports"])
+        return out
     monkeypatch.setattr(preflight, "_run_here", recording)
-    preflight.run_preflight(spec, {0: 3}, sys.executable, None, None, SshSettings())
+    kept = preflight.run_preflight(spec, {0: 3}, sys.executable, None, None, SshSettings())[0].ports
     assert asked == [3 + preflight.SPARE_PORTS]
+    # this machine's spare ports are claimed no longer; the ports the job keeps are, until their servers bind
+    claimed = set(map(int, os.listdir(ports.REGISTRY)))
+    assert len(drawn) == 3 + preflight.SPARE_PORTS and set(kept) <= claimed
+    assert not (set(drawn) - set(kept)) & claimed
+    for port in kept:
+        ports.release(port)
+
+
+def test_a_port_another_job_reserved_is_not_drawn_until_its_claim_is_stale(tmp_path, monkeypatch):
+    """Two jobs reserving at once on one machine (two tests at a time): neither server has bound yet, so both
+    draws find the same ports free; the claims in the registry keep them apart, for HOLD_SECONDS."""
+    monkeypatch.setattr(ports, "_outside_ephemeral", lambda path: (20000, 20006))
+    monkeypatch.setattr(ports, "_bindable", lambda port: True)  # whatever listens on this machine
+    registry = str(tmp_path / "claims")
+    first = ports.reserve_local_ports(3, registry=registry)
+    second = ports.reserve_local_ports(3, registry=registry)
+    assert sorted(first + second) == list(range(20000, 20006))
+    with pytest.raises(LaunchError, match="cannot find 1 free TCP ports"):
+        ports.reserve_local_ports(1, registry=registry)
+    stale = time.time() - ports.HOLD_SECONDS - 1
+    for p in first:
+        os.utime(os.path.join(registry, str(p)), (stale, stale))
+    assert sorted(ports.reserve_local_ports(3, registry=registry)) == sorted(first)
+    assert sorted(os.listdir(registry)) == sorted(str(p) for p in first + second)  # the stale claims went
+
+
+def test_a_registry_that_cannot_be_written_claims_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(ports, "_outside_ephemeral", lambda path: (20000, 20003))
+    monkeypatch.setattr(ports, "_bindable", lambda port: True)
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the directory would be
+    assert sorted(ports.reserve_local_ports(3, registry=str(blocked / "claims"))) == [20000, 20001, 20002]

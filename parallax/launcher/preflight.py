@@ -11,7 +11,7 @@ import subprocess
 from typing import Dict, List
 
 from parallax.errors import LaunchError
-from parallax.launcher import host_agent, ssh
+from parallax.launcher import host_agent, ports, ssh
 
 AGENT = ["-m", "parallax.launcher.host_agent"]
 # Each host draws its ports on its own, so two hosts can draw the same one. Drawing a few more than a host needs
@@ -79,7 +79,12 @@ def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progr
                                f"started:\n{lines}")
         error.causes = [e for _, e in errors]
         raise error
-    return distinct_ports(spec, results, ports_per_host)
+    kept = distinct_ports(spec, results, ports_per_host)
+    for index, report in results.items():
+        if spec.hosts[index].is_local:  # this machine's spare ports go back now; another host's claims expire
+            for port in set(report.ports) - set(kept[index].ports):
+                ports.release(port)
+    return kept
 
 
 def distinct_ports(spec, reports, ports_per_host):
