@@ -43,15 +43,15 @@ def start_tf_server(cluster, job_name, task_index, config=None):
     server_lib = _tf_module("python.training.server_lib")
     errors = _tf_module("python.framework.errors")
     address = cluster[job_name][task_index]
+    host, _, port = address.rpartition(":")
     # TF binds its server on the wildcard; the launcher's preloaded bind shim turns that into this address.
     os.environ[bind_shim.ENV_BIND_MAP] = bind_shim.server_map(address)
     try:
         server = server_lib.Server(server_lib.ClusterSpec(cluster), job_name=job_name, task_index=task_index,
                                    config=config, start=True)
-        ports.release(int(address.rpartition(":")[2]))
+        ports.release(int(port))
         return server
     except errors.OpError as e:
-        host, _, port = address.rpartition(":")
         if not _port_taken(host.strip("[]"), int(port)):
             raise
         raise LaunchError(f"{job_name} task {task_index} cannot start its TF server: port {port} on {host} is "

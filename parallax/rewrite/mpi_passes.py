@@ -79,14 +79,15 @@ def allgather_sparse_gradients(ctx):
             with tf.name_scope(f"parallax_allgather/{gradient.scope}/"):
                 row_ids = [indices] + ([row_keys(indices)] if gradient.merge_rows else [])
                 packs[gradient.scope] = (values, row_ids, _packed_rows(values, row_ids))
-        packable = [item for item in items if packs[item[2].scope][2] is not None]
+        def packed_of(item):
+            return packs[item[2].scope][2]
         gathered = {}
-        groups = fusion_groups(packable, lambda item: packs[item[2].scope][2],
+        groups = fusion_groups([item for item in items if packed_of(item) is not None], packed_of,
                                fusable=lambda t: t.shape[1:].is_fully_defined())
         for k, group in enumerate(groups):
             scope = f"parallax_allgather/{group[0][2].scope}/" if len(group) == 1 else f"parallax_allgather/fused_{k}/"
             with tf.name_scope(scope):
-                rows = ops.allgather_group([packs[item[2].scope][2] for item in group], name="rows")
+                rows = ops.allgather_group([packed_of(item) for item in group], name="rows")
             for (_, _, gradient), packed_rows in zip(group, rows):
                 values, row_ids, _ = packs[gradient.scope]
                 with tf.name_scope(f"parallax_allgather/{gradient.scope}/"):
