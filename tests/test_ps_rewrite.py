@@ -130,6 +130,37 @@ def test_the_chief_takes_what_the_others_sent_only_after_its_own_part_has_run(ad
         assert readiness not in runs(variant) and not any("/ready" in op.name for op in variant.targets)
 
 
+TAKING = ("Dequeue", "TakeGradient")  # op types that take what a shared queue or accumulator holds
+
+
+@pytest.mark.parametrize("config", [PS, PS.replace(local_aggregation=True), parallax.Config(run_option="HYBRID")],
+                         ids=["PS", "PS-local-aggregation", "HYBRID"])
+def test_no_take_on_another_device_starts_before_the_workers_own_input(config):
+    """TF may start a failed step's part on another task after the step's abort (the RPC's cancellation races its
+    start), and nothing cancels it then. A take there that waited for nothing of the worker's would be left behind
+    and take the next step's token, rows or arrival: the next step waited forever (CI: TF 2.21, PS, a new epoch).
+    So every take that a worker's step runs off its own device waits for an op on its own device that ends only
+    once its input has yielded: data of the input, or the chief's readiness, whose token the chief puts in after its
+    own part (test above). A failed step aborts that device's part, and with it that wait."""
+    tf.compat.v1.reset_default_graph()
+    g, _ = embedding_mlp.build("Adam", clip=1.0, ema=True, partitions=2)
+    _, plan, out = _rewrite(g, config)
+    rg = out.graph
+    inputs = {op for op in rg.get_operations() if op.type in ("Placeholder", "IteratorGetNext")}
+    after_input = graph_utils.descendants(inputs) | {rg.get_operation_by_name(out.sync.readiness)}
+    checked = 0
+    for fetch in ("ExponentialMovingAverage", "loss"):
+        for w, variant in enumerate(variants(out, fetch, plan.num_workers)):
+            own = {"", f"/job:worker/task:{w}"}
+            for op in runs(variant):
+                if not any(t in op.type for t in TAKING) or op.device in own:
+                    continue
+                waited = {a for a in graph_utils.ancestors([op]) if a.device in own} & after_input
+                assert waited, f"worker {w}: {op.name} on {op.device} waits for nothing its own input yielded"
+                checked += 1
+    assert checked >= 3  # the gate, the takes of rows and of dense gradients, the releases
+
+
 def test_async_mode_creates_no_barrier():
     g, _ = embedding_mlp.build("Adam", partitions=2)
     _, plan, out = _rewrite(g, PS.replace(sync=False))

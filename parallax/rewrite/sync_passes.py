@@ -53,11 +53,17 @@ def prepare_sync_steps(ctx):
               and graph_utils.is_writer(op)]
     gated = [op for op in writes if any(v in ctx.server_variables for v in graph_utils.written_variables(op))]
     replicated = [op for op in writes if op not in gated]
-    with g.as_default(), tf.device(ctx.plan.coordinator), tf.name_scope(SYNC_SCOPE + "/"):
-        arrivals = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/arrivals", name="arrivals")
+    with g.as_default(), tf.name_scope(SYNC_SCOPE + "/"):
+        # On the chief's own task (no device: only the chief runs it): a chief step that fails there (its input at
+        # its end) cancels this wait with it. On a server, TF may run the failed step's part after its abort (the
+        # RPC's cancellation and its start race), and that wait, left behind, took the chief's next token: the
+        # next step waited forever.
         ready = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/chief_ready", name="chief_ready")
         readiness = ready.dequeue(name="chief_readiness").op
-        gate = arrivals.dequeue_many(n - 1, name="gate").op
+        with tf.device(ctx.plan.coordinator):
+            arrivals = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/arrivals",
+                                     name="arrivals")
+            gate = arrivals.dequeue_many(n - 1, name="gate").op
     for op in gated:
         op._add_control_inputs([gate])
     takes = {g.get_operation_by_name(name) for a in ctx.aggregations for name in a.outputs}
