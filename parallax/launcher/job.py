@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 from parallax import collectives, plan_json
 from parallax.errors import LaunchError
 from parallax.launcher import bind_shim, mpirun, preflight, protocol, ssh_transport, stale
-from parallax.launcher.ssh import SshSettings, command as ssh_command
+from parallax.launcher.ssh import SshSettings, command as ssh_command, on_remote_hosts
 from parallax.launcher.resource_spec import Host, ResourceSpec
 from parallax.launcher.supervisor import Supervisor
 from parallax.text_table import format_table
@@ -257,7 +257,6 @@ def _remove_job_dirs(spec, job_dir, python, options):
     shutil.rmtree(job_dir, ignore_errors=True)
     if options.dry_run:
         return
-    from parallax.launcher.supervisor import on_remote_hosts
     on_remote_hosts(spec, options.ssh, lambda host, index: [python, *preflight.AGENT, "cleanup", job_dir])
 
 

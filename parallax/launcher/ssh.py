@@ -1,5 +1,6 @@
 """The OpenSSH client as the launcher uses it: batch mode, key-based, with the job's port and key. Imports no
 TensorFlow. Nothing here prints keys or environment values: environments travel on stdin, not in command lines."""
+import concurrent.futures
 import dataclasses
 import shlex
 import subprocess
@@ -8,6 +9,7 @@ from typing import Optional, Tuple
 from parallax.errors import LaunchError
 
 CONNECT_TIMEOUT = 5
+REMOTE_STOP_TIMEOUT = 15.0
 
 
 class HostUnreachableError(LaunchError):
@@ -78,3 +80,21 @@ def failure(settings, host, code, stderr, argv=()):
         return LaunchError(f"{host.hostname}: `{argv[0] if argv else '?'}` is not there: {text}. Install the same "
                            f"Python and parallax at the same path on every host, or pass --python")
     return LaunchError(f"{host.hostname}: `{' '.join(argv[:4])}` failed with exit status {code}: {text}")
+
+
+
+def on_remote_hosts(spec, settings, argv_for, timeout=REMOTE_STOP_TIMEOUT):
+    """Run `argv_for(host, index)` on every remote host of `spec` over ssh, in parallel; {hostname: stdout or the
+    exception}."""
+    remote = [(i, h) for i, h in enumerate(spec.hosts) if not h.is_local]
+    if not remote:
+        return {}
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
+        futures = {pool.submit(run, settings, h, argv_for(h, i), timeout): h.hostname for i, h in remote}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                results[futures[future]] = future.result()
+            except Exception as e:  # noqa: BLE001 - reported by the caller
+                results[futures[future]] = e
+    return results

@@ -27,7 +27,6 @@ _HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent w
 TAIL_LINES = 20
 GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL at teardown (the whole teardown must fit in 5 s)
 SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a server's death to arrive (it is the cause)
-REMOTE_STOP_TIMEOUT = 15.0
 MPIRUN = "launcher/mpirun"
 SPAWN = "launcher/spawn"  # transport ssh: spawn.py starts the workers
 
@@ -53,7 +52,8 @@ class Supervisor:
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
         self.up, self.failures, self.exit_codes, self.serving = {}, [], {}, set()
-        self._dead_rank = None  # (rank, how it ended): the first rank mpirun reported dead after a failure
+        self._silent_death = None  # (label, how it ended): a worker that ended without a word, after a failure
+        self._early_ends = []  # (worker, exit status) from its host agent, before mpirun named a failed rank
         self.steps, self.step_problem = StepLedger(), None
         self.inputs = InputLedger()  # the workers' counts of examples, and where their inputs ended
         self.watchdog = Watchdog(list(self.rank_labels.values()), options.stall_warning_s, options.stall_timeout_s)
@@ -83,7 +83,7 @@ class Supervisor:
                 self.teardown()  # at once: a signal asks for it within seconds
             elif problem is not None or self.failures or self.main.popen.poll() not in (None, 0):
                 problem = self._dead_service_after(SETTLE_SECONDS) or problem
-                self._dead_rank = self._dead_rank_after(SETTLE_SECONDS) if self.failures else None
+                self._silent_death = self._silent_death_after(SETTLE_SECONDS) if self.failures else None
                 self.teardown()  # do not wait for mpirun to notice: a failed worker's peers may be blocked
             self.main.reader.join(timeout=10 if self.main.popen.returncode == 0 else 2)
             return self._outcome(problem)
@@ -114,11 +114,9 @@ class Supervisor:
             when, label, what = min(self.failures)
             # A worker that died without a word (a signal, an exit without an exception) is the cause: the
             # failures the others reported in that moment (a collective or a server connection broken) follow it.
-            if self._dead_rank is not None and self._rank_label(self._dead_rank[0]) not in {f[1] for f in
-                                                                                            self.failures}:
-                rank, detail = self._dead_rank
-                self._report(f"{self._rank_label(rank)} {detail or 'ended'}; then {label}: {what}",
-                             self._rank_label(rank))
+            if self._silent_death is not None:
+                dead, detail = self._silent_death
+                self._report(f"{dead} {detail or 'ended'}; then {label}: {what}", dead)
                 return 1
             behind = self.inputs.behind(label)  # its collective waited for a worker whose input had ended
             self._report(f"{behind}; then {label}: {what}" if behind else f"{label} failed first: {what}", label)
@@ -183,14 +181,27 @@ class Supervisor:
             time.sleep(0.1)
         return None
 
-    def _dead_rank_after(self, seconds):
-        """(rank, how it ended) of the first rank mpirun reports dead within `seconds`, or None."""
+    def _silent_death_after(self, seconds):
+        """(label, how it ended) of a worker that ended without reporting a failure (a signal, a bare exit), seen
+        within `seconds`, or None. Called before teardown, whose stops would look the same."""
         deadline = time.time() + seconds
         while True:
-            found = failed_rank("\n".join(self.launcher_lines))
+            found = self._silent_death_now()
             if found or time.time() > deadline or self.main.popen.poll() is not None:
-                return found or failed_rank("\n".join(self.launcher_lines))
+                return found or self._silent_death_now()
             time.sleep(0.05)
+
+    def _silent_death_now(self):
+        failed = {f[1] for f in self.failures}
+        # A host agent's record of its worker's end (transport ssh) comes as soon as it ends; mpirun (or spawn)
+        # names only the first rank it saw end, which may be a worker that failed because of that death.
+        for label, code in list(self._early_ends):
+            if code != 0 and label not in failed:
+                return label, describe_exit(code)
+        found = failed_rank("\n".join(self.launcher_lines))
+        if found is not None and self._rank_label(found[0]) not in failed:
+            return self._rank_label(found[0]), found[1]
+        return None
 
     def _dead_service_after(self, seconds):
         """A server that died is the cause, even when the workers it left reported their errors first: servers
@@ -238,7 +249,7 @@ class Supervisor:
         stopped_here.start()
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             elsewhere = pool.submit(
-                on_remote_hosts, self.layout.spec, self.options.ssh,
+                ssh.on_remote_hosts, self.layout.spec, self.options.ssh,
                 lambda host, index: [self.layout.python, "-m", "parallax.launcher.host_agent", "stop", job_dir,
                                      *names[index]])
             deadline = time.time() + GRACE_SECONDS
@@ -301,6 +312,8 @@ class Supervisor:
             self.inputs.stopped.add(label)
         elif words[:1] == ["exit"] and len(words) == 2:
             self.exit_codes[label] = int(words[1])
+            if label in self.rank_labels.values() and failed_rank("\n".join(self.launcher_lines)) is None:
+                self._early_ends.append((label, int(words[1])))  # not one that spawn (or mpirun) stopped
             with self._watch_lock:
                 self.watchdog.ended(label, now)
         elif words[:1] == ["step"] and len(words) == 3:  # step <n> <digest> <fetch name>
@@ -385,19 +398,3 @@ class Supervisor:
     def _on_signal(self, signum, frame):
         self._stopping = signum
 
-
-def on_remote_hosts(spec, settings, argv_for, timeout=REMOTE_STOP_TIMEOUT):
-    """Run `argv_for(host, index)` on every remote host of `spec` over ssh, in parallel; {hostname: stdout or the
-    exception}."""
-    remote = [(i, h) for i, h in enumerate(spec.hosts) if not h.is_local]
-    if not remote:
-        return {}
-    results = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
-        futures = {pool.submit(ssh.run, settings, h, argv_for(h, i), timeout): h.hostname for i, h in remote}
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                results[futures[future]] = future.result()
-            except Exception as e:  # noqa: BLE001 - reported by the caller
-                results[futures[future]] = e
-    return results
