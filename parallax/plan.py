@@ -16,7 +16,7 @@ import dataclasses
 import enum
 from typing import Any, Optional, Tuple
 
-from parallax.errors import ConfigError, GraphMismatchError, UnsupportedError
+from parallax.errors import ConfigError, UnsupportedError
 from parallax.text_table import format_table
 
 
@@ -260,34 +260,6 @@ def make_plan(analysis, spec, config):
                 place_post_aggregation_ops=config.place_post_aggregation_ops and with_servers and config.sync,
                 worker_hosts=worker_hosts, place_boundary_ops=config.place_boundary_ops and with_servers,
                 holders=_holders(worker_hosts))
-
-
-def check_matches(plan, analysis, who="this process"):
-    """Raise GraphMismatchError at the first trained variable where `analysis` (of this process's own graph)
-    differs from the plan's: name, shape, dtype, parts, gradients, updates."""
-    mine = {v.name: v for v in analysis.trained_variables}
-    for name in sorted(set(mine) | {v.name for v in plan.variables}):
-        if name not in mine:
-            raise GraphMismatchError(f"{who}'s graph does not train {name!r}, which the job's plan has; every "
-                                     f"process of a job must build the same graph (same script, arguments, data)")
-        try:
-            planned = plan.variable(name)
-        except KeyError:
-            raise GraphMismatchError(f"{who}'s graph trains {name!r}, which the job's plan does not have; every "
-                                     f"process of a job must build the same graph (same script, arguments, "
-                                     f"data)") from None
-        own = mine[name]
-        facts = [("shape", tuple(own.shape), planned.shape), ("dtype", own.dtype, planned.dtype),
-                 ("parts", tuple(p.name for p in own.parts), tuple(p.name for p in planned.parts)),
-                 ("gradients", tuple((g.values, g.indices) for p in own.parts for g in p.gradients),
-                  tuple((g.values, g.indices) for g in planned.gradients)),
-                 ("update ops", tuple(u for p in own.parts for u in p.update_ops),
-                  tuple(u for p in planned.parts for u in p.update_ops))]
-        for what, here, there in facts:
-            if here != there:
-                raise GraphMismatchError(f"{who}'s graph differs from the job's plan at variable {name!r}: {what} "
-                                         f"{here} here, {there} in the plan; every process of a job must build the "
-                                         f"same graph (same script, arguments, data)")
 
 
 def _one_side_per_update(decisions, trained):

@@ -1,5 +1,6 @@
 """The plan as JSON: what the launcher writes into the job's directory and every worker loads (docs/architecture.md
-documents the schema). `loads(dumps(plan)) == plan`. Imports no TensorFlow."""
+documents the schema). `loads(dumps(plan)) == plan`; `check_matches` checks a loaded plan against the worker's own
+graph. Imports no TensorFlow."""
 import dataclasses
 import json
 
@@ -64,3 +65,31 @@ def _plain(x):
     if isinstance(x, (Method, Aggregation)):
         return x.value
     return x
+
+
+def check_matches(plan, analysis, who="this process"):
+    """Raise GraphMismatchError at the first trained variable where `analysis` (of this process's own graph)
+    differs from the plan's: name, shape, dtype, parts, gradients, updates."""
+    mine = {v.name: v for v in analysis.trained_variables}
+    for name in sorted(set(mine) | {v.name for v in plan.variables}):
+        if name not in mine:
+            raise GraphMismatchError(f"{who}'s graph does not train {name!r}, which the job's plan has; every "
+                                     f"process of a job must build the same graph (same script, arguments, data)")
+        try:
+            planned = plan.variable(name)
+        except KeyError:
+            raise GraphMismatchError(f"{who}'s graph trains {name!r}, which the job's plan does not have; every "
+                                     f"process of a job must build the same graph (same script, arguments, "
+                                     f"data)") from None
+        own = mine[name]
+        facts = [("shape", tuple(own.shape), planned.shape), ("dtype", own.dtype, planned.dtype),
+                 ("parts", tuple(p.name for p in own.parts), tuple(p.name for p in planned.parts)),
+                 ("gradients", tuple((g.values, g.indices) for p in own.parts for g in p.gradients),
+                  tuple((g.values, g.indices) for g in planned.gradients)),
+                 ("update ops", tuple(u for p in own.parts for u in p.update_ops),
+                  tuple(u for p in planned.parts for u in p.update_ops))]
+        for what, here, there in facts:
+            if here != there:
+                raise GraphMismatchError(f"{who}'s graph differs from the job's plan at variable {name!r}: {what} "
+                                         f"{here} here, {there} in the plan; every process of a job must build the "
+                                         f"same graph (same script, arguments, data)")

@@ -23,7 +23,7 @@ from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PARTITIONS, ENV_PLAN, E
                                         ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, Role,
                                         current_role)
 from parallax.launcher.resource_spec import ResourceSpec
-from parallax.plan import check_matches
+from parallax.plan_json import check_matches
 from parallax.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
 from parallax.runner import Runner
