@@ -30,13 +30,31 @@ def test_a_silent_process_is_warned_about_once_then_ends_the_job():
     _beat(dog, 10, W0, PS)
     notes, failure = dog.check(10)
     assert notes == [f"stall: {W1} has sent nothing for 10 s (before its first synchronized step): it is stopped, "
-                     f"hung, or cut off from the launcher; the job ends if this lasts 60 s (stall_timeout_s)"]
+                     f"hung, or cut off from the launcher; the job ends if this lasts {FIRST_STEP_TIMEOUT_FLOOR_S:g} s "
+                     f"(stall_timeout_s)"]
     _beat(dog, 30, W0, PS)
     assert dog.check(30) == ([], None)  # said once
     _beat(dog, 60, W0, PS)
+    assert dog.check(60) == ([], None)  # start-up: no sooner than a first step's floor
+    _beat(dog, FIRST_STEP_TIMEOUT_FLOOR_S, W0, PS)
+    notes, failure = dog.check(FIRST_STEP_TIMEOUT_FLOOR_S)
+    assert failure == (f"{W1} has sent nothing for {FIRST_STEP_TIMEOUT_FLOOR_S:.0f} s (before its first synchronized "
+                       f"step): it is stopped, hung, or cut off from the launcher; ended after "
+                       f"{FIRST_STEP_TIMEOUT_FLOOR_S:g} s, a first step's least (stall_timeout_s=60)", W1)
+
+
+def test_silence_after_the_first_step_ends_the_job_after_stall_timeout_s():
+    dog = _dog()
+    for label in (W0, W1):
+        dog.step(label, 1, 0)
+    for t in range(1, 60):
+        _beat(dog, t, W0, PS)
+        dog.step(W0, 1 + t, t)
+    _beat(dog, 60, W0, PS)
     notes, failure = dog.check(60)
-    assert failure == (f"{W1} has sent nothing for 60 s (before its first synchronized step): it is stopped, hung, "
-                       f"or cut off from the launcher; ended after stall_timeout_s=60", W1)
+    assert failure == (f"{W1} has sent nothing for 60 s (its last synchronized step: 1; the furthest worker is in "
+                       f"step 60): it is stopped, hung, or cut off from the launcher; ended after "
+                       f"stall_timeout_s=60", W1)
 
 
 def test_a_silent_server_is_named_as_a_server_and_its_return_is_said():

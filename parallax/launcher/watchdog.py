@@ -13,8 +13,8 @@ Graph building, initialization and a large checkpoint restore do not trip it: th
 worker has started its first synchronized step, and a process that is busy, however long, still beats. The first
 step itself is watched like any other (a step that waits forever for a worker that will never send its part is
 stuck whether or not it is the first); its message says that a first step may compile, and it ends the job only
-after FIRST_STEP_TIMEOUT_FLOOR_S at least. Each sign warns after `warning_s` and ends the job after `timeout_s`
-(0 turns either off).
+after FIRST_STEP_TIMEOUT_FLOOR_S at least; so does a process's silence before its first step. Each sign warns
+after `warning_s` and ends the job after `timeout_s` (0 turns either off).
 """
 
 # A first step (graph partitioning, a collective group forming, a compilation) ends the job no sooner than this,
@@ -70,7 +70,8 @@ class Watchdog:
         self._recovered = []
         for label, last in sorted(self._heard.items()):
             quiet = now - last
-            verdict = self._judge(("silent", label), quiet, now, notes, lambda: self._silent(label, quiet))
+            verdict = self._judge(("silent", label), quiet, now, notes, lambda: self._silent(label, quiet),
+                                  self._starting(label))
             failure = failure or (verdict and (verdict, label))
         silent = any(key[0] == "silent" for key in self._warned)  # which explains the lack of progress
         if self._progress_at is not None and not failure and not silent:
@@ -91,6 +92,12 @@ class Watchdog:
             later = f"; the job ends if this lasts {timeout:g} s (stall_timeout_s)" if timeout else ""
             notes.append(f"stall: {describe()}{later}")
         return None
+
+    def _starting(self, label):
+        """Before its first synchronized step (a server: before any worker's), a process may be held up by what
+        its line to the launcher shares with start-up (MPI's wire-up on its host: CI once saw both workers of one
+        host silent for 11 s there): its silence ends the job no sooner than a first step's."""
+        return label not in self._step if label in self.workers else not self._step
 
     def _first_step(self):
         return max((self._step.get(w, 0) for w in self.workers if w not in self._ended), default=0) <= 1
