@@ -40,7 +40,8 @@ def _ended(rank, code):
 
 
 @pytest.mark.parametrize("agent_exit_after", [0.0, 0.4])
-def test_a_killed_worker_is_named_though_a_peer_it_cut_off_reported_and_ended_first(tmp_path, capsys, agent_exit_after):
+def test_a_killed_worker_is_named_though_a_peer_it_cut_off_reported_and_ended_first(tmp_path, capsys,
+                                                                                     agent_exit_after):
     """Worker 1 is killed; worker 0 loses its connection to it, reports that, and ends; spawn sees worker 0's end
     first and names only it. Worker 1's host agent records its end (ssh transport) a moment after worker 0's report:
     worker 1 is the cause (CI, TF 2.21: "localhost/worker/0 failed first")."""

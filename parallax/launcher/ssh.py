@@ -82,7 +82,6 @@ def failure(settings, host, code, stderr, argv=()):
     return LaunchError(f"{host.hostname}: `{' '.join(argv[:4])}` failed with exit status {code}: {text}")
 
 
-
 def on_remote_hosts(spec, settings, argv_for, timeout=REMOTE_STOP_TIMEOUT):
     """Run `argv_for(host, index)` on every remote host of `spec` over ssh, in parallel; {hostname: stdout or the
     exception}."""

@@ -26,7 +26,7 @@ from parallax.launcher.watchdog import Watchdog
 _HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied")
 TAIL_LINES = 20
 GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL at teardown (the whole teardown must fit in 5 s)
-SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a server's death to arrive (it is the cause)
+SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a silent death (a server's, a worker's): the cause
 MPIRUN = "launcher/mpirun"
 SPAWN = "launcher/spawn"  # transport ssh: spawn.py starts the workers
 
