@@ -47,7 +47,7 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     values of one device's draw (batch_draws.py, draw_as_split). `widened` ({input name: (axes, value)}) pads those
     inputs' random examples with WIDEN more positions of `value` along `axes` (padded_inputs.py). `edit(graph)`
     changes the throw-away graph once it is imported and returns more tensors to hold, {tensor: f} (a mean
-    loss's seed, or a constant term's gradient, scaled by each part's share: loss_seeds.shares_as_held).
+    loss's seed, or a mean term's gradient, scaled by each part's share: loss_seeds.shares_as_held).
 
     Where an op fails on the random words of a string input it reads (a parse of serialized examples), its outputs
     whose rows are examples are fed random examples instead, as inputs of their own (its sparse outputs are sparse

@@ -127,7 +127,7 @@ class Explanation:
 def premise(plan, analysis):
     """The condition under which the plan is exactly single-device equivalent (docs/modes.md)."""
     averaged = {v.average for v in plan.variables}
-    loss = (loss_seeds.loss_words(plan.loss_seeds, plan.constant_term_edges) if plan.loss_seeds else
+    loss = (loss_seeds.loss_words(plan.loss_seeds, plan.mean_term_edges) if plan.loss_seeds else
             "a mean over the batch" if averaged == {True} else "a sum over the batch" if averaged == {False}
             else "a mean over the batch for averaged variables, a sum for the others")
     text = (f"exact: {plan.num_workers} workers of batch b compute what one device computes with batch "

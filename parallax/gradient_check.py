@@ -19,8 +19,9 @@ from parallax.batch_samples import HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
 MIXES = ("its gradient on a random batch is not the workers' {} of its gradients on the batch's parts: the loss is "
-         "neither a mean nor a sum over the examples (nor a sum plus terms the batch does not change), or the graph "
-         "mixes the examples in a way no rule rewrites (a top k of a fraction of the batch, a cumulative sum over it)")
+         "neither a mean nor a sum over the examples (nor a sum plus means: terms the batch does not change, or means "
+         "over the examples), or the graph mixes the examples in a way no rule rewrites (a top k of a fraction of the "
+         "batch, a cumulative sum over it)")
 
 
 def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
@@ -56,7 +57,7 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
                     wrong.add(name)
     summed = "sum (of gradients started at each part's share, for a mean loss)" if \
         any(law == loss_seeds.MEAN for _, law in seeds) else \
-        "sum (of gradients with a constant term's started at each part's share)" if edges else "sum"
+        "sum (of gradients with a mean term's started at each part's share)" if edges else "sum"
     return [f"{name} ({MIXES.format('mean' if averaged(name) else summed)})" for name in sorted(wrong)]
 
 

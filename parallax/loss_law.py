@@ -7,16 +7,17 @@ a sum over the batch: its value on a random batch is, on every trial, the sum of
 two splits of it (batch_samples.py), and the examples change it. The loss tf.gradients differentiates is the sum of
 the loss tensor's elements (its default seed is ones), so a per-example loss vector handed to `minimize` is a sum
 too. A mean, a sum divided by a count of the batch (rule 7), a loss with batch normalization: no sum, averaged. A
-sum plus a term the batch does not change (a weight penalty) is neither a sum nor a mean: no setting of the
-averaging makes it one device's, and it is averaged; each loss's own law (`laws`) lets loss_seeds.py start each
-loss's gradients as one device's share, and scale a penalty's (loss_terms.py).
+sum plus terms that are means (a term the batch does not change, as a weight penalty, or a mean over the examples:
+its value on the whole batch is the mean of its parts', weighted by their examples) is neither a sum nor a mean:
+no setting of the averaging makes it one device's, and it is averaged; each loss's own law (`laws`) lets
+loss_seeds.py start each loss's gradients as one device's share, and scale its mean terms' (loss_terms.py).
 """
 import numpy as np
 
 from parallax import batch_draws, batch_statistics, capture, loss_terms
-from parallax.batch_samples import is_sum_of_parts, sampled, statistic_as_combined
+from parallax.batch_samples import HALF, is_sum_of_parts, sampled, statistic_as_combined
 
-SUM, MEAN, SUM_PLUS_CONSTANT = "sum", "mean", "sum plus constant"  # a loss's law; MEAN: any other (averaged)
+SUM, MEAN, SUM_PLUS_MEANS = "sum", "mean", "sum plus means"  # a loss's law; MEAN: any other (averaged)
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
 AVERAGED = "the loss was not found to be a sum over the batch, so gradients are averaged over workers"
 UNCHECKED = ("the loss could not be checked on random batches (it could not be run, or a random draw it reads "
@@ -37,39 +38,60 @@ def averages(found):
 
 
 def laws(graph, statistic_laws=(), draws=()):
-    """({loss tensor name: SUM, SUM_PLUS_CONSTANT or MEAN}, the sentence explain states); {} where the losses could
-    not be checked. SUM_PLUS_CONSTANT: the loss's terms that read the batch (loss_terms.py) add up to a sum, and its
-    others the batch does not change (a weight penalty). The parts read what the rewrite makes a worker read: of
-    each statistic the rewrite combines (`statistic_laws`, (tensor, law): batch_statistics.py), one device's value
-    (half of it for a sum); of each draw it splits (`draws`, (op, batch axis): batch_draws.py), their examples'
-    values of one device's draw. So a sum of per-example losses that read the batch's mean, or that drop units
-    out, is a sum."""
+    """({loss tensor name: SUM, SUM_PLUS_MEANS or MEAN}, the sentence explain states); {} where the losses could not
+    be checked. laws_and_means says what SUM_PLUS_MEANS is."""
+    found, _, sentence = laws_and_means(graph, statistic_laws, draws)
+    return found, sentence
+
+
+def laws_and_means(graph, statistic_laws=(), draws=()):
+    """(laws' {loss: law}, {loss: names of its batch terms that are means}, the sentence). SUM_PLUS_MEANS: the
+    loss's terms (loss_terms.py) that read the batch and are not means over it add up to a sum, and its others are
+    means: terms the batch does not change (a weight penalty), or means over the examples (named in the second
+    value). The parts read what the rewrite makes a worker read: of each statistic the rewrite combines
+    (`statistic_laws`, (tensor, law): batch_statistics.py), one device's value (half of it for a sum); of each draw
+    it splits (`draws`, (op, batch axis): batch_draws.py), their examples' values of one device's draw. So a sum of
+    per-example losses that read the batch's mean, or that drop units out, is a sum."""
     names = {op.name for op in graph.get_operations()}
     losses = [graph.get_tensor_by_name(name) for name in capture.loss_records(graph)
               if name.rsplit(":", 1)[0] in names]
     if not losses:
-        return {}, UNCHECKED
-    found = {t.name: MEAN for t in losses}
-    terms = {t.name: loss_terms.split(graph, t)[0] for t in losses}
-    fetched = losses + [term for parts in terms.values() for term, _ in parts if term not in losses]
+        return {}, {}, UNCHECKED
+    found, means = {t.name: MEAN for t in losses}, {}
+    split = {t.name: loss_terms.split(graph, t) for t in losses}
+    fetched = losses + [term for batch, _ in split.values() for term, _ in batch if term not in losses]
     # A sampler's output over the batch merged with the time steps is read in either layout: only the right one
     # can make the parts add up to the whole (batch_samples.merged_as_split).
     for layout in ("example-major", "time-major"):
         held = batch_draws.held_as_rewritten(graph, losses, draws, merged=layout)
         if held is None:
-            return {}, UNCHECKED
+            return {}, {}, UNCHECKED
         held.update({name: statistic_as_combined(law == batch_statistics.SUM) for name, law in statistic_laws})
         samples = sampled(graph, fetched, held=held)
         if not samples:
-            return {}, UNCHECKED
-        # The terms first: a penalty whose value is 0 at the initial values (of variables initialized to zeros)
-        # makes the whole look like a sum there, but not once training has moved them.
-        found = {t.name: found[t.name] if found[t.name] != MEAN else
-                 SUM_PLUS_CONSTANT if terms[t.name] and _is_sum(_signed_total(samples, terms[t.name])) else
-                 SUM if _is_sum(samples[t.name]) else MEAN for t in losses}
+            return {}, {}, UNCHECKED
+        for t in losses:
+            if found[t.name] != MEAN:
+                continue  # found in the other layout
+            # The terms first: a penalty whose value is 0 at the initial values (of variables initialized to
+            # zeros) makes the whole look like a sum there, but not once training has moved them.
+            mean_terms = _mean_terms(samples, *split[t.name])
+            found[t.name] = SUM_PLUS_MEANS if mean_terms is not None else SUM if _is_sum(samples[t.name]) else MEAN
+            if mean_terms:
+                means[t.name] = mean_terms
         if not averages(found) or not any(getattr(f, "merged", False) for f in held.values()):
             break
-    return found, AVERAGED if averages(found) else SUMMED
+    return found, means, AVERAGED if averages(found) else SUMMED
+
+
+def _mean_terms(samples, batch, constant):
+    """The names of the batch terms that are means over the examples, when the other batch terms add up to a sum
+    and some term (one of those, or a constant one) is a mean; else None."""
+    means = tuple(t.name for t, _ in batch if _is_mean(samples[t.name]))
+    summed = [(t, sign) for t, sign in batch if t.name not in means]
+    if not summed or not (means or constant) or not _is_sum(_signed_total(samples, summed)):
+        return None
+    return means
 
 
 def _signed_total(samples, terms):
@@ -84,3 +106,18 @@ def _is_sum(trials):
     if all(len(set(parts)) == 1 for parts in totals):
         return False  # the examples do not change it
     return all(is_sum_of_parts(parts, rtol=1e-4, atol=1e-6) for parts in totals)
+
+
+def _is_mean(trials):
+    """Whether a value the examples change is, on every trial, the mean of its values on the parts of each split,
+    weighted by their examples (PARTS: the halves, then the first example and the rest)."""
+    totals = [[float(np.sum(v)) for v in parts] for parts in trials]
+    if all(len(set(parts)) == 1 for parts in totals):
+        return False  # the examples do not change it: a term of the variables alone, or a mean of zeros
+    whole_examples = 2 * HALF
+    for whole, reversed_, *splits in totals:
+        combined = [(first * n + second * (whole_examples - n)) / whole_examples
+                    for (first, second), n in zip(zip(splits[::2], splits[1::2]), (HALF, 1))]
+        if not np.allclose([reversed_] + combined, whole, rtol=1e-4, atol=1e-6):
+            return False
+    return True

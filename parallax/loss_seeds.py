@@ -27,8 +27,9 @@ def sentence(seeds, edges=()):
     found = "the loss was not found to be a sum over the batch" if laws == {MEAN} else \
         "the loss was found to be a sum over the batch" if laws == {SUM} else \
         "some losses were found to be sums over the batch, and the others not"
-    penalty = (f"; {len(edges)} input(s) of the gradient ops of terms the batch does not change (a weight penalty) "
-               f"added to a summed loss are scaled by 1/N, so they count once") if edges else ""
+    penalty = (f"; {len(edges)} input(s) of the gradient ops of mean terms (a weight penalty the batch does not "
+               f"change, a mean over the examples) added to a summed loss are scaled by 1/N, so they count once") \
+        if edges else ""
     return (f"{found}, so each worker's gradients of a mean loss start at 1/N (of a sum at 1): every value of its "
             f"backward pass is one device's for its examples, and the workers' gradients are summed{penalty}")
 
@@ -36,17 +37,17 @@ def sentence(seeds, edges=()):
 def loss_words(seeds, edges=()):
     """What the premise calls the loss."""
     laws = {law for _, law in seeds}
-    plus = " (plus terms the batch does not change)" if edges else ""
+    plus = " (plus mean terms)" if edges else ""
     return "a mean over the batch" if laws == {MEAN} else f"a sum over the batch{plus}" if laws == {SUM} else \
         f"a sum over the batch{plus} where found one, else a mean"
 
 
-def find(graph, analysis, laws):
-    """(((seed op, MEAN | SUM), ...), the edges into the backward ops of summed losses' constant terms) of the
-    graph's default seeds, each its loss's law by `laws` ({loss tensor: law}, loss_law.laws; a loss not in it is
-    taken for a mean, as the law takes a loss it cannot check; a sum plus a constant term whose backward ops cannot
-    be told too); ((), ()) where the rule does not hold, or where no seed is a mean's and no edge is scaled (then
-    nothing changes)."""
+def find(graph, analysis, laws, means=None):
+    """(((seed op, MEAN | SUM), ...), the edges into the backward ops of summed losses' mean terms) of the graph's
+    default seeds, each its loss's law by `laws` ({loss tensor: law}, loss_law.laws; a loss not in it is taken for
+    a mean, as the law takes a loss it cannot check; a sum plus means whose terms' backward ops cannot be told too)
+    and `means` ({loss: its batch terms that are means}, loss_law.laws_and_means); ((), ()) where the rule does not
+    hold, or where no seed is a mean's and no edge is scaled (then nothing changes)."""
     seeds = {name: loss for name, loss in capture.default_seeds(graph).items()
              if graph.get_operation_by_name(name)._control_flow_context is None}
     if not seeds or None in seeds.values() or capture.given_seed_losses(graph):
@@ -60,8 +61,8 @@ def find(graph, analysis, laws):
     found, edges = [], []
     for name, loss in sorted(seeds.items()):
         law = laws.get(loss, loss_law.MEAN)
-        constant = loss_terms.edges(graph, graph.get_tensor_by_name(loss), name) \
-            if law == loss_law.SUM_PLUS_CONSTANT else None
+        constant = loss_terms.edges(graph, graph.get_tensor_by_name(loss), name, (means or {}).get(loss, ())) \
+            if law == loss_law.SUM_PLUS_MEANS else None
         edges += constant or ()
         found.append((name, SUM if law == loss_law.SUM or constant is not None else MEAN))
     if not edges and all(law == SUM for _, law in found):
@@ -71,7 +72,7 @@ def find(graph, analysis, laws):
 
 def scaled_inputs(seeds, edges):
     """Every op input a worker scales by its share 1/N: each mean seed's fill value (its input 1), and each edge
-    into a summed loss's constant terms' backward ops."""
+    into a summed loss's mean terms' backward ops."""
     return tuple(edges) + tuple((name, 1) for name, law in seeds if law == MEAN)
 
 

@@ -1,17 +1,21 @@
-"""A summed loss plus terms the batch does not change (a weight penalty): `reduce_sum(errors) + l2`.
+"""A loss whose terms add up to a sum over the batch plus means: `reduce_sum(errors) + l2`, or
+`reduce_mean(cross_entropy) + 1e-3 * l2_loss(looked_up_rows)`.
 
-One device's gradient of such a loss is the sum of its examples' gradients plus the penalty's gradient once. A
-worker's is its examples' plus the penalty's: summed over N workers, the penalty counts N times; averaged, the
-examples count 1/N. Neither is one device's. So the penalty's own backward pass gets 1/N of the loss's gradient on
-each worker: the inputs of its gradient ops that carry the loss's gradient (the edges) are scaled by 1/N, and the
-workers' gradients are summed, as for a sum.
+One device's gradient of such a loss is the sum of its examples' gradients for the summed terms, plus the other
+terms' gradients once: a term the batch does not change (a weight penalty), or a mean over the examples. A worker's
+is its examples' plus its value of those terms: summed over N workers, those count N times; averaged, the summed
+terms' examples count 1/N. Neither is one device's. So each such term's own backward pass gets 1/N of the loss's
+gradient on each worker: the inputs of its gradient ops that carry the loss's gradient (the edges) are scaled by
+1/N, and the workers' gradients are summed, as for a sum. (A term the batch does not change is a mean of its
+values on the workers, as a mean over the examples is.)
 
 A loss's terms are the operands of the scalar additions and subtractions at its top (Add, AddV2, AddN, Sub,
-Identity); a term is constant when no per-worker input is among its ancestors. A term's backward ops are those
-tf.gradients made for its own forward ops (not shared with a batch term), below the loss's seed, read from each
-op's `_original_op` in the process that built the graph; the plan records the edges by name, and every worker's
-rewrite scales them. A term with no backward ops of its own (a bare read of a variable) gets its 1/N where the
-loss's gradient leaves the additions' gradients for it.
+Identity); a term is constant when no per-worker input is among its ancestors; which of the others are means is
+found by running them (loss_law.py). A term's backward ops are those tf.gradients made for its own forward ops
+(those no other term of the loss reads), below the loss's seed, read from each op's `_original_op` in the process
+that built the graph; the plan records the edges by name, and every worker's rewrite scales them. A term with no
+backward ops of its own (a bare read of a variable) gets its 1/N where the loss's gradient leaves the additions'
+gradients for it.
 """
 import tensorflow as tf
 
@@ -22,8 +26,8 @@ _ADDITIVE = {"Add", "AddV2", "AddN", "Sub", "Identity"}
 
 
 def split(graph, loss, skeleton=None):
-    """([(batch term tensor, sign)], [constant term tensors]) of a scalar loss; ([], []) when it has no constant
-    term beside a batch term (nothing to do), or is not a scalar. `skeleton`, a set, gets the additive ops."""
+    """([(batch term tensor, sign)], [constant term tensors]) of a scalar loss; ([], []) when it is one term, has
+    no batch term, or is not a scalar. `skeleton`, a set, gets the additive ops."""
     inputs = {t.op for t in per_worker_inputs(graph)}
     batch, constant, stack = [], [], [(loss, 1)]
     while stack:
@@ -38,24 +42,29 @@ def split(graph, loss, skeleton=None):
             batch.append((t, sign))
         else:
             constant.append(t)
-    return (batch, constant) if batch and constant else ([], [])
+    return (batch, constant) if batch and len(batch) + len(constant) > 1 else ([], [])
 
 
-def edges(graph, loss, seed):
-    """((gradient op, input index), ...): where the loss's gradient enters its constant terms' backward ops; None
-    when they cannot be told (no op records its forward op, or one runs in a v1 loop or cond)."""
+def edges(graph, loss, seed, means=()):
+    """((gradient op, input index), ...): where the loss's gradient enters the backward ops of its constant terms
+    and of its batch terms named in `means` (tensor names: terms found to be means over the batch); None when they
+    cannot be told (no op records its forward op, or one runs in a v1 loop or cond)."""
     skeleton = set()
     batch, constant = split(graph, loss, skeleton)
+    scaled = constant + [t for t, _ in batch if t.name in means]
+    terms = [t for t, _ in batch] + constant
     shared = graph_utils.ancestors([t.op for t, _ in batch], False)
     seed_op = graph.get_operation_by_name(seed)
     below = graph_utils.closure([seed_op], lambda op: [c for t in op.outputs for c in t.consumers()])
     if not any(getattr(op, "_original_op", None) in shared for op in below):
         return None  # no gradient op records its forward op (an imported graph): no term's backward can be told
-    found, owned, bare = [], set(), False
-    for term in constant:
-        own = graph_utils.ancestors([term.op], False) - shared
-        owned |= own
-        backward = {op for op in below if getattr(op, "_original_op", None) in own}
+    found, bare = [], False
+    for term in scaled:
+        # Only what no other term reads: a backward op shared with another term carries its gradient too, which
+        # would be scaled here as well as where it enters its own term's ops.
+        own = graph_utils.ancestors([term.op], False) - graph_utils.ancestors(
+            [t.op for t in terms if t is not term], False)
+        backward = _with_sums_of_gradients({op for op in below if getattr(op, "_original_op", None) in own}, below)
         if any(op._control_flow_context is not None for op in backward):
             return None
         bare = bare or not backward
@@ -68,7 +77,7 @@ def edges(graph, loss, seed):
         # edge is the input of that additive op's gradient when it is tf.gradients' tuple Identity (one per
         # term), else the entered op's input.
         top = {op for op in below if getattr(op, "_original_op", None) in skeleton} | {seed_op}
-        terms_backward = shared | owned
+        terms_backward = graph_utils.ancestors([t.op for t in terms], False)
         for op in top:
             for t in op.outputs:
                 for c in t.consumers():
@@ -79,6 +88,17 @@ def edges(graph, loss, seed):
                     found += [(op.name, 0)] if op.type == "Identity" and op is not seed_op else \
                         [(c.name, i) for i, x in enumerate(c.inputs) if x is t]
     return tuple(sorted(set(found))) if found else None
+
+
+def _with_sums_of_gradients(backward, below):
+    """`backward` and the ops tf.gradients made to add up the gradients of a forward value read twice (an AddN that
+    records no forward op) when every gradient they add comes from `backward`: one read twice inside a term."""
+    while True:
+        more = {op for op in below - backward if getattr(op, "_original_op", None) is None and
+                {t.op for t in op.inputs} & below and all(t.op in backward for t in op.inputs if t.op in below)}
+        if not more:
+            return backward
+        backward |= more
 
 
 def scale(graph, found, share):

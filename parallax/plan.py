@@ -142,9 +142,10 @@ class Plan:
     # padding value), padded further to the longest over every worker.
     padded_inputs: Tuple[Tuple[str, Tuple[int, ...], Any], ...] = ()
     # The losses' default seeds (loss_seeds.py), (seed op, "mean" | "sum"): a mean's starts at 1/N, and every
-    # variable's gradients are summed. A summed loss's penalty's gradient inputs (loss_terms.py), scaled by 1/N.
+    # variable's gradients are summed. A summed loss's mean terms' (a penalty's) gradient inputs (loss_terms.py),
+    # scaled by 1/N.
     loss_seeds: Tuple[Tuple[str, str], ...] = ()
-    constant_term_edges: Tuple[Tuple[str, int], ...] = ()
+    mean_term_edges: Tuple[Tuple[str, int], ...] = ()
     unsharded_inputs: Tuple[str, ...] = ()  # read from a dataset nothing shards (input_sharding.py): warned
     # Dataset shards a repeat() follows, over a number of examples no multiple of N (input_sharding.py): warned
     repeated_shards: Tuple[Tuple[str, int], ...] = ()

@@ -51,7 +51,7 @@ def from_data(data):
                 data.get("averaging", ""),
                 tuple((name, tuple(axes), value) for name, axes, value in data.get("padded_inputs", [])),
                 tuple((name, law) for name, law in data.get("loss_seeds", [])),
-                tuple((name, index) for name, index in data.get("constant_term_edges", [])),
+                tuple((name, index) for name, index in data.get("mean_term_edges", [])),
                 tuple(data.get("unsharded_inputs", [])),
                 tuple((name, examples) for name, examples in data.get("repeated_shards", [])))
 

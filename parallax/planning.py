@@ -18,10 +18,11 @@ def plan_job(graph, analysis, spec, config):
         batch_statistics.BatchStatistics()
     draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
     if config.average_dense is None or config.average_sparse is None:
-        laws, averaging = loss_law.laws(graph, statistics.laws, draws.split) if spec.num_workers > 1 else ({}, "")
+        laws, means, averaging = loss_law.laws_and_means(graph, statistics.laws, draws.split) \
+            if spec.num_workers > 1 else ({}, {}, "")
         average = loss_law.averages(laws)
         if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
-            seeds, edges = loss_seeds.find(graph, analysis, laws)
+            seeds, edges = loss_seeds.find(graph, analysis, laws, means)
         config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
                                                 if getattr(config, name) is None})
     if config.run_option == "AUTO" and spec.num_workers > 1:
@@ -30,7 +31,7 @@ def plan_job(graph, analysis, spec, config):
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
     if seeds:  # a mean's gradients start at 1/N: every variable's are summed
-        plan = dataclasses.replace(plan, loss_seeds=seeds, constant_term_edges=edges,
+        plan = dataclasses.replace(plan, loss_seeds=seeds, mean_term_edges=edges,
                                    averaging=loss_seeds.sentence(seeds, edges),
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
@@ -45,7 +46,7 @@ def plan_job(graph, analysis, spec, config):
             averaged = {v.name: v.average for v in plan.variables}
             plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
                 graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds,
-                plan.constant_term_edges)))
+                plan.mean_term_edges)))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

@@ -42,6 +42,14 @@ def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed(loss_of):
     # a sum plus a penalty: the penalty's gradient counts once over the parts, as over the workers (loss_terms.py)
     lambda e: tf.reduce_sum(e) + tf.add_n([tf.nn.l2_loss(v) for v in tf1.trainable_variables()]),
     lambda e: tf.reduce_mean(tf.nn.dropout(e, rate=0.5, seed=1)),  # a draw: batch_draws.py's, not compared
+    # a penalty that reads each variable twice: tf.gradients adds its two gradients up in an AddN that records no
+    # forward op, inside the penalty's backward ops (scaled once, where the loss's gradient enters them)
+    lambda e: tf.reduce_sum(e) + tf.add_n([tf.reduce_sum(v * v) for v in tf1.trainable_variables()]),
+    # a mean beside a sum over the batch: the mean's gradient counts once over the parts, as over the workers
+    lambda e: tf.reduce_mean(e) + 0.01 * tf.reduce_sum(tf.abs(e)),
+    # ... with a value of its own read twice (the cross entropy reads its logits three times)
+    lambda e: tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.ones_like(e), logits=2.0 * e))
+    + 0.01 * tf.reduce_sum(e),
 ])
 def test_graphs_whose_gradients_are_the_workers_list_nothing(loss_of):
     assert _listed(loss_of) == ()

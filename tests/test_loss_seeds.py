@@ -139,10 +139,12 @@ def _penalized(loss_of):
 
 
 @pytest.mark.parametrize("loss_of, law", [
-    (lambda errors, penalty, n: errors + penalty, loss_law.SUM_PLUS_CONSTANT),
-    (lambda errors, penalty, n: tf.add_n([errors, penalty, 2.0 * penalty]), loss_law.SUM_PLUS_CONSTANT),
-    (lambda errors, penalty, n: tf.identity(errors - penalty), loss_law.SUM_PLUS_CONSTANT),
+    (lambda errors, penalty, n: errors + penalty, loss_law.SUM_PLUS_MEANS),
+    (lambda errors, penalty, n: tf.add_n([errors, penalty, 2.0 * penalty]), loss_law.SUM_PLUS_MEANS),
+    (lambda errors, penalty, n: tf.identity(errors - penalty), loss_law.SUM_PLUS_MEANS),
     (lambda errors, penalty, n: errors / n + penalty, loss_law.MEAN),  # a mean plus a penalty: averaged
+    (lambda errors, penalty, n: errors / n + 0.1 * errors, loss_law.SUM_PLUS_MEANS),  # a mean beside a sum
+    (lambda errors, penalty, n: errors / n + penalty + tf.sqrt(errors), loss_law.MEAN),  # and neither
     (lambda errors, penalty, n: tf.sqrt(errors) + penalty, loss_law.MEAN),  # neither
     (lambda errors, penalty, n: errors * penalty, loss_law.SUM),  # a sum weighted by a value of the variables
     (lambda errors, penalty, n: errors, loss_law.SUM),
@@ -155,15 +157,15 @@ def test_a_penalty_on_a_summed_loss_counts_once_over_the_workers():
     g = _penalized(lambda errors, penalty, n: errors + penalty)
     plan = _plan(g)
     assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.SUM),)
-    assert plan.constant_term_edges and all(op.startswith("gradients/mul_grad/") for op, _ in plan.constant_term_edges)
+    assert plan.mean_term_edges and all(op.startswith("gradients/mul_grad/") for op, _ in plan.mean_term_edges)
     assert {v.average for v in plan.variables} == {False} and plan.uncombinable_statistics == ()
-    assert "plus terms the batch does not change" in parallax.explain(g, "localhost:2", print_table=False).premise
+    assert "plus mean terms" in parallax.explain(g, "localhost:2", print_table=False).premise
     rewritten = rewrite(g, plan, parallax.Config()).graph
-    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, plan.constant_term_edges, 2)
-    assert not loss_seeds.is_scaled(g, plan.loss_seeds, plan.constant_term_edges, 2)
+    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, plan.mean_term_edges, 2)
+    assert not loss_seeds.is_scaled(g, plan.loss_seeds, plan.mean_term_edges, 2)
     # summed without the scaling, the penalty would count twice: the check lists the kernel
     summed = _plan(g, parallax.Config(average_dense=False, average_sparse=False))
-    assert summed.constant_term_edges == () and [s.split(" (")[0] for s in summed.uncombinable_statistics] == ["w"]
+    assert summed.mean_term_edges == () and [s.split(" (")[0] for s in summed.uncombinable_statistics] == ["w"]
 
 
 @pytest.mark.parametrize("weighted", [True, False])
@@ -180,12 +182,12 @@ def test_a_penalty_that_is_a_bare_variable_read_counts_once_over_the_workers(wei
         tf1.train.GradientDescentOptimizer(0.1).minimize((errors * tf.exp(-s) if weighted else errors) + s)
     plan = _plan(g)
     assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.SUM),) and plan.uncombinable_statistics == ()
-    (op, index), = plan.constant_term_edges
+    (op, index), = plan.mean_term_edges
     entered = g.get_operation_by_name(op)
     assert entered.type == "Identity" and op.startswith("gradients/add_grad/tuple/") and index == 0
     assert {c.type for c in entered.outputs[0].consumers()} == {"AddN" if weighted else "ResourceApplyGradientDescent"}
     rewritten = rewrite(g, plan, parallax.Config()).graph
-    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, plan.constant_term_edges, 2)
+    assert loss_seeds.is_scaled(rewritten, plan.loss_seeds, plan.mean_term_edges, 2)
 
 
 def test_where_the_penalty_gradient_ops_cannot_be_told_the_loss_is_averaged():
@@ -196,7 +198,7 @@ def test_where_the_penalty_gradient_ops_cannot_be_told_the_loss_is_averaged():
     with imported.as_default():
         tf1.train.import_meta_graph(meta)  # no op remembers the forward op its gradient op was made for
     plan = _plan(imported)
-    assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.MEAN),) and plan.constant_term_edges == ()
+    assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.MEAN),) and plan.mean_term_edges == ()
 
 
 def test_a_penalty_that_is_zero_at_the_initial_values_is_still_found():
@@ -207,5 +209,5 @@ def test_a_penalty_that_is_zero_at_the_initial_values_is_still_found():
         w = tf1.get_variable("w", [3, 1], F64, tf1.zeros_initializer())
         loss = tf.reduce_sum(tf.square(tf.matmul(x, w) - y)) + 0.01 * tf.nn.l2_loss(w)
         tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
-    assert list(loss_law.laws(g)[0].values()) == [loss_law.SUM_PLUS_CONSTANT]
-    assert _plan(g).constant_term_edges
+    assert list(loss_law.laws(g)[0].values()) == [loss_law.SUM_PLUS_MEANS]
+    assert _plan(g).mean_term_edges

@@ -67,7 +67,7 @@ def test_a_mean_loss_starts_at_one_over_n_and_a_penalty_on_a_sum_counts_once():
     plan = parallax.explain(penalized, "localhost:2", print_table=False).plan
     assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.SUM),)
     made = {op.name for op in _tape_graph.made}
-    assert plan.constant_term_edges and all(op in made for op, _ in plan.constant_term_edges)
+    assert plan.mean_term_edges and all(op in made for op, _ in plan.mean_term_edges)
     assert plan.uncombinable_statistics == ()
 
 

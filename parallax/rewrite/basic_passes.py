@@ -24,7 +24,7 @@ def copy_graph(ctx):
 def scale_loss_seeds(ctx):
     """A mean loss's gradients start at 1/N, so that each worker's backward pass computes one device's values for
     its examples (loss_seeds.py)."""
-    loss_seeds.scale(ctx.graph, ctx.plan.loss_seeds, ctx.plan.constant_term_edges, ctx.plan.num_workers)
+    loss_seeds.scale(ctx.graph, ctx.plan.loss_seeds, ctx.plan.mean_term_edges, ctx.plan.num_workers)
 
 
 def count_examples(ctx):

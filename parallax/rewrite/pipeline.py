@@ -105,7 +105,7 @@ def _all_aggregated(ctx, *kinds):
 # How each fact is checked once a pass claims it (torch.fx-style invariants after every pass).
 FACTS = {
     "graph": lambda ctx: ctx.graph is not None,
-    "seeds_scaled": lambda ctx: loss_seeds.is_scaled(ctx.graph, ctx.plan.loss_seeds, ctx.plan.constant_term_edges,
+    "seeds_scaled": lambda ctx: loss_seeds.is_scaled(ctx.graph, ctx.plan.loss_seeds, ctx.plan.mean_term_edges,
                                                      ctx.plan.num_workers),
     "examples_counted": lambda ctx: example_counts.is_counted(ctx.graph, ctx.example_counts),
     "inputs_padded": lambda ctx: all(padded_inputs.is_padded(ctx.graph, name) for name, _, _ in ctx.plan.padded_inputs),
@@ -129,7 +129,7 @@ FACTS = {
 AGGREGATED = {"allreduced", "allgathered", "server_aggregated"}
 PIPELINE = (
     _pass(copy_graph, lambda plan: True, provides={"graph"}),
-    _pass(scale_loss_seeds, lambda plan: bool(plan.loss_seeds or plan.constant_term_edges), {"graph"},
+    _pass(scale_loss_seeds, lambda plan: bool(plan.loss_seeds or plan.mean_term_edges), {"graph"},
           provides={"seeds_scaled"}),
     _pass(pad_inputs_to_the_longest, lambda plan: bool(plan.padded_inputs), {"graph"},
           provides={"inputs_padded", "collectives"}),

@@ -405,3 +405,10 @@ USER_GRAPHS.update(USER_GRAPHS_LOSSES)
 from tests.equivalence.user_graphs_recsys import USER_GRAPHS_RECSYS  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_RECSYS)
+
+# The tenth (user_graphs_probe.py): weight decay by hand, the script's own counter, Huber with centered RMSProp,
+# two towers with a row penalty, weighted sparse lookups from a mask, each gradient clipped by its own norm, and a
+# total loss of a mean, a sum and a penalty.
+from tests.equivalence.user_graphs_probe import USER_GRAPHS_PROBE  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_PROBE)

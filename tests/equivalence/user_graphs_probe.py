@@ -1,0 +1,154 @@
+"""Training-script idioms written without looking at parallax's rules: weight decay applied by hand after the
+optimizer, a learning rate from a counter of the script's own, Huber loss with centered RMSProp, a two-tower model
+whose looked-up rows carry an L2 penalty, weighted sparse lookups built from a mask, each gradient clipped by its
+own norm, and tf.compat.v1.losses' total of a mean, a sum and a penalty. The row penalty and the total loss (a mean
+beside a sum over the batch) were not exact before loss_terms.py scaled mean terms: max abs diff 7e-4 and 8e-3,
+listed by rule 8; the others were exact when added. Same conventions as cases.py."""
+import numpy as np
+import tensorflow as tf
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+from tests.equivalence.user_graphs_more import VOCAB, _embedding_regression, _ids_and_targets
+
+tf1 = tf.compat.v1
+
+
+def decoupled_weight_decay(n, b, steps, graph_batch, lr_scale=1.0):
+    """Adam, then (after it) every trainable variable shrunk by (1 - 0.01): AdamW written by hand, the embedding
+    decayed whole."""
+    ids, y = _ids_and_targets(300, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(301)
+        adam = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss,
+                                                                 global_step=tf1.train.get_or_create_global_step())
+        with tf.control_dependencies([adam]):
+            decay = [v.assign(v * (1 - 0.01)) for v in tf1.trainable_variables()]
+        train = tf.group(*decay, name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def own_counter_learning_rate(n, b, steps, graph_batch, lr_scale=1.0):
+    """The script's own step counter (a non-trainable variable, not the global step) sets Momentum's learning
+    rate, 0.2 / sqrt(1 + count), and is incremented after each update."""
+    ids, y = _ids_and_targets(310, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(311)
+        count = tf1.get_variable("my_counter", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        lr = 0.2 * lr_scale / tf.sqrt(1.0 + count)
+        update = tf1.train.MomentumOptimizer(lr, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
+        with tf.control_dependencies([update]):
+            train = tf.group(count.assign_add(1.0), name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def huber_centered_rmsprop(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.compat.v1.losses.huber_loss (its default reduction: the mean over nonzero weights), centered RMSProp
+    with momentum for every variable, the embedding too."""
+    ids, y = _ids_and_targets(320, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(321))
+        h = tf.nn.relu(tf.reduce_mean(tf.nn.embedding_lookup(emb, idp), axis=1))
+        pred = _dense(h, 1, "head", 322)
+        loss = tf1.losses.huber_loss(yp, pred, delta=0.5)
+        opt = tf1.train.RMSPropOptimizer(0.02 * lr_scale, momentum=0.5, centered=True)
+        train = opt.minimize(loss, global_step=tf1.train.get_or_create_global_step(), name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def two_tower_row_penalty(n, b, steps, graph_batch, lr_scale=1.0):
+    """User and item embeddings, a dot product, sigmoid cross entropy averaged over the batch, plus 1e-3 times
+    tf.nn.l2_loss of the looked-up rows (a sum over the batch's rows); Adagrad."""
+    rng = np.random.RandomState(330)
+    users = rng.randint(0, VOCAB, size=(n * b * steps, 1)).astype(np.int32)
+    items = rng.randint(0, VOCAB, size=(n * b * steps, 1)).astype(np.int32)
+    y = ((users + items) % 3 == 0).astype(np.float64)
+    g = tf.Graph()
+    with g.as_default():
+        up, ip = tf1.placeholder(tf.int32, [None, 1], "users"), tf1.placeholder(tf.int32, [None, 1], "items")
+        yp = tf1.placeholder(F64, [None, 1], "y")
+        user_emb = tf1.get_variable("user_embedding", [VOCAB, 4], F64, initializer=_init(331))
+        item_emb = tf1.get_variable("item_embedding", [VOCAB, 4], F64, initializer=_init(332))
+        u = tf.reshape(tf.nn.embedding_lookup(user_emb, up), [-1, 4])
+        v = tf.reshape(tf.nn.embedding_lookup(item_emb, ip), [-1, 4])
+        logits = tf.reduce_sum(u * v, axis=1, keepdims=True)
+        loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=yp, logits=logits)) + \
+            1e-3 * (tf.nn.l2_loss(u) + tf.nn.l2_loss(v))
+        train = tf1.train.AdagradOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step(), name="train")
+    return Case(g, train, _rows((users, items, y), (up, ip, yp)))
+
+
+def masked_weighted_sparse_lookup(n, b, steps, graph_batch, lr_scale=1.0):
+    """Ids padded with -1 and per-id weights turned into SparseTensors by tf.where on the mask, then
+    tf.nn.embedding_lookup_sparse with weights and combiner='sqrtn'; SGD with a dense head."""
+    rng = np.random.RandomState(340)
+    rows = n * b * steps
+    ids = rng.randint(0, VOCAB, size=(rows, 4)).astype(np.int64)
+    ids[rng.rand(rows, 4) < 0.3] = -1
+    ids[:, 0] = np.abs(ids[:, 0])
+    weights = rng.rand(rows, 4) + 0.5
+    y = np.sin(np.where(ids >= 0, ids, 0)).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, wp = tf1.placeholder(tf.int64, [None, 4], "ids"), tf1.placeholder(F64, [None, 4], "weights")
+        yp = tf1.placeholder(F64, [None, 1], "y")
+        where = tf.where(idp >= 0)
+        shape = tf.shape(idp, out_type=tf.int64)
+        sp_ids = tf.SparseTensor(where, tf.gather_nd(idp, where), shape)
+        sp_weights = tf.SparseTensor(where, tf.gather_nd(wp, where), shape)
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(341))
+        h = tf.nn.embedding_lookup_sparse(emb, sp_ids, sp_weights, combiner="sqrtn")
+        loss = tf.reduce_mean(tf.square(_dense(tf.tanh(h), 1, "head", 342) - yp))
+        train = tf1.train.GradientDescentOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step(), name="train")
+    return Case(g, train, _rows((ids, weights, y), (idp, wp, yp)))
+
+
+def clip_each_by_norm(n, b, steps, graph_batch, lr_scale=1.0):
+    """Every gradient clipped by its own norm (an IndexedSlices' by its values' norm) before Adagrad."""
+    ids, y = _ids_and_targets(350, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb, head, loss = _embedding_regression(351)
+        opt = tf1.train.AdagradOptimizer(0.2 * lr_scale)
+        clipped = []
+        for grad, var in opt.compute_gradients(loss):
+            if isinstance(grad, tf.IndexedSlices):
+                grad = tf.IndexedSlices(tf.clip_by_norm(grad.values, 0.05), grad.indices, grad.dense_shape)
+            else:
+                grad = tf.clip_by_norm(grad, 0.05)
+            clipped.append((grad, var))
+        train = opt.apply_gradients(clipped, global_step=tf1.train.get_or_create_global_step(), name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def total_loss_of_three_kinds(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.compat.v1.losses.get_total_loss over a mean squared error, an added loss that sums the batch's
+    absolute errors, and a layer's kernel regularizer; two optimizers each incrementing the global step (it
+    advances by 2 a step)."""
+    ids, y = _ids_and_targets(360, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(361))
+        h = tf.tanh(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1))
+        pred = tf1.layers.dense(h, 1, name="head", kernel_initializer=_init(362),
+                                kernel_regularizer=lambda w: tf.cast(0.01 * tf.reduce_sum(tf.square(w)), tf.float32))
+        tf1.losses.mean_squared_error(yp, pred)  # in float32, as tf.compat.v1.losses computes
+        tf1.losses.add_loss(tf.cast(0.02 * tf.reduce_sum(tf.abs(pred - yp)), tf.float32))
+        loss = tf1.losses.get_total_loss()
+        step = tf1.train.get_or_create_global_step()
+        head = tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, "head")
+        train = tf.group(tf1.train.AdagradOptimizer(0.2 * lr_scale).minimize(loss, step, var_list=[emb]),
+                         tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(loss, step, var_list=head),
+                         name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)), float32=True)
+
+
+USER_GRAPHS_PROBE = {f.__name__: f for f in (
+    decoupled_weight_decay, own_counter_learning_rate, huber_centered_rmsprop, two_tower_row_penalty,
+    masked_weighted_sparse_lookup, clip_each_by_norm, total_loss_of_three_kinds)}
