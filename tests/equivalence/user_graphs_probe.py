@@ -1,7 +1,8 @@
 """Training-script idioms written without looking at parallax's rules: weight decay applied by hand after the
 optimizer, a learning rate from a counter of the script's own, Huber loss with centered RMSProp, a two-tower model
 whose looked-up rows carry an L2 penalty, weighted sparse lookups built from a mask, each gradient clipped by its
-own norm, and tf.compat.v1.losses' total of a mean, a sum and a penalty. The row penalty and the total loss (a mean
+own norm, tf.compat.v1.losses' total of a mean, a sum and a penalty, and tables made by tf.concat (a constant
+padding row, two variables). The row penalty and the total loss (a mean
 beside a sum over the batch) were not exact before loss_terms.py scaled mean terms: max abs diff 7e-4 and 8e-3,
 listed by rule 8; the others were exact when added. Same conventions as cases.py."""
 import numpy as np
@@ -149,6 +150,28 @@ def total_loss_of_three_kinds(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)), float32=True)
 
 
+def padding_row_concat(n, b, steps, graph_batch, lr_scale=1.0):
+    """A padding id 0 looked up in a table made of a constant zero row and the trained rows (tf.concat), and a
+    second table looked up through the concatenation of two variables; Adam on both."""
+    rng = np.random.RandomState(370)
+    ids = rng.randint(0, VOCAB + 1, size=(n * b * steps, 4)).astype(np.int32)  # 0: padding
+    y = np.cos(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 4], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        words = tf1.get_variable("words", [VOCAB, 4], F64, initializer=_init(371))
+        table = tf.concat([tf.zeros([1, 4], F64), words], 0)
+        common = tf1.get_variable("common", [VOCAB // 2, 2], F64, initializer=_init(372))
+        rare = tf1.get_variable("rare", [VOCAB - VOCAB // 2 + 1, 2], F64, initializer=_init(373))
+        both = tf.concat([common, rare], 0)
+        h = tf.concat([tf.reduce_sum(tf.nn.embedding_lookup(table, idp), 1),
+                       tf.reduce_mean(tf.nn.embedding_lookup(both, idp), 1)], 1)
+        loss = tf.reduce_mean(tf.square(_dense(tf.tanh(h), 1, "head", 374) - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step(), name="train")
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
 USER_GRAPHS_PROBE = {f.__name__: f for f in (
     decoupled_weight_decay, own_counter_learning_rate, huber_centered_rmsprop, two_tower_row_penalty,
-    masked_weighted_sparse_lookup, clip_each_by_norm, total_loss_of_three_kinds)}
+    masked_weighted_sparse_lookup, clip_each_by_norm, total_loss_of_three_kinds, padding_row_concat)}
