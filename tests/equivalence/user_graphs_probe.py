@@ -2,7 +2,7 @@
 optimizer, a learning rate from a counter of the script's own, Huber loss with centered RMSProp, a two-tower model
 whose looked-up rows carry an L2 penalty, weighted sparse lookups built from a mask, each gradient clipped by its
 own norm, tf.compat.v1.losses' total of a mean, a sum and a penalty, and tables made by tf.concat (a constant
-padding row, two variables). The row penalty and the total loss (a mean
+padding row, two variables), and inputs centred by a running mean kept by hand. The row penalty and the total loss (a mean
 beside a sum over the batch) were not exact before loss_terms.py scaled mean terms: max abs diff 7e-4 and 8e-3,
 listed by rule 8; the others were exact when added. Same conventions as cases.py."""
 import numpy as np
@@ -172,6 +172,26 @@ def padding_row_concat(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
+def running_input_mean(n, b, steps, graph_batch, lr_scale=1.0):
+    """Inputs centred by a running mean of the batches' features kept by hand (a non-trainable variable moved
+    toward each batch's mean, after the update), the model reading the running mean."""
+    rng = np.random.RandomState(380)
+    x = rng.randn(n * b * steps, 3) * 2.0 + 1.0
+    y = np.sin(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        running = tf1.get_variable("running_mean", [3], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        pred = _dense(tf.tanh(_dense(xp - running, 5, "hidden", 381)), 1, "out", 382)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        update = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+        with tf.control_dependencies([update]):
+            train = tf.group(running.assign(0.8 * running + 0.2 * tf.reduce_mean(xp, 0)), name="train")
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 USER_GRAPHS_PROBE = {f.__name__: f for f in (
     decoupled_weight_decay, own_counter_learning_rate, huber_centered_rmsprop, two_tower_row_penalty,
-    masked_weighted_sparse_lookup, clip_each_by_norm, total_loss_of_three_kinds, padding_row_concat)}
+    masked_weighted_sparse_lookup, clip_each_by_norm, total_loss_of_three_kinds, padding_row_concat,
+    running_input_mean)}
