@@ -2,7 +2,7 @@
 optimizer, a learning rate from a counter of the script's own, Huber loss with centered RMSProp, a two-tower model
 whose looked-up rows carry an L2 penalty, weighted sparse lookups built from a mask, each gradient clipped by its
 own norm, tf.compat.v1.losses' total of a mean, a sum and a penalty, and tables made by tf.concat (a constant
-padding row, two variables), and inputs centred by a running mean kept by hand. The row penalty and the total loss (a mean
+padding row, two variables), inputs centred by a running mean kept by hand, and a soft maximum of the batch's errors. The row penalty and the total loss (a mean
 beside a sum over the batch) were not exact before loss_terms.py scaled mean terms: max abs diff 7e-4 and 8e-3,
 listed by rule 8; the others were exact when added. Same conventions as cases.py."""
 import numpy as np
@@ -191,7 +191,23 @@ def running_input_mean(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def log_sum_exp_of_errors(n, b, steps, graph_batch, lr_scale=1.0):
+    """A soft maximum of the batch's squared errors (tf.reduce_logsumexp over the batch: its maximum, and a sum of
+    exponentials shifted by it), beside a mean; Adam."""
+    rng = np.random.RandomState(390)
+    x = rng.randn(n * b * steps, 3)
+    y = np.sin(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        errors = tf.square(_dense(tf.tanh(_dense(xp, 5, "hidden", 391)), 1, "out", 392) - yp)
+        loss = tf.reduce_mean(errors) + 0.1 * tf.reduce_logsumexp(errors)
+        train = tf1.train.AdamOptimizer(0.02 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step(), name="train")
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 USER_GRAPHS_PROBE = {f.__name__: f for f in (
     decoupled_weight_decay, own_counter_learning_rate, huber_centered_rmsprop, two_tower_row_penalty,
     masked_weighted_sparse_lookup, clip_each_by_norm, total_loss_of_three_kinds, padding_row_concat,
-    running_input_mean)}
+    running_input_mean, log_sum_exp_of_errors)}
