@@ -64,9 +64,10 @@ def edges(graph, loss, seed, means=()):
         # would be scaled here as well as where it enters its own term's ops.
         own = graph_utils.ancestors([term.op], False) - graph_utils.ancestors(
             [t.op for t in terms if t is not term], False)
-        backward = _with_sums_of_gradients({op for op in below if getattr(op, "_original_op", None) in own}, below)
+        backward = {op for op in below if getattr(op, "_original_op", None) in own}
         if any(op._control_flow_context is not None for op in backward):
             return None
+        backward = _with_sums_of_gradients(backward, below)
         bare = bare or not backward
         found += [(op.name, i) for op in backward for i, t in enumerate(op.inputs)
                   if t.op in below and t.op not in backward]
@@ -91,14 +92,17 @@ def edges(graph, loss, seed, means=()):
 
 
 def _with_sums_of_gradients(backward, below):
-    """`backward` and the ops tf.gradients made to add up the gradients of a forward value read twice (an AddN that
-    records no forward op) when every gradient they add comes from `backward`: one read twice inside a term."""
+    """`backward` and the ops below the seed that record no forward op and read gradients from `backward` alone:
+    the AddN tf.gradients (or a tape) makes to add up the gradients of a forward value read twice inside a term.
+    (Any other such op, the term's own gradient clipped by the user, only reads the term's gradient, so no edge
+    enters it either.)"""
     while True:
         more = {op for op in below - backward if getattr(op, "_original_op", None) is None and
                 {t.op for t in op.inputs} & below and all(t.op in backward for t in op.inputs if t.op in below)}
         if not more:
-            return backward
+            break
         backward |= more
+    return backward
 
 
 def scale(graph, found, share):

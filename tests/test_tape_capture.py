@@ -71,6 +71,16 @@ def test_a_mean_loss_starts_at_one_over_n_and_a_penalty_on_a_sum_counts_once():
     assert plan.uncombinable_statistics == ()
 
 
+def test_a_mean_beside_a_sum_counts_once():
+    """The mean's logits are read three times by the cross entropy: the tape's AddN of their gradients is inside
+    the mean's backward ops, and the gradient is scaled once, where it enters them (rule 8 would list w else)."""
+    g, _, _ = _tape_graph(lambda errors, w: 0.01 * tf.reduce_sum(errors) + tf.reduce_mean(
+        tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.ones_like(errors), logits=2.0 * errors)))
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.SUM),)
+    assert len(plan.mean_term_edges) == 1 and plan.uncombinable_statistics == ()
+
+
 def test_the_users_own_output_gradients_leave_the_averaging_as_it_was():
     g, loss, _ = _tape_graph(lambda errors, w: tf.reduce_mean(errors),
                              output_gradients=lambda loss: [tf.ones_like(loss)])
