@@ -40,7 +40,6 @@ from parallax import (batch_draws, batch_samples, batch_sizes, capture, data_cou
                       keyed_writes)
 from parallax.batch_samples import random_values
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
-from parallax.rewrite.reroute import reroute_consumers
 from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
@@ -371,33 +370,6 @@ def _part(value, axis, part):
     if part == "reversed":
         return np.flip(value, axis=axis)
     return np.take(value, range(part * _HALF, (part + 1) * _HALF), axis=axis)
-
-
-SCOPE = "parallax_statistics"
-_COMBINE = {MEAN: tf.reduce_mean, MAX: tf.reduce_max, MIN: tf.reduce_min, SUM: tf.reduce_sum}
-
-
-def combine(graph, collective_ops, name, law, readers):
-    """Rewrite one statistic in `graph`: gather every worker's value (in worker order, so every worker computes the
-    same bits) and combine them by `law`, for the ops `readers`; other readers keep the worker's own value."""
-    own = graph.get_tensor_by_name(name)
-    with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{SCOPE}/{own.op.name}_{own.value_index}"):
-        combined = over_workers(collective_ops, own, law)
-    readers = set(readers)
-    reroute_consumers(own, combined, keep=[c for c in own.consumers() if c.name not in readers])
-
-
-def over_workers(collective_ops, own, law):
-    """Every worker's value of `own` gathered in worker order and combined by `law` (in the current name scope)."""
-    if law == keyed_writes.ROWS:
-        return collective_ops.allgather(own, name="rows")
-    every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
-    return _COMBINE[law](every, axis=0, name="combined")
-
-
-def is_combined(graph, name, readers):
-    """Whether every one of `readers` reads the combined value of the statistic `name`, not the worker's own."""
-    return all(name not in {t.name for t in graph.get_operation_by_name(r).inputs} for r in readers)
 
 
 def uncombinable_note(plan):

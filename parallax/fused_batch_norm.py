@@ -9,7 +9,7 @@ normalized values, the gradients, and the moving statistics, whose variance is c
 count n / (n - 1), as the kernel corrects it by its own."""
 import tensorflow as tf
 
-from parallax import batch_statistics
+from parallax import batch_statistics, statistics_combined
 from parallax.rewrite.reroute import reroute_consumers
 
 tf1 = tf.compat.v1
@@ -41,7 +41,7 @@ def _attr(op, name, default):
 
 
 def _mean_over_workers(collective_ops, local):
-    return batch_statistics.over_workers(collective_ops, local, batch_statistics.MEAN)
+    return statistics_combined.over_workers(collective_ops, local, batch_statistics.MEAN)
 
 
 def synchronize(graph, collective_ops, name, gradient_names, num_workers):

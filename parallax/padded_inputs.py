@@ -18,7 +18,8 @@ needs no collective. Where that cannot be run, the inputs are padded (exact eith
 import numpy as np
 import tensorflow as tf
 
-from parallax import batch_statistics, gradient_check  # modules, not names: the rewrite package imports this one
+# modules, not names: the rewrite package imports this one
+from parallax import batch_statistics, gradient_check, statistics_combined
 from parallax.batch_samples import PARTS, sampled
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
@@ -104,7 +105,7 @@ def pad_to_the_longest(graph, collective_ops, padded):
     inputs = [(graph.get_tensor_by_name(name), axes, value) for name, axes, value in padded]
     with graph.as_default(), new_ops(graph) as created, graph.name_scope(None), graph.name_scope(SCOPE):
         own = tf.concat([tf.gather(tf.shape(t, out_type=tf.int64), list(axes)) for t, axes, _ in inputs], 0)
-        longest = batch_statistics.over_workers(collective_ops, own, batch_statistics.MAX)
+        longest = statistics_combined.over_workers(collective_ops, own, batch_statistics.MAX)
         results, k = [], 0
         for t, axes, value in inputs:
             shape = tf.shape(t, out_type=tf.int64)

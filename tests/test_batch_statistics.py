@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batch_statistics, plan_json
+from parallax import batch_statistics, plan_json, statistics_combined
 from parallax.explain import premise
 from parallax.plan import Plan
 from tests.planner_role import plan_in_planner_role
@@ -145,8 +145,8 @@ def test_a_worker_reads_the_combined_count_where_gradients_are_computed_and_its_
     found = batch_statistics.find(g, parallax.analyze(g))
     assert [(name, law) for name, law, _ in found.combined] == [("Sum_1:0", "mean")]
     for name, law, readers in found.combined:
-        batch_statistics.combine(g, TwoWorkers(5.0), name, law, readers)
-        assert batch_statistics.is_combined(g, name, readers)
+        statistics_combined.combine(g, TwoWorkers(5.0), name, law, readers)
+        assert statistics_combined.is_combined(g, name, readers)
     xs, ms = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([1.0, 1.0, 0.0])
     with tf1.Session(graph=g) as sess:
         sess.run(tf1.global_variables_initializer())
@@ -205,4 +205,4 @@ def test_the_pass_gathers_each_statistic_with_the_plans_collectives(run_option, 
             break
     assert [ctx.graph.get_operation_by_name(c).type for c in ctx.collectives] == [gather]
     name, _, readers = plan.batch_statistics[0]
-    assert batch_statistics.is_combined(ctx.graph, name, readers)
+    assert statistics_combined.is_combined(ctx.graph, name, readers)

@@ -4,7 +4,8 @@ add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import batch_draws, batch_statistics, example_counts, fused_batch_norm, loss_seeds, padded_inputs
+from parallax import (batch_draws, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
+                      statistics_combined)
 
 tf1 = tf.compat.v1
 
@@ -52,7 +53,7 @@ def combine_batch_statistics(ctx):
     """Each statistic of the batch that the gradients are computed from (a token count) is, for the ops that read
     it there, every worker's value combined as the plan says (batch_statistics.py)."""
     for name, law, readers in ctx.plan.batch_statistics:
-        batch_statistics.combine(ctx.graph, ctx.collective_ops, name, law, readers)
+        statistics_combined.combine(ctx.graph, ctx.collective_ops, name, law, readers)
         ctx.collectives += ctx.collective_ops.created()
 
 

@@ -12,8 +12,8 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import (batch_draws, batch_statistics, collectives, example_counts, fused_batch_norm, loss_seeds,
-                      padded_inputs)
+from parallax import (batch_draws, collectives, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
+                      statistics_combined)
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
@@ -110,7 +110,7 @@ FACTS = {
     "examples_counted": lambda ctx: example_counts.is_counted(ctx.graph, ctx.example_counts),
     "inputs_padded": lambda ctx: all(padded_inputs.is_padded(ctx.graph, name) for name, _, _ in ctx.plan.padded_inputs),
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
-    "statistics_combined": lambda ctx: all(batch_statistics.is_combined(ctx.graph, name, readers)
+    "statistics_combined": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
                                            for name, _, readers in ctx.plan.batch_statistics),
     "batch_norms_synchronized": lambda ctx: all(fused_batch_norm.is_synchronized(ctx.graph, name, gradients)
                                                 for name, gradients in ctx.plan.fused_batch_norms),

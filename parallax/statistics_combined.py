@@ -1,0 +1,34 @@
+"""The rewrite of the statistics the plan combines (batch_statistics.py decides which, and how): every worker's
+value gathered in worker order, so every worker computes the same bits, and combined by the statistic's law."""
+import tensorflow as tf
+
+from parallax import batch_statistics, keyed_writes
+from parallax.rewrite.reroute import reroute_consumers
+
+SCOPE = "parallax_statistics"
+
+
+def combine(graph, collective_ops, name, law, readers):
+    """Rewrite one statistic in `graph`: gather every worker's value (in worker order, so every worker computes the
+    same bits) and combine them by `law`, for the ops `readers`; other readers keep the worker's own value."""
+    own = graph.get_tensor_by_name(name)
+    with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{SCOPE}/{own.op.name}_{own.value_index}"):
+        combined = over_workers(collective_ops, own, law)
+    readers = set(readers)
+    reroute_consumers(own, combined, keep=[c for c in own.consumers() if c.name not in readers])
+
+
+def over_workers(collective_ops, own, law):
+    """Every worker's value of `own` gathered in worker order and combined by `law` (in the current name scope)."""
+    if law == keyed_writes.ROWS:
+        return collective_ops.allgather(own, name="rows")
+    every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
+    # built here: batch_statistics imports fused_batch_norm, which imports this module
+    reduce = {batch_statistics.MEAN: tf.reduce_mean, batch_statistics.MAX: tf.reduce_max,
+              batch_statistics.MIN: tf.reduce_min, batch_statistics.SUM: tf.reduce_sum}[law]
+    return reduce(every, axis=0, name="combined")
+
+
+def is_combined(graph, name, readers):
+    """Whether every one of `readers` reads the combined value of the statistic `name`, not the worker's own."""
+    return all(name not in {t.name for t in graph.get_operation_by_name(r).inputs} for r in readers)
