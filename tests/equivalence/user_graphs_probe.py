@@ -1,11 +1,11 @@
 """Training-script idioms written without looking at parallax's rules: weight decay applied by hand after the
 optimizer, a learning rate from a counter of the script's own, Huber loss with centered RMSProp, a two-tower model
 whose looked-up rows carry an L2 penalty, weighted sparse lookups built from a mask, each gradient clipped by its
-own norm, tf.compat.v1.losses' total of a mean, a sum and a penalty, and tables made by tf.concat (a constant
-padding row, two variables), inputs centred by a running mean kept by hand, a soft maximum of the batch's errors, and a lazy Adam written by
-hand (moments gathered and scattered at the gradient's ids). The row penalty and the total loss (a mean
-beside a sum over the batch) were not exact before loss_terms.py scaled mean terms: max abs diff 7e-4 and 8e-3,
-listed by rule 8; the others were exact when added. Same conventions as cases.py."""
+own norm, tf.compat.v1.losses' total of a mean, a sum and a penalty, tables made by tf.concat (a constant padding
+row, two variables), inputs centred by a running mean kept by hand, a soft maximum of the batch's errors, and a
+lazy Adam written by hand (moments gathered and scattered at the gradient's ids). The row penalty and the total
+loss (a mean beside a sum over the batch) were not exact before loss_terms.py scaled mean terms: max abs diff 7e-4
+and 8e-3, listed by rule 8; the others were exact when added. Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
 
