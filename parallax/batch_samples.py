@@ -4,9 +4,10 @@ relates to its parts' (a sum, a mean, neither) is found by running what the user
 
 The tensors' data ancestors are copied into a throw-away graph (control edges only among them), every per-worker
 input (placeholders, iterators, queues: rows are examples) becomes a placeholder fed random examples (a sparse
-input's three parts, one valid random sparse batch: sparse_inputs.py), and the variables they read get their initial
-values. Each trial feeds a batch of 2 * HALF examples and, for every input alike, each of PARTS: the whole batch,
-its reversal, its halves, and its first example and the rest.
+input's three parts, one valid random sparse batch: sparse_inputs.py), every other placeholder without a default (a
+setting the script feeds alike in every worker: a keep probability) one value per trial, the same in every part,
+and the variables they read get their initial values. Each trial feeds a batch of 2 * HALF examples and, for
+every input alike, each of PARTS: the whole batch, its reversal, its halves, and its first example and the rest.
 """
 import numpy as np
 import tensorflow as tf
@@ -89,10 +90,12 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
         fed_sparse = {t.name for s in sparse for t in s.tensors}
         inputs = [t for t in per_worker_inputs(graph) if t.op.name in names and t.name not in fed_sparse]
         inputs += _decoded_inputs(graph, decoded, fed_sparse | {t.name for t in inputs})
+        settings = _settings(graph, names, fed_sparse | {t.name for t in inputs})
         # On the CPU, and each run bounded: a blocking op of the user's (a queue outside the inputs) ends the check.
         with tf.Graph().as_default() as run, tf1.Session(graph=run, config=_CPU_ONLY) as session:
             feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:])
                      for t in inputs + [t for s in sparse for t in s.tensors if t.op.name in names]}
+            feeds.update({t.name: tf1.placeholder(t.dtype, t.shape) for t in settings})
             tf1.import_graph_def(subgraph, input_map=feeds, name="")
             edited = edit(run) if edit is not None else {}
             session.run([run.get_operation_by_name(op.name) for op in initializers], options=_BOUNDED)
@@ -106,7 +109,9 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
                 batch = {feeds[t.name]: _widened(_random(rng, t), *(widened or {}).get(t.name, ((), None)))
                          for t in inputs}
                 sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, random_values)) for s in sparse]
-                feeds_of_parts = [_part_feed(feeds, batch, sparse_batch, part, examples) for part in parts]
+                fixed = {feeds[t.name]: _setting(rng, t) for t in settings}  # the same in every part
+                feeds_of_parts = [{**_part_feed(feeds, batch, sparse_batch, part, examples), **fixed}
+                                  for part in parts]
                 values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
                                     {**{run.get_tensor_by_name(n): f for n, f in (held or {}).items()
                                         if n.rsplit(":", 1)[0] in names}, **edited})
@@ -192,6 +197,27 @@ def _part_feed(feeds, batch, sparse_batch, part, examples):
             if t.name in feeds:
                 feed[feeds[t.name]] = value
     return feed
+
+
+def _settings(graph, names, fed):
+    """The placeholders among `names` that are no input (no rows of examples: a scalar, or of unknown rank) and
+    have no default: settings the script feeds alike in every worker (a keep probability, a learning rate, a
+    training flag), which the graph cannot run without."""
+    return [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder" and op.name in names and
+            op.outputs[0].name not in fed]
+
+
+def _setting(rng, t):
+    """A value for the setting `t`, one per trial: True, 1, a word, or a float in [0.5, 1) (a keep probability,
+    a learning rate, a scale), of its static shape (a scalar where the rank is unknown, 1 where a size is)."""
+    shape = [] if t.shape.rank is None else [1 if d is None else d for d in t.shape.as_list()]
+    if t.dtype == tf.bool:
+        return np.ones(shape, bool)
+    if t.dtype == tf.string:
+        return np.full(shape, "0", object)
+    if t.dtype.is_integer:
+        return np.ones(shape, t.dtype.as_numpy_dtype)
+    return rng.uniform(0.5, 1.0, size=shape).astype(t.dtype.as_numpy_dtype)
 
 
 def _seed_unseeded(graph_def):

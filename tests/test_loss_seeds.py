@@ -201,6 +201,22 @@ def test_where_the_penalty_gradient_ops_cannot_be_told_the_loss_is_averaged():
     assert plan.loss_seeds == (("gradients/grad_ys_0", loss_seeds.MEAN),) and plan.mean_term_edges == ()
 
 
+@pytest.mark.parametrize("shape", [None, []])
+def test_a_setting_fed_alike_in_every_worker_does_not_stop_the_check(shape):
+    """A keep probability fed as a placeholder with no default (of no shape, as the TF1 tutorials make it, or a
+    scalar) is fed one value per trial, so the summed loss is found a sum, and a mixing one is listed."""
+    for loss_of, law in ((tf.reduce_sum, loss_law.SUM), (lambda e: tf.reduce_sum(tf.cumsum(e) ** 2), loss_law.MEAN)):
+        g = tf.Graph()
+        with g.as_default():
+            x, y = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+            keep = tf1.placeholder(F64, shape, "keep_prob")
+            w = tf1.get_variable("w", [3, 1], F64)
+            tf1.train.GradientDescentOptimizer(0.1).minimize(loss_of(tf.square(tf.matmul(x, w) * keep - y)))
+        assert list(loss_law.laws(g)[0].values()) == [law]
+        listed = parallax.explain(g, "localhost:2", print_table=False).plan.uncombinable_statistics
+        assert [entry.split(" (")[0] for entry in listed] == ([] if law == loss_law.SUM else ["w"])
+
+
 def test_a_penalty_that_is_zero_at_the_initial_values_is_still_found():
     """A penalty on a table initialized to zeros adds nothing at first: the whole looks like a sum there."""
     g = tf.Graph()
