@@ -32,7 +32,8 @@ def plan_job(graph, analysis, spec, config):
     plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
     if seeds:  # a mean's gradients start at 1/N: every variable's are summed
         plan = dataclasses.replace(plan, loss_seeds=seeds, mean_term_edges=edges,
-                                   averaging=loss_seeds.sentence(seeds, edges),
+                                   averaging=loss_seeds.sentence(seeds, edges) +
+                                   (f"; {averaging}" if averaging == loss_law.UNCHECKED else ""),
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
         plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),

@@ -15,7 +15,8 @@ import sys
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics, cluster, collectives, input_sharding, plan_json, worker_checks
+from parallax import (batch_draws, batch_statistics, cluster, collectives, input_sharding, loss_law, plan_json,
+                      worker_checks)
 from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
@@ -85,11 +86,7 @@ def get_runner(graph, resource_spec, config=None):
     plan = _job_plan(graph, analysis, spec, config, role)
     if role.role in ("launcher", "planner"):
         _rebuild_if_repartitioned(graph, analysis, plan)
-        notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
-        notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
-        notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []
-        notes += [input_sharding.repeat_note(plan)] if plan.repeated_shards else []
-        for note in notes:
+        for note in plan_warnings(plan):
             print(f"parallax: warning: {note}", file=sys.stderr, flush=True)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
     if role.role == "planner":
@@ -112,6 +109,16 @@ def get_runner(graph, resource_spec, config=None):
     from parallax.launcher.role import register_process
     register_process()  # a launched worker: the launcher can now stop it by id, and hears of its failure
     return _join(graph, analysis, plan, config, role)
+
+
+def plan_warnings(plan):
+    """What the launcher warns of at start: where the plan cannot make the job one device's, or may not."""
+    notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
+    notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
+    notes += [loss_law.UNCHECKED] if loss_law.UNCHECKED in plan.averaging else []
+    notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []
+    notes += [input_sharding.repeat_note(plan)] if plan.repeated_shards else []
+    return notes
 
 
 def legacy_fields_applied(config, role, translated=None):

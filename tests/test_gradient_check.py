@@ -84,6 +84,24 @@ def test_a_graph_that_blocks_when_run_is_not_checked_and_does_not_block_the_plan
     assert batch_samples.sampled(g, [loss]) == {}
 
 
+def test_a_loss_that_cannot_be_run_on_random_batches_is_warned_of(monkeypatch):
+    """A summed loss that the planner cannot run (here: it waits on a queue nothing fills) is taken for a mean:
+    explain says the loss could not be checked, and the launcher warns, naming the setting that fixes a sum."""
+    from parallax import batch_samples, loss_law
+    from parallax.startup import plan_warnings
+    monkeypatch.setattr(batch_samples, "_BOUNDED", tf1.RunOptions(timeout_in_ms=500))
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], "x")
+        scale = tf1.FIFOQueue(2, [tf.float32], shapes=[[]]).dequeue()
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf1.layers.dense(x, 1)) * scale)
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert loss_law.UNCHECKED in plan.averaging
+    assert loss_law.UNCHECKED in plan_warnings(plan) and "average_dense/average_sparse to False" in loss_law.UNCHECKED
+    checked = parallax.explain(_graph(tf.reduce_sum), "localhost:2", print_table=False).plan
+    assert loss_law.UNCHECKED not in checked.averaging and plan_warnings(checked) == []
+
+
 def _dropped(e):
     return tf1.nn.dropout(e, rate=0.5, seed=3)  # a draw whose shape follows the batch: split by the rewrite
 
