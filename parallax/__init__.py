@@ -40,6 +40,7 @@ _LAZY = {
     "get_partitioner": "parallax.partitioner",
     "explain": "parallax.explain",
     "Explanation": "parallax.explain",
+    "shared_input": "parallax.shared_inputs",
 }
 
 # The original Parallax's logger, which its scripts use (`parallax.log.info(...)`).

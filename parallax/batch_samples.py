@@ -200,17 +200,18 @@ def _part_feed(feeds, batch, sparse_batch, part, examples):
 
 
 def _settings(graph, names, fed):
-    """The placeholders among `names` that are no input (no rows of examples: a scalar, or of unknown rank) and
-    have no default: settings the script feeds alike in every worker (a keep probability, a learning rate, a
-    training flag), which the graph cannot run without."""
+    """The placeholders among `names` that are no input (no rows of examples: a scalar, of unknown rank, or marked
+    by parallax.shared_input) and have no default: settings the script feeds alike in every worker (a keep
+    probability, a learning rate, a training flag, a pool of candidates), which the graph cannot run without."""
     return [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder" and op.name in names and
             op.outputs[0].name not in fed]
 
 
 def _setting(rng, t):
     """A value for the setting `t`, one per trial: True, 1, a word, or a float in [0.5, 1) (a keep probability,
-    a learning rate, a scale), of its static shape (a scalar where the rank is unknown, 1 where a size is)."""
-    shape = [] if t.shape.rank is None else [1 if d is None else d for d in t.shape.as_list()]
+    a learning rate, a scale), of its static shape (a scalar where the rank is unknown; where a size is, as many as
+    a batch's examples, so that small random ids index it: a shared pool of candidates, shared_inputs.py)."""
+    shape = [] if t.shape.rank is None else [2 * HALF if d is None else d for d in t.shape.as_list()]
     if t.dtype == tf.bool:
         return np.ones(shape, bool)
     if t.dtype == tf.string:

@@ -19,7 +19,7 @@ does (`merge_rows`).
 """
 import tensorflow as tf
 
-from parallax import graph_utils
+from parallax import graph_utils, shared_inputs
 
 MOVES = {"Reshape", "Identity", "StopGradient", "ExpandDims", "Squeeze", "Snapshot", "PreventGradient"}
 # Element i of the output comes from element i of each input of the output's shape (others are scalars).
@@ -138,7 +138,10 @@ class _Tracer:
 
 def reads_input(op):
     """A placeholder, or a stateful op that takes a resource or reference other than a variable's (an iterator,
-    a queue, a reader): it yields each worker's own data."""
+    a queue, a reader): it yields each worker's own data. Not one the script marked as fed alike in every worker
+    (shared_inputs.py)."""
+    if shared_inputs.is_shared(op):
+        return False
     if op.type.startswith("Placeholder"):
         return True
     if not op.op_def.is_stateful:

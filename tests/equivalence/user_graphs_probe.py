@@ -9,6 +9,8 @@ and 8e-3, listed by rule 8; the others were exact when added. Same conventions a
 import numpy as np
 import tensorflow as tf
 
+import parallax
+
 from tests.equivalence.cases import F64, Case, _dense, _init, _rows
 from tests.equivalence.user_graphs_more import VOCAB, _embedding_regression, _ids_and_targets
 
@@ -256,7 +258,29 @@ def summed_with_keep_probability(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, lambda step, first, count: {**rows(step, first, count), keep: 0.8})
 
 
+def shared_candidate_pool(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each example's query scored against a pool of 6 candidates fed alike in every worker (each step its own
+    pool), marked by parallax.shared_input; a softmax cross entropy over the pool, a mean; Adam. Unmarked, the
+    planner takes the pool's rows for examples and warns that the logits pair the batch's examples."""
+    rng = np.random.RandomState(420)
+    x = rng.randn(n * b * steps, 3)
+    label = rng.randint(0, 6, size=n * b * steps).astype(np.int32)
+    pools = rng.randn(steps, 6, 4)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(tf.int32, [None], "label")
+        pool = parallax.shared_input(tf1.placeholder(F64, [None, 4], "candidate_pool"))
+        logits = tf.matmul(_dense(xp, 4, "query", 421, tf.tanh), _dense(pool, 4, "candidate", 422),
+                           transpose_b=True)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lp, logits=logits))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step(), name="train")
+    rows = _rows((x, label), (xp, lp))
+    return Case(g, train, lambda step, first, count: {**rows(step, first, count), pool: pools[step % steps]})
+
+
 USER_GRAPHS_PROBE = {f.__name__: f for f in (
     decoupled_weight_decay, own_counter_learning_rate, huber_centered_rmsprop, two_tower_row_penalty,
     masked_weighted_sparse_lookup, clip_each_by_norm, total_loss_of_three_kinds, padding_row_concat,
-    running_input_mean, log_sum_exp_of_errors, lazy_adam_by_hand, summed_with_keep_probability)}
+    running_input_mean, log_sum_exp_of_errors, lazy_adam_by_hand, summed_with_keep_probability,
+    shared_candidate_pool)}
