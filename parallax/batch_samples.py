@@ -28,6 +28,7 @@ _BOUNDED = tf1.RunOptions(timeout_in_ms=60_000)
 # the sum of any two parts'; a longest example's length seldom is for both splits.
 PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:HALF], lambda v: v[HALF:], lambda v: v[:1], lambda v: v[1:])
 WHOLE_AND_SPLITS = (PARTS[0], PARTS[2], PARTS[3], PARTS[4], PARTS[5])
+FIRST_SHARES = (0.5, 1 / (2 * HALF))  # of each split, its first part's share of the whole batch's examples
 
 
 class _Undecodable(Exception):
@@ -137,6 +138,15 @@ def is_sum_of_parts(parts, rtol=1e-05, atol=1e-08):
     whole, reversed_, *splits = parts
     return np.allclose(whole, reversed_, rtol, atol) and all(np.allclose(whole, first + second, rtol, atol)
                                                              for first, second in zip(splits[::2], splits[1::2]))
+
+
+def is_mean_of_parts(parts, rtol=1e-05, atol=1e-08):
+    """Whether a value on the whole batch (parts[0], then the other PARTS in order) is its reversal's and each
+    split's two parts' mean, weighted by their examples (a mean loss)."""
+    whole, reversed_, *splits = parts
+    return np.allclose(whole, reversed_, rtol, atol) and all(
+        np.allclose(whole, share * first + (1 - share) * second, rtol, atol)
+        for first, second, share in zip(splits[::2], splits[1::2], FIRST_SHARES))
 
 
 def _widened(value, axes, padding):

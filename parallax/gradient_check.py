@@ -15,7 +15,7 @@ batches.
 import numpy as np
 
 from parallax import batch_draws, graph_utils, loss_seeds
-from parallax.batch_samples import HALF, WHOLE_AND_SPLITS, sampled
+from parallax.batch_samples import FIRST_SHARES, HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
 MIXES = ("its gradient on a random batch is not the workers' {} of its gradients on the batch's parts: the loss is "
@@ -50,7 +50,7 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
                 parts = aligned([by_row(v, r) for v, r in zip(parts, samples[g.indices][trial])])
             whole, *splits = parts
             # Each split's parts hold (HALF, HALF) and (1, 2 * HALF - 1) examples: a mean's is their weighted mean.
-            for (first, second), weight in zip((splits[:2], splits[2:]), (0.5, 0.5 / HALF)):
+            for (first, second), weight in zip((splits[:2], splits[2:]), FIRST_SHARES):
                 combined = weight * first + (1 - weight) * second if averaged(name) else first + second
                 scale = float(np.max(np.abs(whole), initial=1.0))
                 if whole.shape != first.shape or not np.allclose(whole, combined, rtol=1e-4, atol=1e-6 * scale):

@@ -15,7 +15,7 @@ loss_seeds.py start each loss's gradients as one device's share, and scale its m
 import numpy as np
 
 from parallax import batch_draws, batch_statistics, capture, loss_terms
-from parallax.batch_samples import HALF, is_sum_of_parts, sampled, statistic_as_combined
+from parallax.batch_samples import is_mean_of_parts, is_sum_of_parts, sampled, statistic_as_combined
 
 SUM, MEAN, SUM_PLUS_MEANS = "sum", "mean", "sum plus means"  # a loss's law; MEAN: any other (averaged)
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
@@ -102,22 +102,19 @@ def _signed_total(samples, terms):
 
 
 def _is_sum(trials):
-    totals = [[float(np.sum(v)) for v in parts] for parts in trials]  # what tf.gradients differentiates
-    if all(len(set(parts)) == 1 for parts in totals):
-        return False  # the examples do not change it
-    return all(is_sum_of_parts(parts, rtol=1e-4, atol=1e-6) for parts in totals)
+    totals = _varying_totals(trials)
+    return totals is not None and all(is_sum_of_parts(parts, rtol=1e-4, atol=1e-6) for parts in totals)
 
 
 def _is_mean(trials):
     """Whether a value the examples change is, on every trial, the mean of its values on the parts of each split,
-    weighted by their examples (PARTS: the halves, then the first example and the rest)."""
+    weighted by their examples."""
+    totals = _varying_totals(trials)
+    return totals is not None and all(is_mean_of_parts(parts, rtol=1e-4, atol=1e-6) for parts in totals)
+
+
+def _varying_totals(trials):
+    """Per trial, each part's sum of the value's elements (what tf.gradients differentiates); None when the
+    examples do not change it (a term of the variables alone, or a mean of zeros)."""
     totals = [[float(np.sum(v)) for v in parts] for parts in trials]
-    if all(len(set(parts)) == 1 for parts in totals):
-        return False  # the examples do not change it: a term of the variables alone, or a mean of zeros
-    whole_examples = 2 * HALF
-    for whole, reversed_, *splits in totals:
-        combined = [(first * n + second * (whole_examples - n)) / whole_examples
-                    for (first, second), n in zip(zip(splits[::2], splits[1::2]), (HALF, 1))]
-        if not np.allclose([reversed_] + combined, whole, rtol=1e-4, atol=1e-6):
-            return False
-    return True
+    return None if all(len(set(parts)) == 1 for parts in totals) else totals
