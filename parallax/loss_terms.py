@@ -58,12 +58,13 @@ def edges(graph, loss, seed, means=()):
     below = graph_utils.closure([seed_op], lambda op: [c for t in op.outputs for c in t.consumers()])
     if not any(getattr(op, "_original_op", None) in shared for op in below):
         return None  # no gradient op records its forward op (an imported graph): no term's backward can be told
+    reach = [graph_utils.ancestors([t.op], False) for t in terms]
     found, bare = [], False
     for term in scaled:
         # Only what no other term reads: a backward op shared with another term carries its gradient too, which
         # would be scaled here as well as where it enters its own term's ops.
-        own = graph_utils.ancestors([term.op], False) - graph_utils.ancestors(
-            [t.op for t in terms if t is not term], False)
+        own = set().union(*(r for t, r in zip(terms, reach) if t is term)) - \
+            set().union(*(r for t, r in zip(terms, reach) if t is not term))
         backward = {op for op in below if getattr(op, "_original_op", None) in own}
         if any(op._control_flow_context is not None for op in backward):
             return None
@@ -78,7 +79,7 @@ def edges(graph, loss, seed, means=()):
         # edge is the input of that additive op's gradient when it is tf.gradients' tuple Identity (one per
         # term), else the entered op's input.
         top = {op for op in below if getattr(op, "_original_op", None) in skeleton} | {seed_op}
-        terms_backward = graph_utils.ancestors([t.op for t in terms], False)
+        terms_backward = set().union(*reach)
         for op in top:
             for t in op.outputs:
                 for c in t.consumers():
