@@ -87,7 +87,14 @@ class SyncSteps:
     def _derive(self, leaves, digest):
         ops = [_op_of(x) for x in leaves]
         ancestors = self._logical_ancestors([o for o in ops if o is not None])
-        contributions = [op for outputs, mine in self._aggregations if outputs & ancestors for op in mine]
+        while True:
+            # The step runs this worker's contributions to what it fetches, and so what they need: a write that
+            # only the forward pass waits for (a power iteration's vector) is reached through them alone.
+            contributions = [op for outputs, mine in self._aggregations if outputs & ancestors for op in mine]
+            grown = ancestors | self._logical_ancestors(contributions)
+            if grown == ancestors:
+                break
+            ancestors = grown
         chief_needed = ancestors & self.chief_only
         if not chief_needed and not contributions:
             collective = bool(ancestors & self._collectives)  # synchronized by its collectives

@@ -84,3 +84,21 @@ def test_work_every_worker_does_that_reads_server_state_after_its_write_is_refus
     _, rewritten = _plan_and_rewrite(g, "PS")
     why = dict(rewritten.sync.unsupported)
     assert "only the chief computes" in why.get(write.name, ""), why
+
+
+def test_a_write_only_the_forward_pass_waits_for_runs_in_the_chiefs_step():
+    """Spectral normalization's power iteration assigns its vector u in the forward pass, and the kernel's read
+    waits for it. In PS mode u lives on a server and only the chief writes it; the train op reaches the forward
+    pass only through the workers' contributions to the accumulators, so the write must be found through those
+    (it was left out of every step before: u kept its initial value, max abs diff 0.56 after one step)."""
+    from parallax.sync_step import SyncSteps
+    graph = _graph("spectral_norm_power_iteration")
+    plan, rewritten = _plan_and_rewrite(graph, "PS")
+    u = next(s for s in plan.state if s.name == "u")
+    assert u.ps_task is not None and len(u.written_by) == 1
+    write = u.written_by[0]
+    train = rewritten.graph.get_operation_by_name("train")
+    chief = SyncSteps(rewritten.graph, rewritten.sync, 0, 2).variant(("train",), [train])
+    other = SyncSteps(rewritten.graph, rewritten.sync, 1, 2).variant(("train",), [train])
+    assert write in {op.name for op in chief.targets}
+    assert write not in {op.name for op in other.targets}

@@ -89,6 +89,11 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
     g = ctx.graph
     after_writes = graph_utils.descendants(roots - before_writes)
     cut = _cheapest_broadcasts(ctx, roots, everyone, after_writes)
+    # A worker's contribution reaches the aggregation's outputs through its accumulator or queue, not by an edge.
+    onward = {}
+    for a in ctx.aggregations:
+        for name in (c for ops in a.contributions.values() for c in ops):
+            onward.setdefault(g.get_operation_by_name(name), []).extend(g.get_operation_by_name(o) for o in a.outputs)
     chief = set()
     deferred, broadcasts, unsupported = [], [], []
     sent = {}  # chief-only tensor name -> its broadcast (one per tensor, whoever reads it)
@@ -115,7 +120,7 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
                                              f"chief makes, after every worker's step"))
             continue
         if late:
-            _cut(op, late, own_writes, chief, needed)
+            _cut(op, late, own_writes, chief, needed, onward)
             deferred += [(op.name, c.name) for c in late]
         for i, t in data:
             if t.name not in sent:
@@ -140,7 +145,7 @@ def _reads_back(op, late, chief):
     return next((v for v in sorted(read) if v in written), None)
 
 
-def _cut(op, late, own_writes, chief, needed):
+def _cut(op, late, own_writes, chief, needed, onward):
     """`op`, which every worker runs, stops waiting for the chief-only ops `late`; it still waits for the writes of
     every worker's own state that they waited for (an EMA of a replica after the replica's update), and what only
     the chief runs after `op` still waits for `late` (an EMA of a server variable after the server update)."""
@@ -150,8 +155,10 @@ def _cut(op, late, own_writes, chief, needed):
     op._remove_all_control_inputs()
     op._add_control_inputs(keep)
     # The chief-only ops that waited for `late` through `op`, also through further work every worker does (an EMA
-    # of a server variable behind the train op's group, behind the optimizer's group that waited for the update).
-    reached = graph_utils.closure([op], lambda o: graph_utils.consumers(o) if o is op or o in needed else [])
+    # of a server variable behind the train op's group, behind the optimizer's group that waited for the update),
+    # and through a contribution to its aggregation (a server update behind a forward op that waited for a write).
+    reached = graph_utils.closure([op], lambda o: graph_utils.consumers(o) + onward.get(o, [])
+                                  if o is op or o in needed else [])
     for consumer in sorted(reached - needed, key=lambda o: o.name):
         consumer._add_control_inputs([c for c in late if c not in consumer.control_inputs
                                       and _same_frame(c, consumer)])
