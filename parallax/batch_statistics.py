@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from parallax import (batch_draws, batch_samples, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils,
-                      keyed_writes)
+                      keyed_writes, mixed_rows)
 from parallax.batch_samples import random_values
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.row_keys import reads_input
@@ -185,7 +185,8 @@ def find(graph, analysis):
     rows, unkeyed = keyed_writes.rows_written(
         candidates & set(writers), lambda t: _follows(t, probes), lambda t: keyed_writes.batch_axis(t, probes),
         lambda t: t.op in gradient_sources or t.op in of_gradients)
-    combined, uncombinable = combined + rows, uncombinable + unkeyed
+    rows, mixed = mixed_rows.gathered_where_mixed(graph, rows, [name for name, _, _ in combined])
+    combined, uncombinable = combined + rows, uncombinable + unkeyed + mixed
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
     uncombinable += [f"{t.name} ({PAIRWISE})" for t in _pairing_the_examples(candidates, probes)]
     return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws))

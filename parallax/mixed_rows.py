@@ -1,0 +1,115 @@
+"""Rows written into state by key (keyed_writes.py) that mix the batch's examples: a center loss's step of each
+example divided by its class's count in the batch (tf.unique_with_counts), a row scaled by its rank in the batch.
+
+keyed_writes.py gathers every worker's written rows, in worker order. That is one device's write only where each
+row is its example's own: one device computes a row that mixes examples from the whole batch, a worker from its
+own examples. Which rows are their examples' own is found by running the graph on random batches
+(batch_samples.py), not from op types: a tensor's value on a batch is, row by row, its values on the batch's parts
+(on both splits, every trial). Back from a written tensor that is not, through every input computed from the
+batch that is not either, the ops that mix examples run on every worker's rows instead: the examples' own rows
+they read are gathered for them (in worker order), so each worker computes one device's rows and the write reads
+them. Values the rewrite makes one device's (combined statistics) and random draws are read as it makes them.
+Listed, not gathered (the write's rows are gathered as computed): a mixing op whose value something else reads
+(the loss), that reads the batch's size, that draws or holds state, or that starts from an input whose rows are
+not examples (a sparse input's indices). Rows that cannot be run on random batches (strings, a graph the
+samples cannot run) are gathered as computed.
+"""
+import numpy as np
+import tensorflow as tf
+
+from parallax import batch_draws, graph_utils
+from parallax.batch_samples import WHOLE_AND_SPLITS, same_in_every_part, sampled
+from parallax.keyed_writes import ROWS
+from parallax.row_keys import reads_input
+
+SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "VariableShape"}
+MIXED = ("each example's row written by key is computed from the batch's other examples too (a count of its key "
+         "in the batch), and {}: a worker writes rows computed from its own examples only")
+
+
+def gathered_where_mixed(graph, rows, statistics=()):
+    """(the ROWS entries (tensor, ROWS, readers) to gather, ["tensor (why)"] listed). `rows`: keyed_writes'
+    entries; `statistics`: the names of the values the rewrite combines, read as one device's."""
+    written = {}
+    for name, _, readers in rows:
+        written.setdefault(name, set()).update(readers)
+    if not written:
+        return list(rows), []
+    tensors = [graph.get_tensor_by_name(name) for name in sorted(written)]
+    from_batch = _from_batch(graph_utils.ancestors([t.op for t in tensors], False))
+    fetched = sorted({t for op in from_batch for t in op.outputs if _sampleable(t)} - set(statistics),
+                     key=lambda t: t.name)
+    held = batch_draws.held_as_rewritten(graph, tensors, ())
+    if held is None:
+        return list(rows), []
+    held.update({name: same_in_every_part for name in statistics})
+    samples = sampled(graph, fetched, WHOLE_AND_SPLITS, held=held)
+    if not samples:
+        return list(rows), []
+    # A value that cannot be run (strings) is taken for its examples' own, as keyed_writes.py takes every row.
+    own = {name for name, trials in samples.items() if all(_own_rows(parts) for parts in trials)} | \
+        {t.name for op in from_batch for t in op.outputs if t.name not in samples}
+    gathered, listed = {}, []
+    for t in tensors:
+        frontier, why = ({t.name: written[t.name]}, None) if t.name in own else \
+            _mixing_region(t, written[t.name], own, set(statistics) | set(held), from_batch)
+        if why:
+            listed.append(f"{t.name} ({MIXED.format(why)})")
+            frontier = {t.name: written[t.name]}
+        for name, readers in frontier.items():
+            gathered.setdefault(name, set()).update(readers)
+    return [(name, ROWS, tuple(sorted(readers))) for name, readers in sorted(gathered.items())], listed
+
+
+def _mixing_region(t, writes, own, held, from_batch):
+    """({tensor to gather: the mixing ops that read it}, None), or ({}, why not)."""
+    region, frontier, stack = set(), {}, [t.op]
+    while stack:
+        op = stack.pop()
+        if op in region:
+            continue
+        if (op.op_def.is_stateful and op.type not in graph_utils.PURE_READS) or not op.inputs:
+            return {}, f"{op.name} ({op.type}) on its way is {'stateful' if op.inputs else 'an input'}"
+        if op.type in SHAPE_ONLY:
+            return {}, f"it reads the batch's size ({op.name})"
+        region.add(op)
+        for i in op.inputs:
+            if i.name in held or i.op not in from_batch:
+                continue
+            if i.name in own:
+                frontier.setdefault(i.name, set()).add(op.name)
+            else:
+                stack.append(i.op)
+    for op in region:
+        for out in op.outputs:
+            other = [c for c in out.consumers() if c not in region and (out is not t or c.name not in writes)]
+            if other:
+                return {}, f"{other[0].name} reads {out.name}, which the batch's other examples change"
+    return frontier, None
+
+
+def _from_batch(ops):
+    """The ops among `ops` whose value the batch changes, through any input (its shape too)."""
+    found = set()
+    for op in graph_utils.topological(ops):
+        if reads_input(op) or any(i.op in found for i in op.inputs):
+            found.add(op)
+    return found
+
+
+def _sampleable(t):
+    return t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype
+
+
+def _own_rows(parts):
+    """Whether a value on the whole batch is, row by row, its values on each split's two parts."""
+    whole, *splits = parts
+    if whole.ndim == 0:
+        return False
+    for first, second in zip(splits[::2], splits[1::2]):
+        if first.ndim != whole.ndim or second.ndim != whole.ndim:
+            return False
+        joined = np.concatenate([first, second])
+        if joined.shape != whole.shape or not np.allclose(joined, whole, equal_nan=True):
+            return False
+    return True
