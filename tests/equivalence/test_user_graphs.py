@@ -32,7 +32,8 @@ HYBRID_ONLY = ("rare_optimizers", "rare_optimizers_ref", "keras_layers", "keras_
                "standardized_targets", "class_weighted_mean", "tape_keras_lstm_summed", "unique_lookup_ftrl",
                "gradient_noise_seeded", "decoupled_weight_decay", "own_counter_learning_rate", "huber_centered_rmsprop",
                "masked_weighted_sparse_lookup", "clip_each_by_norm", "padding_row_concat",
-               "running_input_mean", "log_sum_exp_of_errors", "lazy_adam_by_hand")
+               "running_input_mean", "log_sum_exp_of_errors", "lazy_adam_by_hand", "transformer_positions_smoothed",
+               "towers_by_split", "experts_load_balanced", "target_network_copy")
 
 
 # Left to `make fuzz CASES=all` for CI's 90 minutes: graphs where no rule applies and a unit test checks that none

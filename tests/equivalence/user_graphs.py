@@ -412,3 +412,9 @@ USER_GRAPHS.update(USER_GRAPHS_RECSYS)
 from tests.equivalence.user_graphs_probe import USER_GRAPHS_PROBE  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_PROBE)
+
+# The eleventh (user_graphs_stateful.py): a small transformer, towers by tf.split, a mixture of experts balanced
+# over the batch, spectral normalization, a target network, a center loss.
+from tests.equivalence.user_graphs_stateful import USER_GRAPHS_STATEFUL  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_STATEFUL)
