@@ -36,8 +36,8 @@ def gathered_where_mixed(graph, rows, statistics=()):
     if not written:
         return list(rows), []
     tensors = [graph.get_tensor_by_name(name) for name in sorted(written)]
-    from_batch = _from_batch(graph_utils.ancestors([t.op for t in tensors], False))
-    fetched = sorted({t for op in from_batch for t in op.outputs if _sampleable(t)} - set(statistics),
+    batch_ops = from_batch(graph_utils.ancestors([t.op for t in tensors], False))
+    fetched = sorted({t for op in batch_ops for t in op.outputs if _sampleable(t)} - set(statistics),
                      key=lambda t: t.name)
     held = batch_draws.held_as_rewritten(graph, tensors, ())
     if held is None:
@@ -48,11 +48,11 @@ def gathered_where_mixed(graph, rows, statistics=()):
         return list(rows), []
     # A value that cannot be run (strings) is taken for its examples' own, as keyed_writes.py takes every row.
     own = {name for name, trials in samples.items() if all(_own_rows(parts) for parts in trials)} | \
-        {t.name for op in from_batch for t in op.outputs if t.name not in samples}
+        {t.name for op in batch_ops for t in op.outputs if t.name not in samples}
     gathered, listed = {}, []
     for t in tensors:
         frontier, why = ({t.name: written[t.name]}, None) if t.name in own else \
-            _mixing_region(t, written[t.name], own, set(statistics) | set(held), from_batch)
+            _mixing_region(t, written[t.name], own, set(statistics) | set(held), batch_ops)
         if why:
             listed.append(f"{t.name} ({MIXED.format(why)})")
             frontier = {t.name: written[t.name]}
@@ -61,7 +61,7 @@ def gathered_where_mixed(graph, rows, statistics=()):
     return [(name, ROWS, tuple(sorted(readers))) for name, readers in sorted(gathered.items())], listed
 
 
-def _mixing_region(t, writes, own, held, from_batch):
+def _mixing_region(t, writes, own, held, batch_ops):
     """({tensor to gather: the mixing ops that read it}, None), or ({}, why not)."""
     region, frontier, stack = set(), {}, [t.op]
     while stack:
@@ -74,7 +74,7 @@ def _mixing_region(t, writes, own, held, from_batch):
             return {}, f"it reads the batch's size ({op.name})"
         region.add(op)
         for i in op.inputs:
-            if i.name in held or i.op not in from_batch:
+            if i.name in held or i.op not in batch_ops:
                 continue
             if i.name in own:
                 frontier.setdefault(i.name, set()).add(op.name)
@@ -88,7 +88,7 @@ def _mixing_region(t, writes, own, held, from_batch):
     return frontier, None
 
 
-def _from_batch(ops):
+def from_batch(ops):
     """The ops among `ops` whose value the batch changes, through any input (its shape too)."""
     found = set()
     for op in graph_utils.topological(ops):

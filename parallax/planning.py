@@ -5,7 +5,7 @@ Nothing is rewritten here."""
 import dataclasses
 
 from parallax import (batch_draws, batch_statistics, collectives, gradient_check, input_sharding, loss_law, loss_seeds,
-                      padded_inputs)
+                      padded_inputs, state_writes)
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
@@ -48,6 +48,10 @@ def plan_job(graph, analysis, spec, config):
             plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
                 graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds,
                 plan.mean_term_edges)))
+        if plan.sync:
+            plan = dataclasses.replace(plan, uncombinable_statistics=plan.uncombinable_statistics + tuple(
+                state_writes.unmatched(graph, analysis, [name for name, _, _ in statistics.combined], draws.split,
+                                       [name for name, _ in statistics.fused])))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)
