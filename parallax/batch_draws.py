@@ -72,9 +72,9 @@ def find(graph):
             initialization = graph_utils.initialization_ops(graph) if initialization is None else initialization
             if op.name not in initialization and _from_the_batch(op.inputs):
                 (candidates if is_draw(op) else callers).append(op)
-    if not candidates and not callers:
-        return BatchDraws()
     graph_def = graph.as_graph_def()
+    if not candidates and not callers:
+        return BatchDraws(layout=_layout(graph_def))  # rows gathered by statistics_combined.py follow it too
     in_functions = nodes_in_functions(graph_def, _is_draw_node)
     # A draw in a function (a v2 while loop's body) cannot be probed or rewritten from outside.
     unsplittable = [f"{op.name}: {d}" for op in callers

@@ -5,8 +5,8 @@ One device writes every example's row; a worker writes only its own examples'. F
 (MPI) the replicas then differ, and for state on a server, written by the chief alone (rule 3), the other workers'
 rows are lost. So a write whose addresses come from the examples (an integer or string input whose shape follows
 the batch, beside at least one other value it writes with) reads, for each of its inputs that follow the batch,
-every worker's rows concatenated in worker order: one device's rows, in one device's order (the global batch is
-the workers' blocks in worker order), so a scatter's sums and its last writes are one device's.
+every worker's rows in one device's order (the workers' blocks in worker order for fed rows, interleaved for an
+input sharded element-wise: statistics_combined.py), so a scatter's sums and its last writes are one device's.
 
 Left alone: a write by position (`assign(state, per_example)` of a stateful RNN's state, whose rows are each
 worker's own examples), a write of gradients (rule 1 made them one device's already), and rows on an axis other

@@ -2,26 +2,36 @@
 value gathered in worker order, so every worker computes the same bits, and combined by the statistic's law."""
 import tensorflow as tf
 
-from parallax import batch_statistics, keyed_writes
+from parallax import batch_draws, batch_statistics, keyed_writes
 from parallax.rewrite.reroute import reroute_consumers
 
 SCOPE = "parallax_statistics"
 
 
-def combine(graph, collective_ops, name, law, readers):
+def combine(graph, collective_ops, name, law, readers, layout=None):
     """Rewrite one statistic in `graph`: gather every worker's value (in worker order, so every worker computes the
-    same bits) and combine them by `law`, for the ops `readers`; other readers keep the worker's own value."""
+    same bits) and combine them by `law`, for the ops `readers`; other readers keep the worker's own value. Rows
+    (keyed_writes.ROWS) are put in one device's order, which `layout` (batch_draws.py) says."""
     own = graph.get_tensor_by_name(name)
     with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{SCOPE}/{own.op.name}_{own.value_index}"):
-        combined = over_workers(collective_ops, own, law)
+        combined = over_workers(collective_ops, own, law, layout)
     readers = set(readers)
     reroute_consumers(own, combined, keep=[c for c in own.consumers() if c.name not in readers])
 
 
-def over_workers(collective_ops, own, law):
-    """Every worker's value of `own` gathered in worker order and combined by `law` (in the current name scope)."""
+def over_workers(collective_ops, own, law, layout=None):
+    """Every worker's value of `own` gathered in worker order and combined by `law` (in the current name scope);
+    rows in one device's order: with an element-wise sharded input (INTERLEAVED) its example p is worker p mod N's
+    example p div N, so the workers' blocks are interleaved (their sizes differ by one at most, at the end of the
+    data)."""
     if law == keyed_writes.ROWS:
-        return collective_ops.allgather(own, name="rows")
+        rows = collective_ops.allgather(own, name="rows")
+        if layout != batch_draws.INTERLEAVED:
+            return rows
+        sizes = collective_ops.allgather(tf.shape(own, out_type=tf.int64)[:1], name="sizes")
+        workers, position = tf.size(sizes, out_type=tf.int64), tf.range(tf.reduce_sum(sizes))
+        order = tf.gather(tf.math.cumsum(sizes, exclusive=True), position % workers) + position // workers
+        return tf.gather(rows, order, name="in_order")
     every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
     # built here: batch_statistics imports fused_batch_norm, which imports this module
     reduce = {batch_statistics.MEAN: tf.reduce_mean, batch_statistics.MAX: tf.reduce_max,

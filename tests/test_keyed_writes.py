@@ -77,3 +77,32 @@ def test_rows_on_another_axis_are_listed_not_combined():
     combined, _ = keyed_writes.rows_written([write.op], lambda t: t.name in follows, lambda t: 0,
                                             lambda t: t.name == "transpose:0")  # the rows are a gradient's
     assert combined == []
+
+
+class _TwoWorkersGathered:
+    """Stands for the collectives of two workers whose rows are [0, 1, 2] and [10, 11]."""
+
+    def allgather(self, tensor, name):
+        return tf.constant([0, 1, 2, 10, 11], tf.int64) if name == "rows" else tf.constant([3, 2], tf.int64)
+
+
+def test_rows_are_put_in_one_devices_order_of_an_element_wise_sharded_input():
+    """parallax.shard gives worker i every N-th example from the i-th: one device's batch interleaves the workers'
+    rows (the last one short at the end of the data); fed rows are blocks in worker order."""
+    from parallax import batch_draws
+    from parallax.statistics_combined import over_workers
+    with tf.Graph().as_default(), tf1.Session() as session:
+        own = tf.constant([0, 1, 2], tf.int64)
+        interleaved = over_workers(_TwoWorkersGathered(), own, keyed_writes.ROWS, batch_draws.INTERLEAVED)
+        blocks = over_workers(_TwoWorkersGathered(), own, keyed_writes.ROWS, batch_draws.BLOCKS)
+        assert session.run(interleaved).tolist() == [0, 10, 1, 11, 2]
+        assert session.run(blocks).tolist() == [0, 1, 2, 10, 11]
+
+
+def test_the_layout_is_told_without_random_draws():
+    from parallax import batch_draws
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.range(8)).batch(2)
+        tf1.data.make_one_shot_iterator(ds).get_next()
+    assert batch_draws.find(g).layout == batch_draws.INTERLEAVED

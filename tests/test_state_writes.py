@@ -1,10 +1,11 @@
 """The last check on writes of state (parallax/state_writes.py): a value the batch changes in a way no rule makes one
-device's (a memory bank of the batch's last keys) is listed, so the job warns; values the rules make one device's
-(a running mean of the inputs, a fused batch norm's moving averages), values of gradients and graphs without
-batch-dependent state are not."""
+device's is computed from every worker's rows where the ops that mix them can be (a memory bank of the batch's
+last keys), else listed, so the job warns (the batch's last example); values the rules make one device's (a
+running mean of the inputs, a fused batch norm's moving averages) and values of gradients are left alone."""
 import tensorflow as tf
 
 import parallax
+from parallax import keyed_writes, state_writes
 from parallax.planning import plan_job
 from tests.equivalence.run_case import case_builder
 
@@ -34,16 +35,52 @@ def _memory_bank(size):
     return g
 
 
-def test_a_memory_bank_of_the_batchs_keys_is_listed_in_every_mode():
+def test_a_memory_bank_of_the_batchs_keys_is_made_of_every_workers_keys_in_every_mode():
     for mode in ("MPI", "PS", "HYBRID"):
-        listed = _plan(_memory_bank(16), mode).uncombinable_statistics
-        assert [s.split(" ")[0] for s in listed] == ["bank"], (mode, listed)
-        assert "each worker writes the value of its own examples" in listed[0]
+        plan = _plan(_memory_bank(16), mode)
+        rows = [(name, readers) for name, law, readers in plan.batch_statistics if law == keyed_writes.ROWS]
+        assert rows == [("StopGradient:0", ("concat_1",))], (mode, rows)
+        assert not plan.uncombinable_statistics, mode
+
+
+def test_a_bank_that_the_loss_reads_too_is_listed():
+    """MoCo's negatives: the batch's keys and the bank, scored by the loss and pushed: the mixed value is read
+    by the loss too, so it cannot be computed from every worker's rows for the write alone."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [None, 3], "x")
+        w = tf1.get_variable("w", [3, 2], tf.float64)
+        bank = tf1.get_variable("bank", [8, 2], tf.float64, trainable=False)
+        keys = tf.matmul(x, w)
+        negatives = tf.concat([tf.stop_gradient(keys), bank], 0)
+        loss = tf.reduce_mean(tf.reduce_logsumexp(tf.matmul(keys, negatives, transpose_b=True), 1))
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        with tf.control_dependencies([train]):
+            bank.assign(negatives[:8], name="push")
+    rows, listed = state_writes.checked(g, parallax.analyze(g))
+    assert rows == [] and [s.split(" ")[0] for s in listed] == ["bank"], listed
+
+
+def test_the_batchs_last_example_kept_is_listed_once():
+    """One device keeps its batch's last example, a worker its own last: batch_statistics.py lists the value (no
+    law combines it), and the state's check does not list it again."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [None, 3], "x")
+        w = tf1.get_variable("w", [3, 1], tf.float64)
+        last = tf1.get_variable("last", [3], tf.float64, trainable=False)
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)))
+        with tf.control_dependencies([train]):
+            last.assign(x[tf.shape(x)[0] - 1], name="keep")
+    listed = _plan(g).uncombinable_statistics
+    assert len(listed) == 1 and listed[0].startswith("strided_slice_1:0 "), listed
+    assert state_writes.checked(g, parallax.analyze(g))[1][0].startswith("last ")
 
 
 def test_values_the_rules_make_one_devices_and_values_of_gradients_are_not_listed():
     for name in ("running_input_mean", "batch_norm_fused_conv", "keras_batch_norm", "hand_written_momentum",
-                 "ema_with_num_updates", "frequency_scaled_rows", "center_loss", "target_network_copy"):
+                 "ema_with_num_updates", "frequency_scaled_rows", "center_loss", "target_network_copy",
+                 "memory_bank_negatives", "memory_bank_sharded"):
         v2_control_flow = tf1.control_flow_v2_enabled()
         try:
             graph = case_builder(name)(2, 2, 6, 2).graph

@@ -53,7 +53,7 @@ def combine_batch_statistics(ctx):
     """Each statistic of the batch that the gradients are computed from (a token count) is, for the ops that read
     it there, every worker's value combined as the plan says (batch_statistics.py)."""
     for name, law, readers in ctx.plan.batch_statistics:
-        statistics_combined.combine(ctx.graph, ctx.collective_ops, name, law, readers)
+        statistics_combined.combine(ctx.graph, ctx.collective_ops, name, law, readers, ctx.plan.batch_layout)
         ctx.collectives += ctx.collective_ops.created()
 
 

@@ -2,14 +2,19 @@
 (positions gathered by tf.range, attention masked by padding, layer norm by hand, output tied to the embedding,
 label smoothing over the tokens), towers made by tf.split with their gradients averaged by hand, a mixture of
 experts with a load-balancing loss (a product of two means over the batch), spectral normalization by power
-iteration (a vector assigned in the forward pass), a target network copied every other step, and a center loss
-(centers moved by scatter_sub, each example's step divided by its class's count in the batch). Same conventions
-as cases.py. Two were not exact: in PS mode the power iteration's vector was never written (sync_step.py found
-the step's side effects from what it fetches, not from the workers' contributions: max abs diff 0.56 after one
-step), and in every mode the centers moved by each worker's own counts (mixed_rows.py: 0.064 after 6 steps),
-with no warning in either. The other four were exact when added."""
+iteration (a vector assigned in the forward pass), a target network copied every other step, a center loss
+(centers moved by scatter_sub, each example's step divided by its class's count in the batch), and a bank of the
+last items as cross-batch negatives (on fed rows, and on a dataset sharded element-wise). Same conventions as
+cases.py. Four were not exact, with no warning: in PS mode the power iteration's vector was never written
+(sync_step.py found the step's side effects from what it fetches, not from the workers' contributions: max abs
+diff 0.56 after one step); in every mode the centers moved by each worker's own counts (mixed_rows.py: 0.064
+after 6 steps), and each worker's bank held its own items (state_writes.py: 0.52), and on the sharded dataset
+also in the wrong order (the layout was told only where a random draw was found). The other four were exact
+when added."""
 import numpy as np
 import tensorflow as tf
+
+import parallax
 
 from tests.equivalence.cases import F64, Case, _dense, _init, _rows
 from tests.equivalence.user_graphs_more import VOCAB
@@ -181,6 +186,49 @@ def center_loss(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, labels), (xp, lp)))
 
 
+def _memory_bank(users, items, lr_scale):
+    """(loss, train op): each user scored against its item and against a bank of the last 10 item vectors (the
+    cross-batch negatives of retrieval models), pushed after the update: bank = concat(items, bank)[:10]."""
+    user_emb = tf1.get_variable("user_embedding", [VOCAB, 4], F64, initializer=_init(461))
+    item_emb = tf1.get_variable("item_embedding", [VOCAB, 4], F64, initializer=_init(462))
+    bank = tf1.get_variable("bank", [10, 4], F64, initializer=_init(463), trainable=False)
+    u, v = tf.nn.embedding_lookup(user_emb, users), tf.nn.embedding_lookup(item_emb, items)
+    logits = tf.concat([tf.reduce_sum(u * v, axis=1, keepdims=True), tf.matmul(u, bank, transpose_b=True)], axis=1)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.zeros_like(users),
+                                                                         logits=logits))
+    update = tf1.train.AdagradOptimizer(0.1 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    with tf.control_dependencies([update]):
+        push = bank.assign(tf.concat([tf.stop_gradient(v), bank], axis=0)[:10])
+    return tf.group(update, push, name="train")
+
+
+def _pairs(n, b, steps):
+    rng = np.random.RandomState(460)
+    return (rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32),
+            rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32))
+
+
+def memory_bank_negatives(n, b, steps, graph_batch, lr_scale=1.0):
+    """Cross-batch negatives from a bank of the last items, on fed rows (each worker's a block of the batch)."""
+    users, items = _pairs(n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        up, ip = tf1.placeholder(tf.int32, [None], "users"), tf1.placeholder(tf.int32, [None], "items")
+        train = _memory_bank(up, ip, lr_scale)
+    return Case(g, train, _rows((users, items), (up, ip)))
+
+
+def memory_bank_sharded(n, b, steps, graph_batch, lr_scale=1.0):
+    """The same on a dataset sharded element-wise by parallax.shard: a worker's examples are every N-th, so the
+    bank's newest items are the workers' interleaved."""
+    users, items = _pairs(n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices((users, items))).batch(graph_batch)
+        train = _memory_bank(*tf1.data.make_one_shot_iterator(ds).get_next(), lr_scale)
+    return Case(g, train, None)
+
+
 USER_GRAPHS_STATEFUL = {f.__name__: f for f in (
     transformer_positions_smoothed, towers_by_split, experts_load_balanced, spectral_norm_power_iteration,
-    target_network_copy, center_loss)}
+    target_network_copy, center_loss, memory_bank_negatives, memory_bank_sharded)}
