@@ -185,8 +185,9 @@ def find(graph, analysis):
     rows, unkeyed = keyed_writes.rows_written(
         candidates & set(writers), lambda t: _follows(t, probes), lambda t: keyed_writes.batch_axis(t, probes),
         lambda t: t.op in gradient_sources or t.op in of_gradients)
-    rows, mixed = mixed_rows.gathered_where_mixed(graph, rows, [name for name, _, _ in combined])
-    combined, uncombinable = combined + rows, uncombinable + unkeyed + mixed
+    rows, mixed, covered = mixed_rows.gathered_where_mixed(graph, rows, [name for name, _, _ in combined])
+    combined = combined + rows
+    uncombinable = [s for s in uncombinable + unkeyed if s.split(" ")[0] not in covered] + mixed
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
     uncombinable += [f"{t.name} ({PAIRWISE})" for t in _pairing_the_examples(candidates, probes)]
     return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws))

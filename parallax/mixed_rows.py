@@ -10,9 +10,11 @@ batch that is not either, the ops that mix examples run on every worker's rows i
 they read are gathered for them (in worker order), so each worker computes one device's rows and the write reads
 them. Values the rewrite makes one device's (combined statistics) and random draws are read as it makes them.
 Listed, not gathered (the write's rows are gathered as computed): a mixing op whose value something else reads
-(the loss), that reads the batch's size, that draws or holds state, or that starts from an input whose rows are
-not examples (a sparse input's indices). Rows that cannot be run on random batches (strings, a graph the
-samples cannot run) are gathered as computed.
+(the loss), that draws or holds state, that runs in a v1 while loop or cond, or that starts from an input whose
+rows are not examples (a sparse input's indices). A mixing op may read the batch's size or an example's
+position (`tf.shape`): of every worker's rows, it is one device's. Rows that cannot be run on random batches
+(strings, a graph the samples cannot run) are gathered as computed. state_writes.py uses the same regions for a
+value of state no other rule makes one device's.
 """
 import numpy as np
 import tensorflow as tf
@@ -22,57 +24,58 @@ from parallax.batch_samples import WHOLE_AND_SPLITS, same_in_every_part, sampled
 from parallax.keyed_writes import ROWS
 from parallax.row_keys import reads_input
 
-SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "VariableShape"}
 MIXED = ("each example's row written by key is computed from the batch's other examples too (a count of its key "
          "in the batch), and {}: a worker writes rows computed from its own examples only")
 
 
 def gathered_where_mixed(graph, rows, statistics=()):
-    """(the ROWS entries (tensor, ROWS, readers) to gather, ["tensor (why)"] listed). `rows`: keyed_writes'
-    entries; `statistics`: the names of the values the rewrite combines, read as one device's."""
+    """(the ROWS entries (tensor, ROWS, readers) to gather, ["tensor (why)"] listed, the names of the values the
+    mixing ops compute, one device's once those are gathered). `rows`: keyed_writes' entries; `statistics`: the
+    names of the values the rewrite combines, read as one device's."""
     written = {}
     for name, _, readers in rows:
         written.setdefault(name, set()).update(readers)
     if not written:
-        return list(rows), []
+        return list(rows), [], set()
     tensors = [graph.get_tensor_by_name(name) for name in sorted(written)]
     batch_ops = from_batch(graph_utils.ancestors([t.op for t in tensors], False))
     fetched = sorted({t for op in batch_ops for t in op.outputs if _sampleable(t)} - set(statistics),
                      key=lambda t: t.name)
     held = batch_draws.held_as_rewritten(graph, tensors, ())
     if held is None:
-        return list(rows), []
+        return list(rows), [], set()
     held.update({name: same_in_every_part for name in statistics})
     samples = sampled(graph, fetched, WHOLE_AND_SPLITS, held=held)
     if not samples:
-        return list(rows), []
+        return list(rows), [], set()
     # A value that cannot be run (strings) is taken for its examples' own, as keyed_writes.py takes every row.
     own = {name for name, trials in samples.items() if all(_own_rows(parts) for parts in trials)} | \
         {t.name for op in batch_ops for t in op.outputs if t.name not in samples}
-    gathered, listed = {}, []
+    gathered, listed, covered = {}, [], set()
     for t in tensors:
-        frontier, why = ({t.name: written[t.name]}, None) if t.name in own else \
+        region, frontier, why = (set(), {t.name: written[t.name]}, None) if t.name in own else \
             _mixing_region(t, written[t.name], own, set(statistics) | set(held), batch_ops)
         if why:
             listed.append(f"{t.name} ({MIXED.format(why)})")
-            frontier = {t.name: written[t.name]}
+            region, frontier = set(), {t.name: written[t.name]}
+        covered |= {out.name for op in region for out in op.outputs}
         for name, readers in frontier.items():
             gathered.setdefault(name, set()).update(readers)
-    return [(name, ROWS, tuple(sorted(readers))) for name, readers in sorted(gathered.items())], listed
+    return [(name, ROWS, tuple(sorted(readers))) for name, readers in sorted(gathered.items())], listed, covered
 
 
 def _mixing_region(t, writes, own, held, batch_ops):
-    """({tensor to gather: the mixing ops that read it}, None), or ({}, why not)."""
+    """(the mixing ops, {tensor to gather: the mixing ops that read it}, None), or (set(), {}, why not)."""
     region, frontier, stack = set(), {}, [t.op]
     while stack:
         op = stack.pop()
         if op in region:
             continue
         if (op.op_def.is_stateful and op.type not in graph_utils.PURE_READS) or not op.inputs:
-            return {}, f"{op.name} ({op.type}) on its way is {'stateful' if op.inputs else 'an input'}"
-        if op.type in SHAPE_ONLY:
-            return {}, f"it reads the batch's size ({op.name})"
-        region.add(op)
+            return set(), {}, f"{op.name} ({op.type}) on its way is {'stateful' if op.inputs else 'an input'}"
+        if op._get_control_flow_context() is not None:
+            return set(), {}, f"{op.name} on its way is in a v1 while loop or cond"
+        region.add(op)  # a shape it reads is of every worker's rows too: the batch's size is one device's
         for i in op.inputs:
             if i.name in held or i.op not in batch_ops:
                 continue
@@ -84,8 +87,8 @@ def _mixing_region(t, writes, own, held, batch_ops):
         for out in op.outputs:
             other = [c for c in out.consumers() if c not in region and (out is not t or c.name not in writes)]
             if other:
-                return {}, f"{other[0].name} reads {out.name}, which the batch's other examples change"
-    return frontier, None
+                return set(), {}, f"{other[0].name} reads {out.name}, which the batch's other examples change"
+    return region, frontier, None
 
 
 def from_batch(ops):

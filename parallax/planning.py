@@ -49,11 +49,13 @@ def plan_job(graph, analysis, spec, config):
                 graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds,
                 plan.mean_term_edges)))
         if plan.sync:
-            rows, listed = state_writes.checked(graph, analysis, [name for name, _, _ in statistics.combined],
-                                                draws.split, [name for name, _ in statistics.fused],
-                                                {entry.split(" ")[0] for entry in plan.uncombinable_statistics})
+            rows, listed, covered = state_writes.checked(
+                graph, analysis, [name for name, _, _ in statistics.combined], draws.split,
+                [name for name, _ in statistics.fused], {entry.split(" ")[0] for entry in plan.uncombinable_statistics})
             plan = dataclasses.replace(plan, batch_statistics=plan.batch_statistics + tuple(rows),
-                                       uncombinable_statistics=plan.uncombinable_statistics + tuple(listed))
+                                       uncombinable_statistics=tuple(
+                                           entry for entry in plan.uncombinable_statistics
+                                           if entry.split(" ")[0] not in covered) + tuple(listed))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

@@ -26,45 +26,48 @@ OWN_VALUE = ("it is written with {}, which the batch's examples change in a way 
 
 
 def checked(graph, analysis, statistics=(), split_draws=(), fused_batch_norms=(), listed_already=()):
-    """(ROWS entries (tensor, ROWS, readers) to gather, ["state (why)"] listed) for the non-trainable state whose
-    written value is not one device's (module docstring). `statistics`: the names of the values the rewrite
-    combines, read as one device's, as are the statistics of the fused batch norms named (fused_batch_norm.py);
-    `split_draws`: (op, axis) of the draws it splits; `listed_already`: values another rule lists."""
+    """(ROWS entries (tensor, ROWS, readers) to gather, ["state (why)"] listed, the names of the values those make
+    one device's) for the non-trainable state whose written value is not one device's (module docstring).
+    `statistics`: the names of the values the rewrite combines, read as one device's, as are the statistics of
+    the fused batch norms named (fused_batch_norm.py); `split_draws`: (op, axis) of the draws it splits;
+    `listed_already`: values another rule lists (a batch's first example: no law combines it), not listed again
+    where they cannot be made one device's either."""
     gradients = {graph.get_tensor_by_name(name).op for v in analysis.trained_variables for p in v.parts
                  for g in p.gradients for name in (g.values, g.indices) if name}
     of_gradients = graph_utils.closure(gradients, lambda op: [c for t in op.outputs for c in t.consumers()])
     writes = {name: s.name for s in analysis.state for name in s.written_by}
     values = [(t, name) for name in sorted(writes) for t in graph.get_operation_by_name(name).inputs
               if t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype
-              and t.op not in of_gradients and t.name not in listed_already]
+              and t.op not in of_gradients]
     batch = from_batch(graph_utils.ancestors([t.op for t, _ in values]))
     written = {}  # value -> the writes that read it
     for t, name in values:
         if t.op in batch:
             written.setdefault(t, set()).add(name)
     if not written:
-        return [], []
+        return [], [], set()
     tensors = sorted(written, key=lambda t: t.name)
     held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
     if held is None:
-        return [], []
+        return [], [], set()
     statistics = list(statistics) + [t.name for name in fused_batch_norms
                                      for t in graph.get_operation_by_name(name).outputs[1:]]
     held.update({name: same_in_every_part for name in statistics})
     samples = sampled(graph, tensors, WHOLE_AND_SPLITS, held=held)
     if not samples:
-        return [], []
-    gathered, listed = [], {}
+        return [], [], set()
+    gathered, listed, covered = [], {}, set()
     for t in tensors:
         if not any(_differs(parts) for parts in samples[t.name]):
             continue
-        rows, why = mixed_rows.gathered_where_mixed(graph, [(t.name, ROWS, tuple(sorted(written[t])))], statistics)
-        if not why and all(name != t.name for name, _, _ in rows):
-            gathered += rows  # the ops that mix the examples into it read every worker's rows
-            continue
-        for name in sorted(written[t]):
-            listed.setdefault(writes[name], f"{writes[name]} ({OWN_VALUE.format(t.name)})")
-    return gathered, [listed[name] for name in sorted(listed)]
+        rows, mixed, region = mixed_rows.gathered_where_mixed(graph, [(t.name, ROWS, tuple(sorted(written[t])))],
+                                                              statistics)
+        if not mixed and t.name in region:
+            gathered, covered = gathered + rows, covered | region  # the mixing ops read every worker's rows
+        elif t.name not in listed_already:
+            for name in sorted(written[t]):
+                listed.setdefault(writes[name], f"{writes[name]} ({OWN_VALUE.format(t.name)})")
+    return gathered, [listed[name] for name in sorted(listed)], covered
 
 
 def _differs(parts):

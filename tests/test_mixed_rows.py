@@ -1,7 +1,7 @@
 """Rows written by key that mix the batch's examples (parallax/mixed_rows.py): the mixing ops run on every worker's
-rows, gathered where they are the examples' own; where the mixed value is read by anything but the write, or the
-mixing reads the batch's size, the rows are listed. The equivalence suite runs the center loss in every mode
-(user_graphs_stateful.py)."""
+rows, gathered where they are the examples' own (a shape they read too); where the mixed value is read by anything
+but the write, or the mixing runs in a v1 loop or cond, the rows are listed. The equivalence suite runs the center
+loss in every mode (user_graphs_stateful.py)."""
 import tensorflow as tf
 
 import parallax
@@ -68,12 +68,32 @@ def test_a_mixed_value_the_loss_reads_too_is_listed_and_the_rows_gathered_as_com
     assert "which the batch's other examples change" in plan.uncombinable_statistics[0]
 
 
-def test_a_step_scaled_by_its_position_in_the_batch_is_listed():
+def test_a_step_scaled_by_its_position_in_the_batch_reads_one_devices_positions():
+    """The position comes from the batch's size, which the mixing ops read of every worker's rows."""
     def by_position(difference, labels):
         position = tf.cast(tf.range(tf.shape(labels)[0]), tf.float64)
-        return difference * position[:, None], tf.reduce_mean(tf.square(difference))
+        return tf.math.multiply(difference, position[:, None], name="step"), tf.reduce_mean(tf.square(difference))
     plan = _plan(_centers(by_position))
-    assert any("the batch's size" in s for s in plan.uncombinable_statistics), plan.uncombinable_statistics
+    assert _rows(plan) == [("labels:0", ("Shape", "move")), ("sub:0", ("step",))]
+    assert not plan.uncombinable_statistics
+
+
+def test_a_mixing_op_in_a_v1_cond_is_refused():
+    """Its frame's other ops cannot read gathered rows from outside it. (The samples do not run such a graph, so
+    the rows are gathered as computed: the region is checked alone.)"""
+    from parallax import graph_utils, mixed_rows
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [None, 2], "x")
+        tf1.disable_control_flow_v2()
+        try:
+            tf1.cond(tf.constant(True), lambda: tf.cumsum(x), lambda: x)
+        finally:
+            tf1.enable_control_flow_v2()
+    cumsum = g.get_operation_by_name("cond/Cumsum")
+    batch_ops = mixed_rows.from_batch(graph_utils.ancestors([cumsum]))
+    region, frontier, why = mixed_rows._mixing_region(cumsum.outputs[0], set(), {"x:0"}, set(), batch_ops)
+    assert not region and not frontier and "in a v1 while loop or cond" in why
 
 
 def test_the_equivalence_case_gathers_the_labels_and_the_differences():

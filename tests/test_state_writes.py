@@ -5,7 +5,7 @@ running mean of the inputs, a fused batch norm's moving averages) and values of 
 import tensorflow as tf
 
 import parallax
-from parallax import keyed_writes, state_writes
+from parallax import batch_statistics, keyed_writes, state_writes
 from parallax.planning import plan_job
 from tests.equivalence.run_case import case_builder
 
@@ -57,13 +57,14 @@ def test_a_bank_that_the_loss_reads_too_is_listed():
         train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
         with tf.control_dependencies([train]):
             bank.assign(negatives[:8], name="push")
-    rows, listed = state_writes.checked(g, parallax.analyze(g))
-    assert rows == [] and [s.split(" ")[0] for s in listed] == ["bank"], listed
+    rows, listed, covered = state_writes.checked(g, parallax.analyze(g))
+    assert rows == [] and not covered and [s.split(" ")[0] for s in listed] == ["bank"], listed
 
 
-def test_the_batchs_last_example_kept_is_listed_once():
-    """One device keeps its batch's last example, a worker its own last: batch_statistics.py lists the value (no
-    law combines it), and the state's check does not list it again."""
+def test_the_batchs_last_example_kept_is_one_devices_last_example():
+    """One device keeps its batch's last example, a worker its own last. batch_statistics.py lists the value (no
+    law combines it); computed from every worker's rows, the batch's size and the slice are one device's, and the
+    listing is dropped."""
     g = tf.Graph()
     with g.as_default():
         x = tf1.placeholder(tf.float64, [None, 3], "x")
@@ -72,9 +73,12 @@ def test_the_batchs_last_example_kept_is_listed_once():
         train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)))
         with tf.control_dependencies([train]):
             last.assign(x[tf.shape(x)[0] - 1], name="keep")
-    listed = _plan(g).uncombinable_statistics
-    assert len(listed) == 1 and listed[0].startswith("strided_slice_1:0 "), listed
-    assert state_writes.checked(g, parallax.analyze(g))[1][0].startswith("last ")
+    assert [s.split(" ")[0] for s in batch_statistics.find(g, parallax.analyze(g)).uncombinable] == \
+        ["strided_slice_1:0"]
+    plan = _plan(g)
+    assert not plan.uncombinable_statistics
+    assert [(name, readers) for name, law, readers in plan.batch_statistics if law == keyed_writes.ROWS] == \
+        [("x:0", ("Shape", "strided_slice_1"))]
 
 
 def test_values_the_rules_make_one_devices_and_values_of_gradients_are_not_listed():
