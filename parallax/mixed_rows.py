@@ -51,10 +51,21 @@ def gathered_where_mixed(graph, rows, statistics=()):
     # A value that cannot be run (strings) is taken for its examples' own, as keyed_writes.py takes every row.
     own = {name for name, trials in samples.items() if all(_own_rows(parts) for parts in trials)} | \
         {t.name for op in batch_ops for t in op.outputs if t.name not in samples}
+    one_devices = set(statistics) | set(held)
+    walks = {t.name: _mixing_region(t, own, one_devices, batch_ops) for t in tensors if t.name not in own}
+    # Regions may share ops (an argmax that two writes gather at): what each computes is read only in the
+    # regions or by its write; one whose value is read elsewhere is listed, until none is left to list.
+    while True:
+        regions = set().union(*(region for region, _, why in walks.values() if not why))
+        failed = {name: _read_elsewhere(region, regions, written) for name, (region, _, why) in walks.items()
+                  if not why}
+        failed = {name: why for name, why in failed.items() if why}
+        if not failed:
+            break
+        walks.update({name: (set(), {}, why) for name, why in failed.items()})
     gathered, listed, covered = {}, [], set()
     for t in tensors:
-        region, frontier, why = (set(), {t.name: written[t.name]}, None) if t.name in own else \
-            _mixing_region(t, written[t.name], own, set(statistics) | set(held), batch_ops)
+        region, frontier, why = walks.get(t.name, (set(), {t.name: written[t.name]}, None))
         if why:
             listed.append(f"{t.name} ({MIXED.format(why)})")
             region, frontier = set(), {t.name: written[t.name]}
@@ -64,8 +75,9 @@ def gathered_where_mixed(graph, rows, statistics=()):
     return [(name, ROWS, tuple(sorted(readers))) for name, readers in sorted(gathered.items())], listed, covered
 
 
-def _mixing_region(t, writes, own, held, batch_ops):
-    """(the mixing ops, {tensor to gather: the mixing ops that read it}, None), or (set(), {}, why not)."""
+def _mixing_region(t, own, held, batch_ops):
+    """(the mixing ops back from `t`, {tensor to gather: the mixing ops that read it}, None), or (set(), {}, why
+    not)."""
     region, frontier, stack = set(), {}, [t.op]
     while stack:
         op = stack.pop()
@@ -83,12 +95,17 @@ def _mixing_region(t, writes, own, held, batch_ops):
                 frontier.setdefault(i.name, set()).add(op.name)
             else:
                 stack.append(i.op)
-    for op in region:
-        for out in op.outputs:
-            other = [c for c in out.consumers() if c not in region and (out is not t or c.name not in writes)]
-            if other:
-                return set(), {}, f"{other[0].name} reads {out.name}, which the batch's other examples change"
     return region, frontier, None
+
+
+def _read_elsewhere(region, regions, written):
+    """Why a value `region` computes is read by an op outside `regions` but its write, or None."""
+    for op in sorted(region, key=lambda o: o.name):
+        for out in op.outputs:
+            other = [c for c in out.consumers() if c not in regions and c.name not in written.get(out.name, ())]
+            if other:
+                return f"{other[0].name} reads {out.name}, which the batch's other examples change"
+    return None
 
 
 def from_batch(ops):

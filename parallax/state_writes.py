@@ -56,17 +56,17 @@ def checked(graph, analysis, statistics=(), split_draws=(), fused_batch_norms=()
     samples = sampled(graph, tensors, WHOLE_AND_SPLITS, held=held)
     if not samples:
         return [], [], set()
-    gathered, listed, covered = [], {}, set()
-    for t in tensors:
-        if not any(_differs(parts) for parts in samples[t.name]):
-            continue
-        rows, mixed, region = mixed_rows.gathered_where_mixed(graph, [(t.name, ROWS, tuple(sorted(written[t])))],
-                                                              statistics)
-        if not mixed and t.name in region:
-            gathered, covered = gathered + rows, covered | region  # the mixing ops read every worker's rows
-        elif t.name not in listed_already:
+    differing = [t for t in tensors if any(_differs(parts) for parts in samples[t.name])]
+    # Together: the ops that mix the examples into them read every worker's rows, also where two share them.
+    rows, mixed, covered = mixed_rows.gathered_where_mixed(
+        graph, [(t.name, ROWS, tuple(sorted(written[t]))) for t in differing], statistics)
+    unmixed = {entry.split(" ")[0] for entry in mixed} | {t.name for t in differing if t.name not in covered}
+    listed = {}
+    for t in differing:
+        if t.name in unmixed and t.name not in listed_already:
             for name in sorted(written[t]):
                 listed.setdefault(writes[name], f"{writes[name]} ({OWN_VALUE.format(t.name)})")
+    gathered = [(name, law, readers) for name, law, readers in rows if name not in unmixed]
     return gathered, [listed[name] for name in sorted(listed)], covered
 
 

@@ -92,7 +92,7 @@ def test_a_mixing_op_in_a_v1_cond_is_refused():
             tf1.enable_control_flow_v2()
     cumsum = g.get_operation_by_name("cond/Cumsum")
     batch_ops = mixed_rows.from_batch(graph_utils.ancestors([cumsum]))
-    region, frontier, why = mixed_rows._mixing_region(cumsum.outputs[0], set(), {"x:0"}, set(), batch_ops)
+    region, frontier, why = mixed_rows._mixing_region(cumsum.outputs[0], {"x:0"}, set(), batch_ops)
     assert not region and not frontier and "in a v1 while loop or cond" in why
 
 

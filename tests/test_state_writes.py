@@ -92,3 +92,12 @@ def test_values_the_rules_make_one_devices_and_values_of_gradients_are_not_liste
             if v2_control_flow:
                 tf1.enable_control_flow_v2()
         assert not [s for s in _plan(graph).uncombinable_statistics if "no rule makes" in s], name
+
+
+def test_two_writes_that_share_a_mixing_op_read_every_workers_rows_together():
+    """The batch's hardest example and its error, kept in two variables: both gather at one argmax over the
+    batch's errors, which each region alone would take for a value read elsewhere."""
+    plan = _plan(case_builder("hardest_example_kept")(2, 2, 6, 2).graph)
+    assert not plan.uncombinable_statistics
+    assert [(name, readers) for name, law, readers in plan.batch_statistics if law == keyed_writes.ROWS] == \
+        [("strided_slice:0", ("ArgMax", "GatherV2_1")), ("x:0", ("GatherV2",))]

@@ -229,6 +229,26 @@ def memory_bank_sharded(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def hardest_example_kept(n, b, steps, graph_batch, lr_scale=1.0):
+    """The batch's hardest example (largest error) and its error kept in non-trainable variables for replay, and
+    the mean error's running maximum; the loss the mean squared error."""
+    rng = np.random.RandomState(470)
+    x = rng.randn(n * b * steps, 3)
+    y = np.sin(x).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        errors = tf.square(_dense(xp, 1, "head", 471) - yp)[:, 0]
+        hardest = tf1.get_variable("hardest", [3], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        worst = tf1.get_variable("worst", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        update = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(
+            tf.reduce_mean(errors), tf1.train.get_or_create_global_step())
+        index = tf.argmax(errors)
+        keep = [hardest.assign(tf.gather(xp, index)), worst.assign(tf.maximum(worst, tf.gather(errors, index)))]
+        train = tf.group(update, *keep, name="train")
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 USER_GRAPHS_STATEFUL = {f.__name__: f for f in (
     transformer_positions_smoothed, towers_by_split, experts_load_balanced, spectral_norm_power_iteration,
-    target_network_copy, center_loss, memory_bank_negatives, memory_bank_sharded)}
+    target_network_copy, center_loss, memory_bank_negatives, memory_bank_sharded, hardest_example_kept)}
