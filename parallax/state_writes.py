@@ -8,7 +8,9 @@ workers (a running mean of the inputs, batch norm's moving moments), a count of 
 another way is each worker's own, and with it the state: a memory bank of the batch's last keys
 (`bank.assign(tf.concat([keys, bank], 0)[:K])`) holds one device's N*b newest keys, but each worker's holds its
 own b, so their replicas differ. This check runs the written values (batch_samples.py), with the combined
-statistics and random draws read as the rewrite makes them, and lists each state whose value differs. Left out:
+statistics and random draws read as the rewrite makes them. Where a value differs, the ops that mix the examples
+into it read every worker's rows (mixed_rows.py's regions, found for all such values together), so the bank holds
+one device's keys; a state whose value cannot be made so (the loss reads the mixed value too) is listed. Left out:
 values computed from gradients (rule 1 aggregates those, which the samples do not simulate), values whose shape
 follows the batch (rows written by key, or by position, as a stateful RNN's state of the worker's own examples),
 and writes the samples cannot run.
@@ -19,7 +21,6 @@ import tensorflow as tf
 from parallax import batch_draws, graph_utils, mixed_rows
 from parallax.batch_samples import WHOLE_AND_SPLITS, same_in_every_part, sampled
 from parallax.keyed_writes import ROWS
-from parallax.mixed_rows import from_batch
 
 OWN_VALUE = ("it is written with {}, which the batch's examples change in a way no rule makes one device's: each "
              "worker writes the value of its own examples")
@@ -39,7 +40,7 @@ def checked(graph, analysis, statistics=(), split_draws=(), fused_batch_norms=()
     values = [(t, name) for name in sorted(writes) for t in graph.get_operation_by_name(name).inputs
               if t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype
               and t.op not in of_gradients]
-    batch = from_batch(graph_utils.ancestors([t.op for t, _ in values]))
+    batch = mixed_rows.from_batch(graph_utils.ancestors([t.op for t, _ in values]))
     written = {}  # value -> the writes that read it
     for t, name in values:
         if t.op in batch:
