@@ -27,17 +27,17 @@ rows), and is left alone. *Uncombinable*, so listed in the plan, warned of by th
 shape is not static or that is computed in a while loop; a maximum or minimum of variables that gradient flows
 into; the value of a mean of a variable's values over a number of elements the data may set (a boolean mask's:
 the count its gradient divides by is data_counts.py's) where it is read; a fused batch
-norm inside a graph function; and a value that pairs the batch's examples with each other (in-batch negatives).
+norm inside a graph function; and a value that pairs the batch's examples with each other (in-batch negatives)
+where paired_rows.py cannot compute it on every worker's rows.
 """
 import dataclasses
-import re
 from typing import Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from parallax import (batch_draws, batch_samples, batch_sizes, capture, data_counts, fused_batch_norm, graph_utils,
-                      keyed_writes, mixed_rows)
+from parallax import (backward_ops, batch_draws, batch_samples, batch_sizes, capture, data_counts, fused_batch_norm,
+                      graph_utils, keyed_writes, mixed_rows, paired_rows)
 from parallax.batch_samples import random_values
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.row_keys import reads_input
@@ -76,6 +76,7 @@ class BatchStatistics:
     # (tensor, SUM|AVERAGE|MAX|MIN): how the whole batch's value of each statistic the gradients read follows from
     # its parts' (what loss_law.py holds them at on the parts)
     laws: Tuple[Tuple[str, str], ...] = ()
+    paired: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # paired_rows.py's entries
 
 
 def value_inputs(op):
@@ -136,7 +137,7 @@ def find(graph, analysis):
                if _averages_a_data_extent(op, probes) and _read_points(op.outputs[0], before, after)}
     combined, uncombinable, fused = list(sizes), list(uncounted), []
     in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
-    gradient_ops = _gradient_ops(graph)
+    gradient_ops = backward_ops.by_forward_op(graph)
     for op in sorted(candidates - extents, key=lambda o: o.name):
         if not any(_follows(t, probes) for t in value_inputs(op)):
             continue
@@ -168,7 +169,7 @@ def find(graph, analysis):
                     uncombinable.append(f"{out.name} ({EXTREME_WITH_GRADIENT if law != SELECTION else SELECTS})")
                 continue
             why = NO_LAW if law in (None, SELECTION) else _why_not(op, out, in_loops)
-            upstream = _upstream_gradients(op, out, gradient_ops) if variable[op] else []
+            upstream = backward_ops.upstream(op, out, gradient_ops) if variable[op] else []
             if not why and upstream is None:
                 why = UNKNOWN_GRADIENT
             elif not why and upstream and law in (MAX, MIN):
@@ -189,39 +190,13 @@ def find(graph, analysis):
     combined = combined + rows
     uncombinable = [s for s in uncombinable + unkeyed if s.split(" ")[0] not in covered] + mixed
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
-    uncombinable += [f"{t.name} ({PAIRWISE})" for t in _pairing_the_examples(candidates, probes)]
-    return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws))
-
-
-def _upstream_gradients(op, out, gradient_ops):
-    """[(tensor, the ops that read it)]: the gradients of the loss(es) with respect to `out` that `op`'s gradient
-    (tf.gradients' ops for it, in each of its calls) takes in; [] when none is taken (no gradient flows through
-    it); None when they cannot be told from those of `op`'s other outputs."""
-    grads = gradient_ops(op)
-    if not grads:
-        return []
-    own = graph_utils.ancestors([op], False) | {op}
-    upstream = sorted({t for g in grads for t in g.inputs if t.op not in grads and t.op not in own},
-                      key=lambda t: t.name)
-    others = [o for o in op.outputs if o is not out and o.dtype.is_floating]
-    if any(t.dtype != out.dtype or not t.shape.is_compatible_with(out.shape) or
-           any(t.shape.is_compatible_with(o.shape) and t.dtype == o.dtype for o in others) for t in upstream):
-        return None
-    return [(t, [c for c in t.consumers() if c in grads]) for t in upstream]
-
-
-def _gradient_ops(graph):
-    """`op` -> the ops tf.gradients built for `op`'s gradient: those it recorded `op` as the origin of, or (in a
-    graph imported without that record) those in a `<gradients scope>/<op name>_grad/` name scope."""
-    by_origin, by_scope = {}, {}
-    scope = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/(.+?)_grad/")
-    for g in graph.get_operations():
-        origin = getattr(g, "_original_op", None)
-        if origin is not None:
-            by_origin.setdefault(origin, set()).add(g)
-        for match in scope.finditer(g.name):
-            by_scope.setdefault(match.group(1), set()).add(g)
-    return lambda op: by_origin.get(op) or by_scope.get(op.name, set())
+    pairing = _pairing_the_examples(candidates, probes)
+    paired, unpaired, in_pairs = paired_rows.find(graph, pairing, forward, probes, gradient_ops, value_inputs,
+                                                  [name for name, _, _ in combined])
+    uncombinable = [s for s in uncombinable if s.split(" ")[0] not in in_pairs]
+    uncombinable += [f"{t.name} ({PAIRWISE}; {unpaired[t.name]})" for t in pairing if t.name in unpaired]
+    laws += [(name, keyed_writes.ROWS) for kind, name, _ in paired if kind == paired_rows.OWN]
+    return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws), paired)
 
 
 def _averages_a_data_extent(op, probes):

@@ -149,6 +149,9 @@ class Plan:
     unsharded_inputs: Tuple[str, ...] = ()  # read from a dataset nothing shards (input_sharding.py): warned
     # Dataset shards a repeat() follows, over a number of examples no multiple of N (input_sharding.py): warned
     repeated_shards: Tuple[Tuple[str, int], ...] = ()
+    # Values that pair the batch's examples (paired_rows.py): (GATHERED|OWN|PADDED|SUMMED, tensor, its readers),
+    # what each reader reads of the tensor instead, so that every worker computes one device's pairs.
+    paired_rows: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
 
     @property
     def methods(self):
@@ -177,7 +180,7 @@ class Plan:
     def uses_collectives(self):
         """Replicated variables' gradients, or statistics of the batch, go through collectives."""
         return any(m.replicated for m in self.methods) or \
-            bool(self.batch_statistics or self.fused_batch_norms or self.padded_inputs)
+            bool(self.batch_statistics or self.fused_batch_norms or self.padded_inputs or self.paired_rows)
 
     @property
     def uses_local_aggregation(self):
@@ -222,6 +225,9 @@ class Plan:
         statistics += [f"{name} (fused batch norm, its mean and variance over workers)"
                        for name, _ in self.fused_batch_norms]
         statistics += [f"{entry}: each worker's own" for entry in self.uncombinable_statistics]
+        gathered = sorted(name for kind, name, _ in self.paired_rows if kind == "gathered")
+        statistics += [f"{name} (every worker's rows, for the values that pair the batch's examples)"
+                       for name in gathered]
         padded = [f"{name} (axes {', '.join(map(str, axes))}, with {value!r})"
                   for name, axes, value in self.padded_inputs]
         return ["inputs padded to the longest over workers: " + ", ".join(padded)] * bool(padded) + \

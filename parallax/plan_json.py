@@ -53,7 +53,8 @@ def from_data(data):
                 tuple((name, law) for name, law in data.get("loss_seeds", [])),
                 tuple((name, index) for name, index in data.get("mean_term_edges", [])),
                 tuple(data.get("unsharded_inputs", [])),
-                tuple((name, examples) for name, examples in data.get("repeated_shards", [])))
+                tuple((name, examples) for name, examples in data.get("repeated_shards", [])),
+                tuple((kind, name, tuple(readers)) for kind, name, readers in data.get("paired_rows", [])))
 
 
 def _plain(x):

@@ -39,11 +39,12 @@ def plan_job(graph, analysis, spec, config):
         plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
-                                   uncombinable_statistics=statistics.uncombinable,
+                                   uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
                                    fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
                                    repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers))
         # The check simulates split draws, not the other rules' rewrites or what they list.
-        if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or draws.unsplittable):
+        if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or statistics.paired or
+                              draws.unsplittable):
             averaged = {v.name: v.average for v in plan.variables}
             plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
                 graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds,

@@ -4,7 +4,7 @@ add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import (batch_draws, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
+from parallax import (batch_draws, example_counts, fused_batch_norm, loss_seeds, padded_inputs, paired_rows,
                       statistics_combined)
 
 tf1 = tf.compat.v1
@@ -55,6 +55,14 @@ def combine_batch_statistics(ctx):
     for name, law, readers in ctx.plan.batch_statistics:
         statistics_combined.combine(ctx.graph, ctx.collective_ops, name, law, readers, ctx.plan.batch_layout)
         ctx.collectives += ctx.collective_ops.created()
+
+
+def gather_paired_rows(ctx):
+    """What pairs the batch's examples (in-batch negatives' logits) reads every worker's rows and is one device's;
+    the rest reads the worker's own rows of it, and the gradients cross between the two as the plan says
+    (paired_rows.py)."""
+    paired_rows.rewrite(ctx.graph, ctx.collective_ops, ctx.plan.paired_rows, ctx.worker_id, ctx.plan.batch_layout)
+    ctx.collectives += ctx.collective_ops.created()
 
 
 def synchronize_fused_batch_norms(ctx):

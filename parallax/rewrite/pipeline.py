@@ -13,14 +13,14 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 import tensorflow as tf
 
 from parallax import (batch_draws, collectives, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
-                      statistics_combined)
+                      paired_rows, statistics_combined)
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
 from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
-                                           count_examples, pad_inputs_to_the_longest, scale_loss_seeds,
-                                           split_batch_draws, synchronize_fused_batch_norms)
+                                           count_examples, gather_paired_rows, pad_inputs_to_the_longest,
+                                           scale_loss_seeds, split_batch_draws, synchronize_fused_batch_norms)
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
@@ -112,6 +112,7 @@ FACTS = {
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
     "statistics_combined": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
                                            for name, _, readers in ctx.plan.batch_statistics),
+    "rows_paired": lambda ctx: paired_rows.is_rewritten(ctx.graph, ctx.plan.paired_rows),
     "batch_norms_synchronized": lambda ctx: all(fused_batch_norm.is_synchronized(ctx.graph, name, gradients)
                                                 for name, gradients in ctx.plan.fused_batch_norms),
     "server_placement": lambda ctx: bool(ctx.server_variables),
@@ -136,6 +137,7 @@ PIPELINE = (
     _pass(split_batch_draws, lambda plan: bool(plan.batch_draws), {"graph"}, provides={"draws_split"}),
     _pass(combine_batch_statistics, lambda plan: bool(plan.batch_statistics), {"graph"},
           provides={"statistics_combined", "collectives"}),
+    _pass(gather_paired_rows, lambda plan: bool(plan.paired_rows), {"graph"}, provides={"rows_paired", "collectives"}),
     _pass(synchronize_fused_batch_norms, lambda plan: bool(plan.fused_batch_norms), {"graph"},
           provides={"batch_norms_synchronized", "collectives"}),
     _pass(place_variables_on_servers, lambda plan: plan.uses_servers, {"graph"}, provides={"server_placement"}),

@@ -418,3 +418,8 @@ USER_GRAPHS.update(USER_GRAPHS_PROBE)
 from tests.equivalence.user_graphs_stateful import USER_GRAPHS_STATEFUL  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_STATEFUL)
+
+# The twelfth (user_graphs_pairs.py): in-batch negatives, on fed rows and on a dataset sharded element-wise.
+from tests.equivalence.user_graphs_pairs import USER_GRAPHS_PAIRS  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_PAIRS)
