@@ -127,7 +127,8 @@ def _own_rows(parts):
     if whole.ndim == 0:
         return False
     for first, second in zip(splits[::2], splits[1::2]):
-        if first.ndim != whole.ndim or second.ndim != whole.ndim:
+        if first.ndim != whole.ndim or second.ndim != whole.ndim or \
+                first.shape[1:] != whole.shape[1:] or second.shape[1:] != whole.shape[1:]:
             return False
         joined = np.concatenate([first, second])
         if joined.shape != whole.shape or not np.allclose(joined, whole, equal_nan=True):

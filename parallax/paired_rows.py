@@ -1,34 +1,40 @@
-"""Values on the way to the loss that pair the batch's examples with each other: the logits of in-batch negatives
-(`u @ v^T`, each user scored against every item of the batch, its own item the label at its position).
+"""Values on the way to the loss whose rows mix the batch's examples: the logits of in-batch negatives (`u @ v^T`,
+each user scored against every item of the batch, its own item the label at its position), a triplet loss's
+hardest pairs, a softmax or a running total over the batch's axis, values divided by the batch's maximum.
 
-One device pairs the whole batch's examples, a worker only its own, so no aggregation of the workers' gradients
-makes one device's. Which values do so is found by running the graph on random batches (batch_samples.py), not
-from op types. The *region*: from each value with the batch on two of its axes (batch_statistics' shape probes),
-forward through every op of the forward pass whose value has the batch on an axis and is not, row by row, its
-values on the batch's parts (mixed_rows._own_rows); and back from those through every input computed from the
-batch that is not its examples' own rows either (a label at each example's position, tf.range of the batch's
-size) to the examples' own rows the region starts from (the towers' outputs: the *frontier*).
+One device mixes the whole batch's examples, a worker only its own, so no aggregation of the workers' gradients
+makes one device's. Which values do so is found by running the graph on random batches (batch_samples.py), with
+what the other rules rewrite (combined statistics, split draws, fused batch norms) read as they make it, not from
+op types. A region *ends* at a value of the forward pass with the batch on its first axis alone that is not, row
+by row, its values on the batch's parts (mixed_rows._own_rows), where an op reduces it over the batch (the loss's
+mean); and at each value with the batch on two axes (batch_statistics' shape probes). The *region*: back from its
+ends, every op whose value is computed from the batch and is not its examples' own rows (mixed_rows.py's walk: a
+label at each example's position, tf.range of the batch's size), down to the examples' own rows it starts from
+(the towers' outputs: the *frontier*). Regions that share ops are one. A value that mixes the examples and is
+their own rows again further on (tf.unique's indices, gathered back into rows) ends none.
 
 The rewrite (one device's for every worker, in the plan as `paired_rows`):
 - GATHERED: the region's ops, and tf.gradients' ops for them, read every worker's rows of the frontier in one
   device's order (batch_draws' layout), so every worker computes one device's values for the whole batch;
-- OWN: where the region ends (a per-example loss, read by its mean), everything else reads the rows of the
-  worker's own examples;
+- OWN: where the region ends (a per-example loss, read by its mean), the forward pass and the gradient ops
+  outside the region read the rows of the worker's own examples (a metric or a summary reads one device's);
 - PADDED: the gradient of those own rows enters the region's gradient ops as one device's rows, zeros at the
   other workers' examples;
 - SUMMED: the region's gradient of every worker's frontier rows leaves it as the workers' sum, of which each
   worker takes its own rows.
 With L_w worker w's loss, its gradient then reaches its examples' rows from every worker's loss, sum_v dL_v/du_w:
-the gradients the plan aggregates are one device's, as for any loss without pairs.
+the gradients the plan aggregates are one device's, as for a loss whose examples do not mix.
 
-Listed, not rewritten (as in batch_statistics.PAIRWISE): a region that draws, holds state or runs in a v1 loop or
-cond, that reads a value another rule rewrites, that ends in a value whose first axis is not the batch's alone,
-or whose gradient's way in or out cannot be told.
+Not rewritten: a region that draws, holds state, runs in a v1 loop or cond or a graph function, reads a value
+another rule rewrites, whose frontier or whose values read outside it do not have the batch on their first axis
+alone (a loss merged over time and batch, time-major), or whose gradient's way in or out cannot be told. If it
+holds a value with the batch on two axes, that value is listed (batch_statistics.PAIRWISE); otherwise the last
+check (gradient_check.py) lists the variables whose gradients differ.
 """
 import tensorflow as tf
 
 from parallax import backward_ops, batch_draws, graph_utils, mixed_rows
-from parallax.batch_samples import WHOLE_AND_SPLITS, sampled
+from parallax.batch_samples import WHOLE_AND_SPLITS, draw_as_split, same_in_every_part, sampled
 from parallax.batch_shapes import MARKERS
 from parallax.row_keys import reads_input
 
@@ -37,16 +43,21 @@ SCOPE = "parallax_pairs"
 SUMS = ("AddN", "Add", "AddV2")
 
 
-def find(graph, pairing, forward, probes, gradient_ops, value_inputs, held=()):
+def find(graph, pairing, forward, probes, gradient_ops, value_inputs, held=(), synchronized=()):
     """(the plan's entries ((GATHERED|OWN|PADDED|SUMMED, tensor, readers), ...), {pairing tensor: why not} for the
-    regions left alone, the names of the values the regions compute). `pairing`: tensors with the batch on two
-    axes; `forward`: the forward pass's ops; `value_inputs(op)`: the inputs whose values it reads (not a shape's
-    op's); `held`: the names of values another rule rewrites."""
-    if not pairing:
-        return (), {}, set()
+    pairs left alone, the names of the values the regions compute). `pairing`: tensors with the batch on two axes;
+    `forward`: the forward pass's ops; `value_inputs(op)`: the inputs whose values it reads (not a shape's op's);
+    `held`: the names of values another rule rewrites (combined statistics); `synchronized`: ops another rule makes
+    compute one device's rows (fused batch norms: fused_batch_norm.py)."""
     batch_ops = mixed_rows.from_batch(forward)
     fetched = sorted({t for op in batch_ops for t in op.outputs if mixed_rows._sampleable(t)}, key=lambda t: t.name)
-    held_draws = batch_draws.held_as_rewritten(graph, pairing, ())
+    if not fetched:
+        return (), {}, set()
+    held_draws = batch_draws.held_as_rewritten(graph, fetched, ())
+    if held_draws is not None:  # what the other rules make one device's, as they make it
+        held_draws.update({name: same_in_every_part for name in held})
+        held_draws.update({graph.get_operation_by_name(name).outputs[0].name: draw_as_split(0)
+                           for name in synchronized})
     samples = sampled(graph, fetched, WHOLE_AND_SPLITS, held=held_draws) if held_draws is not None else None
     if not samples:
         return (), {p.name: "the graph cannot be run on random batches to tell its examples' own rows"
@@ -58,41 +69,65 @@ def find(graph, pairing, forward, probes, gradient_ops, value_inputs, held=()):
             valued.add(op)
     own = {name for name, trials in samples.items() if all(mixed_rows._own_rows(parts) for parts in trials) and
            graph.get_tensor_by_name(name).op in valued}
+    rewritten = set(held_draws)
+    ends = _ends(forward, batch_ops, samples, own, rewritten, probes)
+    for p in pairing:  # a pair reduced away whole (a mean of the logits) ends its region itself
+        ends.setdefault(p.name, p)
     entries, failed, covered = [], {}, set()
-    done = set()
-    rewritten = set(held) | set(held_draws)
-    for p in sorted(pairing, key=lambda t: t.name):
-        if p.op in done:
-            continue
-        found = _region(p, own, rewritten, batch_ops, forward, probes, gradient_ops)
+    for region, frontier in _regions(ends.values(), own, rewritten, batch_ops, failed):
+        found = _entries(graph, region, frontier, rewritten, batch_ops, forward, probes, gradient_ops)
         if isinstance(found, str):
-            failed[p.name] = found
+            failed.update({p.name: found for p in pairing if p.op in region})
             continue
-        region, region_entries = found
-        done |= region
-        entries += region_entries
+        entries += found
         covered |= {out.name for op in region for out in op.outputs}
-    return tuple(entries), failed, covered
+    # Pairs reached by no region, or by one that fails, are listed. A region without pairs that fails (a loss
+    # merged over time and batch, time-major) is left to the last check (gradient_check.py), as before.
+    return tuple(entries), {p.name: failed.get(p.name, "its region cannot be found") for p in pairing
+                            if p.name not in covered}, covered
 
 
-def _region(p, own, held, batch_ops, forward, probes, gradient_ops):
-    """(the region's ops, its entries) from the pairing tensor `p`, or why it is left alone."""
-    mixing = _forward_closure(p.op, own, forward, probes)
-    region, frontier = set(), {}
-    for op in sorted(mixing, key=lambda o: o.name):
-        walked, edge, why = mixed_rows._mixing_region(op.outputs[0], own, held, batch_ops)
+def _ends(forward, batch_ops, samples, own, rewritten, probes):
+    """{name: tensor} of the values whose rows mix the examples (not their own rows, by the samples) and that an op
+    of the forward pass reduces over the batch (its value does not follow it): a per-example loss of in-batch
+    negatives, its mean's input. A value that mixes the examples and is their own again further on (tf.unique's
+    indices, gathered back into rows) ends no region."""
+    ends = {}
+    for op in sorted(forward & batch_ops, key=lambda o: o.name):
+        for t in op.outputs:
+            if t.name in own or t.name not in samples or t.name in rewritten or not _rows(t, probes):
+                continue
+            if any(c in forward and c.outputs and all(_probed(o, probes) and not _on_batch(o, probes)
+                                                      for o in c.outputs) for c in t.consumers()):
+                ends[t.name] = t
+    return ends
+
+
+def _regions(ends, own, held, batch_ops, failed):
+    """[(ops, {frontier tensor: readers})]: the mixing ops back from each end (mixed_rows.py's walk), those that
+    share ops merged; `failed` gets why not for the others."""
+    regions = []
+    for end in sorted(ends, key=lambda t: t.name):
+        walked, edge, why = mixed_rows._mixing_region(end, own, held, batch_ops)
         if why:
-            return why
-        region |= walked
-        for name, readers in edge.items():
-            frontier.setdefault(name, set()).update(readers)
+            failed[end.name] = why
+            continue
+        for other in [r for r in regions if r[0] & walked]:
+            regions.remove(other)
+            walked = walked | other[0]
+            edge = {name: set(edge.get(name, ())) | set(other[1].get(name, ())) for name in set(edge) | set(other[1])}
+        regions.append((walked, edge))
+    return regions
+
+
+def _entries(graph, region, frontier, held, batch_ops, forward, probes, gradient_ops):
+    """The plan's entries for one region, or why it is left alone."""
     if any(batch_draws.calls_functions(op) for op in region):
         return "an op on its way runs a graph function"
     read = sorted({i.name for op in region for i in op.inputs if i.name in held})
     if read:
         return f"it reads {read[0]}, which another rule rewrites (a random draw, a statistic of the batch)"
     backward = _backward(region, gradient_ops, forward)
-    graph = p.graph
     entries = []
     for name in sorted(frontier):
         t = graph.get_tensor_by_name(name)
@@ -123,21 +158,7 @@ def _region(p, own, held, batch_ops, forward, probes, gradient_ops):
             if upstream is None:
                 return f"the gradient that {out.name} takes in cannot be told from its op's other outputs'"
             entries += [(PADDED, g.name, readers) for g, readers in upstream]
-    return region, entries
-
-
-def _forward_closure(start, own, forward, probes):
-    """`start` and the ops of the forward pass it reaches through values that follow the batch and are not their
-    examples' own rows."""
-    found, stack = set(), [start]
-    while stack:
-        op = stack.pop()
-        if op in found:
-            continue
-        found.add(op)
-        stack += [c for t in op.outputs for c in t.consumers() if c in forward and c not in found and
-                  any(_on_batch(o, probes) and o.name not in own for o in c.outputs)]
-    return found
+    return entries
 
 
 def _backward(region, gradient_ops, forward):
@@ -192,6 +213,10 @@ def _upstream(op, out, gradient_ops, backward):
         else:
             return None
     return entering
+
+
+def _probed(t, probes):
+    return all(p.get(t.name) is not None for p in probes)
 
 
 def _on_batch(t, probes):

@@ -24,16 +24,26 @@ def _listed(loss_of):
     return parallax.explain(_graph(loss_of), "localhost:2", print_table=False).plan.uncombinable_statistics
 
 
-@pytest.mark.parametrize("loss_of", [
-    lambda e: tf.reduce_mean(tf.math.top_k(e, k=tf.shape(e)[0] // 2).values),  # the batch's harder half
-    lambda e: tf.reduce_mean(tf.sqrt(tf.cumsum(e) + 1.0)),  # a running total over the batch
-    lambda e: tf.reduce_sum(tf.nn.softmax(-e) * e),  # weights normalized over the batch's examples
-])
-def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed(loss_of):
-    listed = _listed(loss_of)
+RUNNING_TOTAL = lambda e: tf.reduce_mean(tf.sqrt(tf.cumsum(e) + 1.0))  # noqa: E731 (a running total over the batch)
+SOFTMAX_OVER_THE_BATCH = lambda e: tf.reduce_sum(tf.nn.softmax(-e) * e)  # noqa: E731 (weights over the examples)
+
+
+def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed():
+    """The batch's harder half (a top k of half the batch: no rows of the batch, so no region of paired_rows.py)."""
+    listed = _listed(lambda e: tf.reduce_mean(tf.math.top_k(e, k=tf.shape(e)[0] // 2).values))
     assert [entry.split(" (")[0] for entry in listed] == ["out/bias", "out/kernel"], listed
     # a mean's gradients start at each part's share and are summed (loss_seeds.py), a sum's are summed
     assert all("not the workers' sum" in entry for entry in listed)
+
+
+@pytest.mark.parametrize("loss_of", [RUNNING_TOTAL, SOFTMAX_OVER_THE_BATCH])
+def test_the_check_finds_what_mixes_the_examples(loss_of):
+    """Run on its own: the planner computes these on every worker's rows (paired_rows.py), so lists nothing."""
+    g = _graph(loss_of)
+    listed = gradient_check.mismatched(g, parallax.analyze(g), averaged=lambda name: True)
+    assert [entry.split(" (")[0] for entry in listed] == ["out/bias", "out/kernel"], listed
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert plan.uncombinable_statistics == () and plan.paired_rows
 
 
 @pytest.mark.parametrize("loss_of", [
@@ -67,7 +77,8 @@ def test_the_planner_warns_of_it(tmp_path):
     plan, stderr = plan_in_planner_role(tmp_path, [
         "x = tf1.placeholder(tf.float32, [None, 4])",
         "w = tf1.get_variable('w', [4, 1])",
-        "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.cumsum(tf.matmul(x, w)) ** 2))"])
+        "tf1.train.GradientDescentOptimizer(0.1).minimize(",
+        "    tf.reduce_mean(tf.math.top_k(tf.matmul(x, w)[:, 0], k=tf.shape(x)[0] // 2).values ** 2))"])
     assert "parallax: warning: value(s) of the batch that parallax cannot make one device's: w (its gradient on" \
         in stderr
     assert [entry.split(" (")[0] for entry in plan.uncombinable_statistics] == ["w"]

@@ -419,7 +419,8 @@ from tests.equivalence.user_graphs_stateful import USER_GRAPHS_STATEFUL  # noqa:
 
 USER_GRAPHS.update(USER_GRAPHS_STATEFUL)
 
-# The twelfth (user_graphs_pairs.py): in-batch negatives, on fed rows and on a dataset sharded element-wise.
+# The twelfth (user_graphs_pairs.py): losses that mix the batch's examples: in-batch negatives, a triplet loss,
+# a softmax and a running total over the batch.
 from tests.equivalence.user_graphs_pairs import USER_GRAPHS_PAIRS  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_PAIRS)
