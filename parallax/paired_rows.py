@@ -241,16 +241,7 @@ def rewrite(graph, collective_ops, entries, worker, layout):
         with graph.as_default(), graph.name_scope(None), \
                 graph.name_scope(f"{SCOPE}/{t.op.name}_{t.value_index}_{kind}"):
             if kind == GATHERED:
-                # An input fed alike to every worker (a pool of candidates) looks like the batch's examples to the
-                # planner; of another size than the batch, it stops the job here instead of being gathered.
-                # the raw op: tf.debugging's asserts build a v2 cond, whose ops a step cannot fetch
-                rows, batch = tf.shape(t, out_type=tf.int64)[0], tf.shape(first, out_type=tf.int64)[0]
-                same = tf.raw_ops.Assert(condition=tf.equal(rows, batch), summarize=2, data=[
-                    f"parallax: {name} was taken for the batch's examples (paired with each other, as in-batch "
-                    f"negatives), but its rows are not {first.name}'s; if every worker is fed it alike, mark its "
-                    f"input with parallax.shared_input. Rows:", rows, batch])
-                with tf.control_dependencies([same]):
-                    new = tf.gather(collective_ops.allgather(t, name="rows"), order, name="in_order")
+                new = _gathered(collective_ops, t, first, order)
             elif kind == OWN:
                 new = tf.gather(t, mine, name="own")
             elif kind == PADDED:
@@ -263,6 +254,26 @@ def rewrite(graph, collective_ops, entries, worker, layout):
             for index, x in enumerate(op.inputs):
                 if x is t:
                     op._update_input(index, new)
+
+
+# what both backends gather (TF's CollectiveGatherV2 takes no bool, int8 or bfloat16): others travel cast
+_CARRIED = (tf.float16, tf.float32, tf.float64, tf.int32, tf.int64)
+
+
+def _gathered(collective_ops, t, first, order):
+    """Every worker's rows of `t` in one device's order. An input fed alike to every worker (a pool of candidates)
+    looks like the batch's examples to the planner; of another size than the batch, it stops the job here, instead
+    of being gathered (the raw Assert op: tf.debugging's build a v2 cond, whose ops a step cannot fetch)."""
+    rows, batch = tf.shape(t, out_type=tf.int64)[0], tf.shape(first, out_type=tf.int64)[0]
+    same = tf.raw_ops.Assert(condition=tf.equal(rows, batch), summarize=2, data=[
+        f"parallax: {t.name} was taken for the batch's examples (its rows mixed with each other, as in-batch "
+        f"negatives), but its rows are not {first.name}'s; if every worker is fed it alike, mark its input with "
+        f"parallax.shared_input. Rows:", rows, batch])
+    carrier = t.dtype if t.dtype in _CARRIED else tf.float32 if t.dtype.is_floating else tf.int32
+    with tf.control_dependencies([same]):
+        every = collective_ops.allgather(t if carrier == t.dtype else tf.cast(t, carrier), name="rows")
+    every = every if carrier == t.dtype else tf.cast(every, t.dtype)
+    return tf.gather(every, order, name="in_order")
 
 
 def _positions(collective_ops, rows, worker, layout):

@@ -130,3 +130,21 @@ def test_positions_of_one_devices_examples_with_uneven_workers(layout, worker, o
         with tf1.Session(graph=g) as s:
             got_order, got_mine, total = s.run(found)
     assert got_order.tolist() == order and got_mine.tolist() == mine and total == 5
+
+
+def test_a_boolean_frontier_travels_as_integers():
+    """A per-example flag read where the examples mix (a softmax over the batch, kept where valid): TF's gather
+    takes no bool."""
+    from parallax.collectives.tf_ops import TFCollectives
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], "x")
+        valid = tf1.placeholder(tf.bool, [None], "valid")
+        score = tf1.layers.dense(x, 1, name="score")[:, 0]
+        weights = tf.where(valid, tf.nn.softmax(score), tf.zeros_like(score))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(weights * tf.square(score)), name="train")
+    entries = _plan(g).paired_rows
+    assert (paired_rows.GATHERED, "valid:0") in {(kind, name) for kind, name, _ in entries}
+    paired_rows.rewrite(g, TFCollectives(2), entries, 0, batch_draws.BLOCKS)
+    gathers = [op for op in g.get_operations() if op.type == "CollectiveGatherV2"]
+    assert gathers and all(op.inputs[0].dtype != tf.bool for op in gathers)
