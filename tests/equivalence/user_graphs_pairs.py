@@ -1,9 +1,10 @@
 """Losses whose values mix the batch's examples (paired_rows.py): two towers scored by in-batch negatives (each user
 against every item of the batch, its own item the label at its position, tf.range), on fed rows, on a dataset
 sharded element-wise by parallax.shard, with a tape; scored both ways with accidental hits masked and summed; a
-batch-hard triplet loss; a listwise softmax over the batch's axis; a running total over the batch and values
-divided by the batch's maximum. Before paired_rows.py each was warned of as not exact (max abs diff 0.03-0.44
-after 6 steps). Same conventions as cases.py."""
+batch-hard triplet loss; a listwise softmax over the batch's axis; a softmax over the batch kept where a boolean
+flag says an example is valid; a running total over the batch and values divided by the batch's maximum. Before
+paired_rows.py each measured was warned of as not exact (max abs diff 0.03-0.44 after 6 steps). Same conventions
+as cases.py."""
 import numpy as np
 import tensorflow as tf
 
@@ -167,7 +168,25 @@ def running_total_and_scaled_by_the_batch_maximum(n, b, steps, graph_batch, lr_s
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
-USER_GRAPHS_PAIRS = {f.__name__: f for f in (in_batch_negatives, in_batch_negatives_sharded,
+def attention_over_valid_examples(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each example's squared error weighted by a softmax of its score over the batch, kept where a per-example
+    boolean flag of the data says it is valid (a bool read where the examples mix)."""
+    x, y = _regression(498, n, b, steps)
+    valid = np.random.RandomState(499).rand(len(y)) < 0.7
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, hidden, errors = _errors(500)
+        vp = tf1.placeholder(tf.bool, [None], "valid")
+        score = tf.squeeze(_dense(hidden, 1, "score", 502), 1)
+        weights = tf.where(vp, tf.nn.softmax(score), tf.zeros_like(score))
+        loss = tf.reduce_sum(weights * errors) + tf.reduce_mean(errors)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step(),
+                                                                  name="train")
+    return Case(g, train, _rows((x, y, valid), (xp, yp, vp)))
+
+
+USER_GRAPHS_PAIRS = {f.__name__: f for f in (attention_over_valid_examples, in_batch_negatives,
+                                               in_batch_negatives_sharded,
                                                in_batch_symmetric_summed, batch_hard_triplet,
                                                in_batch_negatives_tape, listwise_softmax_over_the_batch,
                                                running_total_and_scaled_by_the_batch_maximum)}
