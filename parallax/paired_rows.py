@@ -50,7 +50,9 @@ def find(graph, pairing, forward, probes, gradient_ops, value_inputs, held=(), s
     `held`: the names of values another rule rewrites (combined statistics); `synchronized`: ops another rule makes
     compute one device's rows (fused batch norms: fused_batch_norm.py)."""
     batch_ops = mixed_rows.from_batch(forward)
-    fetched = sorted({t for op in batch_ops for t in op.outputs if mixed_rows._sampleable(t)}, key=lambda t: t.name)
+    # a v1 loop's inner values cannot be fetched (its outputs can); a region stops at them anyway
+    fetched = sorted({t for op in batch_ops for t in op.outputs if mixed_rows._sampleable(t) and
+                      op._control_flow_context is None}, key=lambda t: t.name)
     if not fetched:
         return (), {}, set()
     held_draws = batch_draws.held_as_rewritten(graph, fetched, ())

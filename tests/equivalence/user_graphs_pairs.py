@@ -185,7 +185,28 @@ def attention_over_valid_examples(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y, valid), (xp, yp, vp)))
 
 
+def in_batch_negatives_text_tower(n, b, steps, graph_batch, lr_scale=1.0):
+    """Queries of 4 words read by a GRU (tf.compat.v1.nn.dynamic_rnn: a v1 while loop) scored against every item
+    of the batch (in-batch negatives); Adam."""
+    users, items = _pairs(n, b, steps)
+    words = np.random.RandomState(503).randint(0, VOCAB, size=(len(users), 4)).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        wp, ip = tf1.placeholder(tf.int32, [None, 4], "words"), tf1.placeholder(tf.int32, [None], "items")
+        word_emb = tf1.get_variable("word_embedding", [VOCAB, 3], F64, initializer=_init(504))
+        item_emb = tf1.get_variable("item_embedding", [VOCAB, 4], F64, initializer=_init(505))
+        cell = tf1.nn.rnn_cell.GRUCell(4, kernel_initializer=_init(506), bias_initializer=_init(507), dtype=F64)
+        _, query = tf1.nn.dynamic_rnn(cell, tf.nn.embedding_lookup(word_emb, wp), dtype=F64)
+        logits = tf.matmul(query, tf.nn.embedding_lookup(item_emb, ip), transpose_b=True)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.range(tf.shape(logits)[0]), logits=logits))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step(),
+                                                                  name="train")
+    return Case(g, train, _rows((words, items), (wp, ip)))
+
+
 USER_GRAPHS_PAIRS = {f.__name__: f for f in (attention_over_valid_examples, in_batch_negatives,
+                                               in_batch_negatives_text_tower,
                                                in_batch_negatives_sharded,
                                                in_batch_symmetric_summed, batch_hard_triplet,
                                                in_batch_negatives_tape, listwise_softmax_over_the_batch,
