@@ -16,8 +16,9 @@ their own rows again further on (tf.unique's indices, gathered back into rows) e
 The rewrite (one device's for every worker, in the plan as `paired_rows`):
 - GATHERED: the region's ops, and tf.gradients' ops for them, read every worker's rows of the frontier in one
   device's order (batch_draws' layout), so every worker computes one device's values for the whole batch;
-- OWN: where the region ends (a per-example loss, read by its mean), the forward pass and the gradient ops
-  outside the region read the rows of the worker's own examples (a metric or a summary reads one device's);
+- OWN: where the region ends (a per-example loss, read by its mean; a loss of every pair, by its mean over the
+  pairs), the forward pass and the gradient ops outside the region read the rows of the worker's own examples
+  on the first axis (a metric or a summary reads one device's);
 - PADDED: the gradient of those own rows enters the region's gradient ops as one device's rows, zeros at the
   other workers' examples;
 - SUMMED: the region's gradient of every worker's frontier rows leaves it as the workers' sum, of which each
@@ -26,8 +27,9 @@ With L_w worker w's loss, its gradient then reaches its examples' rows from ever
 the gradients the plan aggregates are one device's, as for a loss whose examples do not mix.
 
 Not rewritten: a region that draws, holds state, runs in a v1 loop or cond or a graph function, reads a value
-another rule rewrites, whose frontier or whose values read outside it do not have the batch on their first axis
-alone (a loss merged over time and batch, time-major), or whose gradient's way in or out cannot be told. If it
+another rule rewrites, whose frontier does not have the batch on its first axis alone or whose values read outside
+it not on their first axis (a loss merged over time and batch, time-major), or whose gradient's way in or out
+cannot be told. If it
 holds a value with the batch on two axes, that value is listed (batch_statistics.PAIRWISE); otherwise the last
 check (gradient_check.py) lists the variables whose gradients differ.
 """
@@ -152,9 +154,11 @@ def _entries(graph, region, frontier, held, batch_ops, forward, probes, gradient
                        (c in forward or getattr(c, "_original_op", None) is not None)]
             if not outside:
                 continue
-            if not _rows(out, probes):
+            # a worker's own rows of one device's value: those of its examples on the first axis, whatever the
+            # others are (a pair's loss: each worker the pairs of its examples with the whole batch's)
+            if not all(p.get(out.name) and p[out.name][0] == m for p, m in zip(probes, MARKERS)):
                 return (f"{outside[0].name} reads {out.name}, which the batch's other examples change and whose "
-                        f"first axis is not the batch's alone")
+                        f"first axis is not the batch's")
             entries.append((OWN, out.name, tuple(sorted(c.name for c in outside))))
             upstream = _upstream(op, out, gradient_ops, backward)
             if upstream is None:

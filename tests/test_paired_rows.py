@@ -148,3 +148,19 @@ def test_a_boolean_frontier_travels_as_integers():
     paired_rows.rewrite(g, TFCollectives(2), entries, 0, batch_draws.BLOCKS)
     gathers = [op for op in g.get_operations() if op.type == "CollectiveGatherV2"]
     assert gathers and all(op.inputs[0].dtype != tf.bool for op in gathers)
+
+
+def test_a_loss_of_every_pair_reduced_whole_reads_its_examples_rows_of_the_pairs():
+    """RankNet: the pairs' losses (the batch on both axes) averaged whole; each worker takes the pairs of its own
+    examples with the whole batch's (its rows on the first axis)."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf1.placeholder(tf.float32, [None, 3], "x"), tf1.placeholder(tf.float32, [None], "y")
+        score = tf1.layers.dense(x, 1, name="score")[:, 0]
+        order = tf.sign(y[:, None] - y[None, :])
+        pairs = tf.nn.softplus(-order * (score[:, None] - score[None, :]))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(pairs), name="train")
+    plan = _plan(g)
+    assert plan.uncombinable_statistics == ()
+    own = sorted(name for kind, name, _ in plan.paired_rows if kind == paired_rows.OWN)
+    assert len(own) == 2 and all(g.get_tensor_by_name(name).shape.rank == 2 for name in own)

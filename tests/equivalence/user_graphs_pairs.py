@@ -205,7 +205,22 @@ def in_batch_negatives_text_tower(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((words, items), (wp, ip)))
 
 
-USER_GRAPHS_PAIRS = {f.__name__: f for f in (attention_over_valid_examples, in_batch_negatives,
+def pairwise_ranking_loss(n, b, steps, graph_batch, lr_scale=1.0):
+    """RankNet: for every pair of the batch's examples, the logistic loss of their score difference against the
+    order of their targets, averaged over the pairs (the batch on two axes, reduced away whole)."""
+    x, y = _regression(508, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, hidden, _ = _errors(509)
+        score = tf.squeeze(_dense(hidden, 1, "score", 511), 1)
+        order = tf.sign(yp[:, None] - yp[None, :])
+        pairs = tf.nn.softplus(-order * (score[:, None] - score[None, :])) * tf.abs(order)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+            tf.reduce_mean(pairs), tf1.train.get_or_create_global_step(), name="train")
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+USER_GRAPHS_PAIRS = {f.__name__: f for f in (attention_over_valid_examples, in_batch_negatives, pairwise_ranking_loss,
                                                in_batch_negatives_text_tower,
                                                in_batch_negatives_sharded,
                                                in_batch_symmetric_summed, batch_hard_triplet,
