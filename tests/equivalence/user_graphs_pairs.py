@@ -1,10 +1,10 @@
 """Losses whose values mix the batch's examples (paired_rows.py): two towers scored by in-batch negatives (each user
 against every item of the batch, its own item the label at its position, tf.range), on fed rows, on a dataset
-sharded element-wise by parallax.shard, with a tape; scored both ways with accidental hits masked and summed; a
-batch-hard triplet loss; a listwise softmax over the batch's axis; a softmax over the batch kept where a boolean
-flag says an example is valid; a running total over the batch and values divided by the batch's maximum. Before
-paired_rows.py each measured was warned of as not exact (max abs diff 0.03-0.44 after 6 steps). Same conventions
-as cases.py."""
+sharded element-wise by parallax.shard, with a tape, with queries read by a GRU; scored both ways with accidental
+hits masked and summed; a batch-hard triplet loss; RankNet's loss of every pair; a listwise softmax over the
+batch's axis; a softmax over the batch kept where a boolean flag says an example is valid; a running total over
+the batch and values divided by the batch's maximum. Before paired_rows.py each measured was warned of as not
+exact (max abs diff 0.03-0.44 after 6 steps). Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
 
