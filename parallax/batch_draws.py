@@ -205,6 +205,17 @@ def draw_for_the_whole_batch(graph, op_name, axis, num_workers, worker_id, layou
     reroute_consumers(drawn, mine, keep=created)
 
 
+def gathered_order(sizes, layout):
+    """For each of one device's examples, its row among the workers' rows gathered in worker order, whose numbers
+    per worker are `sizes` (int64): with an element-wise sharded input (INTERLEAVED) example p is worker p mod N's
+    example p div N (their numbers differ by one at most, at the end of the data); with BLOCKS, the same order."""
+    position = tf.range(tf.reduce_sum(sizes))
+    if layout != INTERLEAVED:
+        return position
+    workers = tf.size(sizes, out_type=tf.int64)
+    return tf.gather(tf.math.cumsum(sizes, exclusive=True), position % workers) + position // workers
+
+
 def is_split(graph, op_name):
     """Whether the draw's shape is now the whole batch's (made in a `parallax_shard` scope)."""
     op = graph.get_operation_by_name(op_name)

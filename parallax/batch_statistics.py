@@ -191,7 +191,8 @@ def find(graph, analysis):
     uncombinable = [s for s in uncombinable + unkeyed if s.split(" ")[0] not in covered] + mixed
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
     pairing = _pairing_the_examples(candidates, probes)
-    paired, unpaired, in_pairs = paired_rows.find(graph, pairing, forward, probes, gradient_ops, value_inputs,
+    paired, unpaired, in_pairs = paired_rows.find(graph, pairing, forward, probes, gradient_ops,
+                                                  {op for op, from_data in data.items() if from_data},
                                                   [name for name, _, _ in combined], [name for name, _ in fused])
     uncombinable = [s for s in uncombinable if s.split(" ")[0] not in in_pairs]
     uncombinable += [f"{t.name} ({PAIRWISE}; {unpaired[t.name]})" for t in pairing if t.name in unpaired]

@@ -38,17 +38,17 @@ import tensorflow as tf
 from parallax import backward_ops, batch_draws, graph_utils, mixed_rows
 from parallax.batch_samples import WHOLE_AND_SPLITS, draw_as_split, same_in_every_part, sampled
 from parallax.batch_shapes import MARKERS
-from parallax.row_keys import reads_input
+from parallax.rewrite.reroute import reroute_consumers
 
 GATHERED, OWN, PADDED, SUMMED = "gathered", "own", "padded", "summed"
 SCOPE = "parallax_pairs"
 SUMS = ("AddN", "Add", "AddV2")
 
 
-def find(graph, pairing, forward, probes, gradient_ops, value_inputs, held=(), synchronized=()):
+def find(graph, pairing, forward, probes, gradient_ops, valued, held=(), synchronized=()):
     """(the plan's entries ((GATHERED|OWN|PADDED|SUMMED, tensor, readers), ...), {pairing tensor: why not} for the
     pairs left alone, the names of the values the regions compute). `pairing`: tensors with the batch on two axes;
-    `forward`: the forward pass's ops; `value_inputs(op)`: the inputs whose values it reads (not a shape's op's);
+    `forward`: the forward pass's ops; `valued`: those whose values the batch's values change (not its shape alone);
     `held`: the names of values another rule rewrites (combined statistics); `synchronized`: ops another rule makes
     compute one device's rows (fused batch norms: fused_batch_norm.py)."""
     batch_ops = mixed_rows.from_batch(forward)
@@ -67,10 +67,6 @@ def find(graph, pairing, forward, probes, gradient_ops, value_inputs, held=(), s
         return (), {p.name: "the graph cannot be run on random batches to tell its examples' own rows"
                     for p in pairing}, set()
     # A value computed from the batch's shape alone (tf.eye of its size) is computed in the region, not gathered.
-    valued = set()
-    for op in graph_utils.topological(batch_ops):
-        if reads_input(op) or any(i.op in valued for i in value_inputs(op)):
-            valued.add(op)
     own = {name for name, trials in samples.items() if all(mixed_rows._own_rows(parts) for parts in trials) and
            graph.get_tensor_by_name(name).op in valued}
     rewritten = set(held_draws)
@@ -255,11 +251,7 @@ def rewrite(graph, collective_ops, entries, worker, layout):
                                     name="padded")
             else:
                 new = tf.gather(collective_ops.allreduce_sum(t, name="sum"), mine, name="own")
-        readers = set(readers)
-        for op in [c for c in t.consumers() if c.name in readers]:
-            for index, x in enumerate(op.inputs):
-                if x is t:
-                    op._update_input(index, new)
+        reroute_consumers(t, new, keep=[c for c in t.consumers() if c.name not in readers])
 
 
 # what both backends gather (TF's CollectiveGatherV2 takes no bool, int8 or bfloat16): others travel cast
@@ -287,28 +279,9 @@ def _positions(collective_ops, rows, worker, layout):
     positions of this worker's examples among one device's; their number): with an element-wise sharded input
     (INTERLEAVED) example p is worker p mod N's example p div N."""
     sizes = collective_ops.allgather(tf.shape(rows, out_type=tf.int64)[:1], name="sizes")
-    starts, total = tf.math.cumsum(sizes, exclusive=True), tf.reduce_sum(sizes)
-    position = tf.range(total)
-    order = position if layout != batch_draws.INTERLEAVED else \
-        tf.gather(starts, position % tf.size(sizes, out_type=tf.int64)) + position // tf.size(sizes, out_type=tf.int64)
+    order = batch_draws.gathered_order(sizes, layout)
     with rows.graph.name_scope(None), rows.graph.name_scope("parallax_shard/pairs"):  # the same-graph check skips
         worker = tf.constant(worker, tf.int32, name="worker_id")
-    start = starts[worker]
+    start = tf.math.cumsum(sizes, exclusive=True)[worker]
     mine = tf.where((order >= start) & (order < start + sizes[worker]))[:, 0]
-    return order, mine, total
-
-
-def is_rewritten(graph, entries):
-    """Whether every reader of each entry reads what the rewrite made of it."""
-    for _, name, readers in entries:
-        if any(name in {t.name for t in graph.get_operation_by_name(r).inputs} for r in readers):
-            return False
-    return True
-
-
-def summary(entries):
-    gathered = sorted(name for kind, name, _ in entries if kind == GATHERED)
-    ends = sorted(name for kind, name, _ in entries if kind == OWN)
-    return (f"{', '.join(gathered)} gathered from every worker: what pairs the batch's examples is one device's, "
-            f"and {', '.join(ends)} the worker's own examples' rows of it") if gathered else ""
-
+    return order, mine, tf.reduce_sum(sizes)

@@ -29,9 +29,7 @@ def over_workers(collective_ops, own, law, layout=None):
         if layout != batch_draws.INTERLEAVED:
             return rows
         sizes = collective_ops.allgather(tf.shape(own, out_type=tf.int64)[:1], name="sizes")
-        workers, position = tf.size(sizes, out_type=tf.int64), tf.range(tf.reduce_sum(sizes))
-        order = tf.gather(tf.math.cumsum(sizes, exclusive=True), position % workers) + position // workers
-        return tf.gather(rows, order, name="in_order")
+        return tf.gather(rows, batch_draws.gathered_order(sizes, layout), name="in_order")
     every = collective_ops.allgather(tf.expand_dims(own, 0), name="gather")
     # built here: batch_statistics imports fused_batch_norm, which imports this module
     reduce = {batch_statistics.MEAN: tf.reduce_mean, batch_statistics.MAX: tf.reduce_max,
@@ -40,5 +38,6 @@ def over_workers(collective_ops, own, law, layout=None):
 
 
 def is_combined(graph, name, readers):
-    """Whether every one of `readers` reads the combined value of the statistic `name`, not the worker's own."""
+    """Whether every one of `readers` reads what the rewrite made of `name` (a statistic's combined value, rows of
+    paired_rows.py), not the worker's own."""
     return all(name not in {t.name for t in graph.get_operation_by_name(r).inputs} for r in readers)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 import tensorflow as tf
 
 from parallax import (batch_draws, collectives, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
-                      paired_rows, statistics_combined)
+                      statistics_combined)
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
@@ -112,7 +112,8 @@ FACTS = {
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
     "statistics_combined": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
                                            for name, _, readers in ctx.plan.batch_statistics),
-    "rows_paired": lambda ctx: paired_rows.is_rewritten(ctx.graph, ctx.plan.paired_rows),
+    "rows_paired": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
+                                   for _, name, readers in ctx.plan.paired_rows),
     "batch_norms_synchronized": lambda ctx: all(fused_batch_norm.is_synchronized(ctx.graph, name, gradients)
                                                 for name, gradients in ctx.plan.fused_batch_norms),
     "server_placement": lambda ctx: bool(ctx.server_variables),

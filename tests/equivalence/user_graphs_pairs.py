@@ -12,14 +12,9 @@ import parallax
 
 from tests.equivalence.cases import F64, Case, _dense, _init, _rows
 from tests.equivalence.user_graphs_more import VOCAB
+from tests.equivalence.user_graphs_stateful import _pairs
 
 tf1 = tf.compat.v1
-
-
-def _pairs(n, b, steps):
-    rng = np.random.RandomState(480)
-    return (rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32),
-            rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32))
 
 
 def _in_batch_softmax(users, items, lr_scale):
@@ -40,7 +35,7 @@ def _in_batch_softmax(users, items, lr_scale):
 
 def in_batch_negatives(n, b, steps, graph_batch, lr_scale=1.0):
     """In-batch negatives on fed rows (each worker's a block of the batch)."""
-    users, items = _pairs(n, b, steps)
+    users, items = _pairs(n, b, steps, 480)
     g = tf.Graph()
     with g.as_default():
         up, ip = tf1.placeholder(tf.int32, [None], "users"), tf1.placeholder(tf.int32, [None], "items")
@@ -50,7 +45,7 @@ def in_batch_negatives(n, b, steps, graph_batch, lr_scale=1.0):
 
 def in_batch_negatives_sharded(n, b, steps, graph_batch, lr_scale=1.0):
     """The same on a dataset sharded element-wise by parallax.shard: a worker's examples are every N-th."""
-    users, items = _pairs(n, b, steps)
+    users, items = _pairs(n, b, steps, 480)
     g = tf.Graph()
     with g.as_default():
         ds = parallax.shard(tf.data.Dataset.from_tensor_slices((users, items))).batch(graph_batch)
@@ -62,7 +57,7 @@ def in_batch_symmetric_summed(n, b, steps, graph_batch, lr_scale=1.0):
     """Embeddings alone (no towers), scored both ways (users against items and items against users, the logits
     transposed), accidental hits masked (another example's item equal to the user's own: tf.equal of the ids,
     the diagonal kept by tf.eye of the batch's size), each per-example loss summed; Adagrad."""
-    users, items = _pairs(n, b, steps)
+    users, items = _pairs(n, b, steps, 480)
     items = items % 7  # repeated items in a batch, so the mask has hits
     g = tf.Graph()
     with g.as_default():
@@ -106,7 +101,7 @@ def batch_hard_triplet(n, b, steps, graph_batch, lr_scale=1.0):
 def in_batch_negatives_tape(n, b, steps, graph_batch, lr_scale=1.0):
     """In-batch negatives with gradients from tf.GradientTape (no tf.gradients call) and Adam's apply_gradients;
     accuracy against the batch logged from the logits."""
-    users, items = _pairs(n, b, steps)
+    users, items = _pairs(n, b, steps, 480)
     g = tf.Graph()
     with g.as_default():
         up, ip = tf1.placeholder(tf.int32, [None], "users"), tf1.placeholder(tf.int32, [None], "items")
@@ -188,7 +183,7 @@ def attention_over_valid_examples(n, b, steps, graph_batch, lr_scale=1.0):
 def in_batch_negatives_text_tower(n, b, steps, graph_batch, lr_scale=1.0):
     """Queries of 4 words read by a GRU (tf.compat.v1.nn.dynamic_rnn: a v1 while loop) scored against every item
     of the batch (in-batch negatives); Adam."""
-    users, items = _pairs(n, b, steps)
+    users, items = _pairs(n, b, steps, 480)
     words = np.random.RandomState(503).randint(0, VOCAB, size=(len(users), 4)).astype(np.int32)
     g = tf.Graph()
     with g.as_default():

@@ -202,8 +202,9 @@ def _memory_bank(users, items, lr_scale):
     return tf.group(update, push, name="train")
 
 
-def _pairs(n, b, steps):
-    rng = np.random.RandomState(460)
+def _pairs(n, b, steps, seed=460):
+    """Random (user, item) ids, a row per example."""
+    rng = np.random.RandomState(seed)
     return (rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32),
             rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32))
 
