@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from parallax.launcher import spawn
 from parallax.launcher.job import LaunchOptions, Layout, Process
 from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.resource_spec import ResourceSpec
@@ -64,3 +65,27 @@ def test_a_rank_spawn_names_that_said_nothing_is_the_cause(tmp_path, capsys):
     code, out = _job(tmp_path, capsys, [(0, _failed(0, LOST)), (0, _ended(1, 3))])
     assert code == 1
     assert f"job failed: localhost/worker/1 exited with code 3; then localhost/worker/0: {LOST}" in out, out
+
+
+class _Ended:
+    """A worker spawn started that has already ended with `returncode`."""
+    def __init__(self, rank, returncode):
+        self.pid, self.returncode = 40 + rank, returncode
+
+    def poll(self):
+        return self.returncode
+
+    def send_signal(self, signum):
+        raise AssertionError("an ended worker is not signalled")
+
+
+def test_spawn_records_every_local_end_and_names_the_killed_worker_when_both_end_in_one_poll(monkeypatch, capsys):
+    """Worker 0 ended (code 1) because worker 1 was killed, within one of spawn's polls: spawn names worker 1, and
+    writes each local worker's end as a host agent would, which the supervisor reads as the cause."""
+    codes = {0: 1, 1: -9}
+    monkeypatch.setattr(spawn, "start", lambda w: (_Ended(w["rank"], codes[w["rank"]]), []))
+    assert spawn.run([{"rank": r, "host": "localhost", "stdin": None} for r in (0, 1)]) == 1
+    out = capsys.readouterr().out
+    assert f"[1,0]<stderr>:{CONTROL_PREFIX} exit 1" in out and f"[1,1]<stderr>:{CONTROL_PREFIX} exit -9" in out
+    assert "process rank 1 with PID 41 on node localhost exited on signal 9" in out, out
+    assert "process rank 0" not in out, out

@@ -13,6 +13,7 @@ import sys
 import threading
 
 from parallax.launcher.processes import terminate_when_parent_dies
+from parallax.launcher.protocol import CONTROL_PREFIX
 
 _out_lock = threading.Lock()
 
@@ -47,7 +48,7 @@ def describe_end(worker, pid, code):
     """mpirun's words for a rank that failed (rank_output.failed_rank reads them); the host agent reports a
     signal N as 128+N."""
     where = f"process rank {worker['rank']} with PID {pid} on node {worker['host']}"
-    signum = -code if code < 0 else code - 128 if worker.get("stdin") and 128 < code < 160 else None
+    signum = _signal_of(worker, code)
     if signum:
         return f"parallax-spawn: {where} exited on signal {signum}"
     return f"parallax-spawn: {where} exited with a non-zero status.\nExit code: {code}"
@@ -57,12 +58,16 @@ def run(workers):
     started = [(w, *start(w)) for w in workers]
     pending, failed = list(started), False
     while pending:
-        for item in list(pending):
-            worker, popen, readers = item
-            code = popen.poll()
-            if code is None:
-                continue
+        ended = [(item, item[1].poll()) for item in pending]
+        ended = [(item, code) for item, code in ended if code is not None]
+        for item, code in ended:
             pending.remove(item)
+            worker = item[0]
+            if not worker.get("stdin"):  # a remote worker's host agent writes this line itself
+                _emit(f"[1,{worker['rank']}]<stderr>:{CONTROL_PREFIX} exit {code}")
+        # Of the workers seen ended in one poll, one killed by a signal is the cause: its peers' collectives broke
+        # because of it, and they may have ended within the same poll.
+        for (worker, popen, readers), code in sorted(ended, key=lambda e: _signal_of(e[0][0], e[1]) is None):
             for reader in readers:
                 reader.join(timeout=2)
             if code != 0 and not failed:
@@ -73,6 +78,10 @@ def run(workers):
         if pending:
             threading.Event().wait(0.1)
     return 1 if failed else 0
+
+
+def _signal_of(worker, code):
+    return -code if code < 0 else code - 128 if worker.get("stdin") and 128 < code < 160 else None
 
 
 def main():
