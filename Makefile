@@ -8,8 +8,9 @@ PY     := $(VENV)/bin/python
 PYTEST ?= -q
 export TF
 export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
-# The user graphs and the random graphs run in every mode once over CI's two environments: MPI and PS here (Horovod),
-# HYBRID on TF 2.21 (TF's collectives), which runs collectives and servers together (CI's 90 minutes). The whole
+# The random graphs run in every mode once over CI's two environments: MPI and PS here (Horovod), HYBRID on TF 2.21
+# (TF's collectives), which runs collectives and servers together; the user graphs in HYBRID there and most in one of
+# MPI and PS here (test_user_graphs.py's BOTH_FIXED_MODES), for CI's 90 minutes. The whole
 # cross product: make fuzz CASES=all [MODES=...], or PARALLAX_GRAPH_MODES=MPI,PS,HYBRID make test.
 PARALLAX_GRAPH_MODES ?= $(if $(filter 2.15,$(TF)),MPI$(,)PS,HYBRID)
 export PARALLAX_GRAPH_MODES
