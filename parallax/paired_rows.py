@@ -266,7 +266,8 @@ def _gathered(collective_ops, t, first, order):
     same = tf.raw_ops.Assert(condition=tf.equal(rows, batch), summarize=2, data=[
         f"parallax: {t.name} was taken for the batch's examples (its rows mixed with each other, as in-batch "
         f"negatives), but its rows are not {first.name}'s; if every worker is fed it alike, mark its input with "
-        f"parallax.shared_input. Rows:", rows, batch])
+        f"parallax.shared_input; if it is a second per-worker input, paired with this one, it needs as many rows "
+        f"per worker (a region of two per-worker batch sizes is not split). Rows:", rows, batch])
     carrier = t.dtype if t.dtype in _CARRIED else tf.float32 if t.dtype.is_floating else tf.int32
     with tf.control_dependencies([same]):
         every = collective_ops.allgather(t if carrier == t.dtype else tf.cast(t, carrier), name="rows")

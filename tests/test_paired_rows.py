@@ -109,7 +109,9 @@ def test_with_one_worker_the_rewrite_computes_the_graphs_own_loss_and_gradients(
 def test_an_input_of_another_size_than_the_batch_stops_the_step_with_what_to_do():
     """A pool of candidates fed alike to every worker, not marked: its rows are not the batch's."""
     rng = np.random.RandomState(1)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="mark its input with parallax.shared_input"):
+    what = "mark its input with parallax.shared_input; if it is a second per-worker input, paired with this one, " \
+           "it needs as many rows per worker"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=what):
         _rewritten_and_original(rng.randn(5, 3), rng.randn(7, 3))
 
 
