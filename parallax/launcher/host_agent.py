@@ -28,7 +28,7 @@ import time
 
 from parallax.launcher import ports
 from parallax.launcher.processes import alive, signal_group, signal_process_and_group
-from parallax.launcher.protocol import CONTROL_PREFIX, ENV_CWD, ENV_JOB_DIR
+from parallax.launcher.protocol import ENV_CWD, ENV_JOB_DIR, exit_line
 
 GRACE_SECONDS = 3.0
 
@@ -88,7 +88,7 @@ def run(name, command, stdin=None):
         signal.signal(sig, lambda *_: _stop_group(child))
     threading.Thread(target=stop_when_stdin_closes, daemon=True).start()
     code = child.wait()
-    print(f"{CONTROL_PREFIX} exit {code}", file=sys.stderr, flush=True)
+    print(exit_line(code), file=sys.stderr, flush=True)
     return 128 - code if code < 0 else code
 
 

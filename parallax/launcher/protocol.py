@@ -36,6 +36,12 @@ MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
 CONTROL_PREFIX = "parallax-control:"
 
 
+def exit_line(code):
+    """The control line of a worker's end (Popen's status: -N for signal N), written by whoever started it: the
+    host agent, or spawn for a worker it started here; the supervisor reads it as the cause of a silent death."""
+    return f"{CONTROL_PREFIX} exit {code}"
+
+
 ONE_PROCESS_ROLES = ("planner", "explain", "calibrate")
 
 
