@@ -99,7 +99,9 @@ class StatePlan:
     name: str
     kind: str
     ps_task: Optional[int]
-    aggregate: bool  # its update reads worker data (e.g. batch-norm statistics): averaged over workers first
+    # its update reads worker data (e.g. batch-norm statistics): every worker's value averaged, then written; not
+    # where the value reads server state back after the chief's write of it (_place_state)
+    aggregate: bool
     written_by: Tuple[str, ...] = ()
     colocated_with: Optional[str] = None  # the variable TF colocates it with, which it leaves for another server
 
@@ -371,9 +373,16 @@ def _place_state(analysis, decisions, load, num_workers):
     with_servers = any(d.method == Method.PS for d in decisions)
     part_task = {p.name: p.ps_task for d in decisions for p in d.parts if p.ps_task is not None}
     read_back = _read_back_by_every_worker(analysis.state, decisions, part_task)
-    placed = []
-    for s in sorted(analysis.state, key=lambda s: (-(s.bytes or 0), s.name)):
-        if s.name in read_back:
+    # TF places state colocated with other state (batch renormalization's moving deviation with the moving
+    # variance) beside it, so the two live together: where their group's root does, on every worker if either is.
+    group = {s.name: s.colocated_with if s.colocated_with in {x.name for x in analysis.state} else s.name
+             for s in analysis.state}
+    read_back |= {s.name for s in analysis.state if group[s.name] in {group[x] for x in read_back if x in group}}
+    tasks = {}
+    for s in sorted(analysis.state, key=lambda s: (group[s.name] != s.name, -(s.bytes or 0), s.name)):
+        if group[s.name] != s.name:
+            task = tasks[group[s.name]]
+        elif s.name in read_back:
             task = None
         elif s.colocated_with in part_task:
             task = part_task[s.colocated_with]
@@ -382,8 +391,14 @@ def _place_state(analysis, decisions, load, num_workers):
         else:
             task = min(range(len(load)), key=lambda t: (load[t], t))
             load[task] += s.bytes or 0
-        placed.append(StatePlan(s.name, s.kind, task, aggregate=task is not None and s.kind == "update_ops",
-                                written_by=tuple(s.written_by), colocated_with=s.colocated_with))
+        tasks[s.name] = task
+    # Written from a server's state as read back after the chief's write of it (batch renormalization's moving
+    # variance, the square of its moving deviation as just updated): only the chief has that value, so the chief
+    # writes it alone. Its other inputs are one device's (combined statistics), as in a mode without servers.
+    from_chief_writes = {x for s in analysis.state if tasks[s.name] is not None for x in s.read_back_by}
+    placed = [StatePlan(s.name, s.kind, tasks[s.name], tasks[s.name] is not None and s.kind == "update_ops"
+                        and s.name not in from_chief_writes, tuple(s.written_by), s.colocated_with)
+              for s in analysis.state]
     return tuple(sorted(placed, key=lambda s: s.name))
 
 

@@ -146,6 +146,27 @@ def test_state_read_back_by_a_replicas_update_is_held_by_every_worker():
     assert None not in ps.values()
 
 
+def test_state_colocated_with_state_lives_beside_it_and_a_value_read_back_from_a_server_write_is_the_chiefs():
+    """Batch renormalization: the moving deviation is colocated with the moving variance, which is written from the
+    deviation as read back after its update (only the chief has that value on a server), and the deviation's read
+    back reaches the replicas' updates (through the train op's control edges) in HYBRID."""
+    def analysis(stddev_read_back_by):
+        return FakeAnalysis(ANALYSIS.variables, (
+            FakeState("bn/moving_mean", "update_ops", 16),
+            FakeState("bn/moving_variance", "update_ops", 16),
+            FakeState("bn/moving_stddev", "ema", 16, colocated_with="bn/moving_variance",
+                      read_back_by=stddev_read_back_by),
+            FakeState("bn/renorm_stddev", "ema", 16, colocated_with="bn/moving_variance")))
+    ps = {s.name: s for s in make_plan(analysis(("bn/moving_variance",)), TWO_HOSTS, Config(run_option="PS")).state}
+    group = {ps[n].ps_task for n in ("bn/moving_variance", "bn/moving_stddev", "bn/renorm_stddev")}
+    assert len(group) == 1 and None not in group
+    assert ps["bn/moving_mean"].aggregate and not ps["bn/moving_variance"].aggregate
+    hybrid = {s.name: s for s in make_plan(analysis(("bn/moving_variance", "w")), TWO_HOSTS,
+                                           Config(run_option="HYBRID")).state}
+    assert {hybrid[n].ps_task for n in ("bn/moving_variance", "bn/moving_stddev", "bn/renorm_stddev")} == {None}
+    assert hybrid["bn/moving_mean"].ps_task is not None and hybrid["bn/moving_mean"].aggregate
+
+
 def test_variables_one_op_updates_share_a_side():
     """apply_gradients inside a v2 tf.cond is one op that updates every variable: if one of them is on a server,
     the others cannot be updated in every worker by that op, so they go to servers too."""

@@ -56,7 +56,7 @@ FUZZ_ONLY = ("layer_norm", "rare_optimizers_ref", "keras_momentum_apply", "summe
 # CI of b63f6cc took 80.5 of them). These run in both: cases that were ever inexact in one of them alone, or whose
 # state or order depends on who applies the step (the chief's servers against every worker's replica).
 BOTH_FIXED_MODES = ("spectral_norm_power_iteration", "center_loss", "memory_bank_sharded", "in_batch_negatives_sharded",
-                    "mixed_methods", "grad_accumulation", "ema_of_server_and_replicated_variables")
+                    "mixed_methods", "grad_accumulation", "ema_of_server_and_replicated_variables", "batch_renorm")
 
 
 def _modes(case, index):

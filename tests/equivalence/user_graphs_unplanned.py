@@ -1,0 +1,104 @@
+"""Graphs written as users write them, without a rule in mind, and run in every mode when added: batch
+renormalization beside an embedding (its moving deviation, colocated with the moving variance, which is written from
+the deviation as just updated: PS and HYBRID refused it before plan._place_state followed both), differences of
+each example and its neighbour in the batch (tf.roll), examples pooled by a session id fed with them
+(unsorted_segment_mean), and a label-smoothed sequence loss weighted by a length mask under clipping and a decayed
+rate. The last three were exact in every mode when added. Same conventions as cases.py."""
+import numpy as np
+import tensorflow as tf
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+from tests.equivalence.user_graphs_more import VOCAB, _ids_and_targets
+from tests.equivalence.user_graphs_pairs import _regression
+
+tf1 = tf.compat.v1
+
+
+def neighbor_difference_roll(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each prediction minus its neighbour's in the batch (tf.roll by one) fitted to the targets' differences,
+    plus a mean-squared term; Momentum."""
+    x, y = _regression(911, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        h = tf.squeeze(_dense(_dense(xp, 4, "hidden", 912, tf.nn.tanh), 1, "out", 913), 1)
+        d = h - tf.roll(h, 1, axis=0)
+        t = yp - tf.roll(yp, 1, axis=0)
+        loss = tf.reduce_mean(tf.square(d - t)) + 0.1 * tf.reduce_mean(tf.square(h - yp))
+        train = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def batch_renorm(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf1.layers.batch_normalization with renorm=True (float32: Keras's renorm casts its epsilon to float32)
+    after an embedding's lookups; its updates in UPDATE_OPS; Adam."""
+    ids, y = _ids_and_targets(921, n * b * steps)
+    y = y.astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(tf.float32, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 4], tf.float32, initializer=_init(924, tf.float32))
+        x = tf.reshape(tf.nn.embedding_lookup(emb, idp), [-1, 12])
+        # no bias before the normalization: its gradient is zero up to rounding, which Adam's epsilon amplifies
+        h = tf1.layers.dense(x, 4, use_bias=False, name="hidden", kernel_initializer=_init(922, tf.float32))
+        h = tf1.layers.batch_normalization(h, training=True, renorm=True, renorm_momentum=0.9)
+        pred = _dense(tf.nn.relu(h), 1, "out", 923, dtype=tf.float32)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
+            train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)), float32=True)
+
+
+def session_pooled_segments(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each example's embedding beside the mean of its session's (unsorted_segment_mean by a session id fed with
+    the examples, offset by the batch's smallest id); Adagrad."""
+    rng = np.random.RandomState(931)
+    rows = n * b * steps
+    ids = rng.randint(0, VOCAB, size=(rows,)).astype(np.int32)
+    sessions = (np.arange(rows) // 2).astype(np.int32)  # two examples per session, sessions never cross workers
+    y = rng.randn(rows)
+    g = tf.Graph()
+    with g.as_default():
+        idp, sp, yp = (tf1.placeholder(tf.int32, [None], "ids"), tf1.placeholder(tf.int32, [None], "sessions"),
+                       tf1.placeholder(F64, [None], "y"))
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(932))
+        e = tf.nn.embedding_lookup(emb, idp)
+        local = sp - tf.reduce_min(sp)
+        pooled = tf.math.unsorted_segment_mean(e, local, tf.reduce_max(local) + 1)
+        back = tf.gather(pooled, local)
+        pred = tf.squeeze(_dense(tf.concat([e, back], 1), 1, "out", 933), 1)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.AdagradOptimizer(0.2).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, sessions, y), (idp, sp, yp)))
+
+
+def label_smoothed_nmt_loss(n, b, steps, graph_batch, lr_scale=1.0):
+    """A GRU over embedded tokens of fed lengths, a softmax cross-entropy with label smoothing weighted by the
+    length mask (tf1.losses: a sum over the nonzero weights' count), Adam at an exponentially decayed rate, the
+    gradients clipped by their global norm."""
+    rng = np.random.RandomState(941)
+    rows = n * b * steps
+    src = rng.randint(1, VOCAB, size=(rows, 5)).astype(np.int32)
+    lengths = rng.randint(1, 6, size=(rows,)).astype(np.int32)
+    tgt = rng.randint(0, 6, size=(rows, 5)).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        sp, lp, tp = (tf1.placeholder(tf.int32, [None, 5], "src"), tf1.placeholder(tf.int32, [None], "len"),
+                      tf1.placeholder(tf.int32, [None, 5], "tgt"))
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(942))
+        cell = tf1.nn.rnn_cell.GRUCell(4, kernel_initializer=_init(943), dtype=F64)
+        out, _ = tf1.nn.dynamic_rnn(cell, tf.nn.embedding_lookup(emb, sp), sequence_length=lp, dtype=F64)
+        logits = _dense(out, 6, "proj", 944)
+        mask = tf.sequence_mask(lp, 5, dtype=F64)
+        ce = tf1.losses.softmax_cross_entropy(tf.one_hot(tp, 6, dtype=F64), logits, weights=mask,
+                                              label_smoothing=0.1)
+        lr = tf1.train.exponential_decay(0.05, tf1.train.get_or_create_global_step(), 2, 0.9, staircase=True)
+        opt = tf1.train.AdamOptimizer(lr)
+        grads, tvars = zip(*opt.compute_gradients(ce))
+        clipped, _ = tf.clip_by_global_norm(grads, 0.5)
+        train = opt.apply_gradients(zip(clipped, tvars), tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((src, lengths, tgt), (sp, lp, tp)))
+
+
+USER_GRAPHS_UNPLANNED = {f.__name__: f for f in (batch_renorm, neighbor_difference_roll, session_pooled_segments,
+                                                 label_smoothed_nmt_loss)}
