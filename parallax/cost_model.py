@@ -302,8 +302,8 @@ def _servers(load, variables, choices, workers_per_host, machine, state=()):
 
 def _state_on_servers(state, variables, choices, hosts):
     """(state, server host) for the state that lives on a server when the plan has servers, by plan._place_state's
-    rule: beside the variable it is colocated with when that one is on a server; replicated beside a replica
-    (optimizer state excepted); otherwise on the least loaded server, largest first."""
+    rule: beside the variable or state it is colocated with when that one is on a server; replicated beside a
+    replica (optimizer state excepted); otherwise on the least loaded server, largest first."""
     server_of = {}
     for v in variables:  # a variable's parts are named as TF's partitioner names them
         for k, s in enumerate(choices[v.name].servers):
@@ -314,13 +314,17 @@ def _state_on_servers(state, variables, choices, hosts):
         for s in choices[v.name].servers:
             load[s] += v.bytes / len(choices[v.name].servers)
     out = []
-    for item in sorted(state, key=lambda x: (-x.bytes, x.name)):
+    names = {x.name for x in state}
+    # state colocated with other state (renormalization's moving deviation) goes where that state goes, after it
+    for item in sorted(state, key=lambda x: (x.colocated_with in names, -x.bytes, x.name)):
         if item.colocated_with in server_of:
             out.append((item, server_of[item.colocated_with]))
+            server_of.setdefault(item.name, server_of[item.colocated_with])
         elif item.colocated_with is None or item.optimizer:
             s = min(range(hosts), key=lambda t: (load[t], t))
             load[s] += item.bytes
             out.append((item, s))
+            server_of.setdefault(item.name, s)
     return out
 
 

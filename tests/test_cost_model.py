@@ -235,6 +235,19 @@ def test_state_follows_the_variable_it_is_colocated_with():
     assert sum(mixed_state) - sum(mixed_plain) == pytest.approx(16)
 
 
+def test_state_colocated_with_state_on_a_server_goes_with_it():
+    """Batch renormalization's moving deviation, colocated with the moving variance, costs messages on that
+    variance's server (plan._place_state keeps the two together)."""
+    machine = cm.Machine(1e12, 0, cores=1, cpu_per_byte={}, cpu_per_message={"ps": 1e-3})
+    w = cm.Workload(0.0, 0.0, (cm.VariableLoad("a", "dense", 8),),
+                    (cm.StateLoad("bn/moving_variance", 64), cm.StateLoad("bn/moving_stddev", 8,
+                                                                        colocated_with="bn/moving_variance")))
+    on_servers = {"a": cm.Choice(cm.PS, (1,))}
+    with_state = cm.predict(w, on_servers, TWO_BY_TWO, machine).server_bytes
+    plain = cm.predict(dataclasses.replace(w, state=()), on_servers, TWO_BY_TWO, machine).server_bytes
+    assert [x - y for x, y in zip(with_state, plain)] == pytest.approx((72, 0))
+
+
 def test_pushes_and_pulls_are_phases_so_an_unbalanced_servers_link_is_busy_twice():
     one_each = (1, 1)
     net = cm.Machine(bandwidth=1e6, latency=0, cores=64, cpu_per_byte={}, cpu_per_message={})
