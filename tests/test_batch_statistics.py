@@ -133,6 +133,23 @@ def test_a_streaming_total_of_the_predictions_is_the_whole_batchs():
     assert [(law, readers) for _, law, readers in found.combined] == [("sum", ("count", "rate"))], found.combined
 
 
+def test_a_metrics_total_and_count_in_local_variables_are_the_whole_batchs():
+    """tf1.metrics.mean keeps its total and count in local variables, updated with the train op: every worker
+    holds its own, which must add the whole batch's sum and size, as one device's does."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf1.placeholder(F64, [None, 2], name="x"), tf1.placeholder(F64, [None, 1], name="y")
+        w = tf1.get_variable("w", [2, 1], F64)
+        error = tf.abs(tf.matmul(x, w) - y)
+        _, update = tf1.metrics.mean(error, name="mean_error")
+        with tf.control_dependencies([update]):
+            tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(error)))
+    found = batch_statistics.find(g, parallax.analyze(g))
+    # the total's sum of the errors, and the count's size of the batch
+    assert sorted((law, readers) for _, law, readers in found.combined) == [
+        ("sum", ("mean_error/AssignAddVariableOp",)), ("sum", ("mean_error/AssignAddVariableOp_1",))], found.combined
+
+
 def test_a_worker_reads_the_combined_count_where_gradients_are_computed_and_its_own_elsewhere():
     g = tf.Graph()
     with g.as_default():

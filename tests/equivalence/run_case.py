@@ -88,7 +88,7 @@ def _run_single(case, steps, batch, out):
     """The unmodified graph in a plain Session, `batch` examples a step."""
     with case.graph.as_default():
         variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
-        init = tf1.global_variables_initializer()
+        init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]  # a script runs both
     with tf1.Session(graph=case.graph) as sess:
         sess.run(init)
         for k in range(steps):

@@ -100,5 +100,28 @@ def label_smoothed_nmt_loss(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((src, lengths, tgt), (sp, lp, tp)))
 
 
+def loss_tracked_in_variables(n, b, steps, graph_batch, lr_scale=1.0):
+    """The script keeps a running average of its loss and the last batch's largest error in variables (assigned
+    in the train op's group), and a streaming accuracy-like mean of a thresholded prediction (tf1.metrics.mean,
+    whose total and count are local variables, copied into a global one each step)."""
+    x, y = _regression(951, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 952, tf.nn.tanh), 1, "out", 953), 1)
+        err = tf.square(pred - yp)
+        loss = tf.reduce_mean(err)
+        avg = tf1.get_variable("avg_loss", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        worst = tf1.get_variable("worst_error", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        seen = tf1.get_variable("seen_accuracy", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+        acc, acc_update = tf1.metrics.mean(tf.cast(tf.abs(pred - yp) < 0.5, F64))
+        with tf.control_dependencies([acc_update]):
+            keep = seen.assign(tf.cast(acc_update, F64))
+        opt = tf1.train.GradientDescentOptimizer(0.1)
+        train = tf.group(opt.minimize(loss, tf1.train.get_or_create_global_step()),
+                         avg.assign(0.9 * avg + 0.1 * loss), worst.assign(tf.reduce_max(err)), keep, name="train")
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 USER_GRAPHS_UNPLANNED = {f.__name__: f for f in (batch_renorm, neighbor_difference_roll, session_pooled_segments,
-                                                 label_smoothed_nmt_loss)}
+                                                 label_smoothed_nmt_loss, loss_tracked_in_variables)}
