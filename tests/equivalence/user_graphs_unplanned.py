@@ -2,8 +2,10 @@
 renormalization beside an embedding (its moving deviation, colocated with the moving variance, which is written from
 the deviation as just updated: PS and HYBRID refused it before plan._place_state followed both), differences of
 each example and its neighbour in the batch (tf.roll), examples pooled by a session id fed with them
-(unsorted_segment_mean), and a label-smoothed sequence loss weighted by a length mask under clipping and a decayed
-rate. The last three were exact in every mode when added. Same conventions as cases.py."""
+(unsorted_segment_mean), a label-smoothed sequence loss weighted by a length mask under clipping and a decayed
+rate (these three were exact in every mode when added), and a running loss, the batch's largest error and a
+streaming metric (tf1.metrics.mean: local variables, each worker's its own batch's before batch_statistics counted
+their writes as updates) kept in variables. Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
 
@@ -123,5 +125,35 @@ def loss_tracked_in_variables(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def vae_with_streaming_accuracy(n, b, steps, graph_batch, lr_scale=1.0):
+    """A variational autoencoder: the reparameterized sample draws noise per example under an op seed, a KL term
+    summed over latents and averaged over the batch; a classifier head on the mean code with tf1.metrics.accuracy
+    and tf1.metrics.auc updated with the train op and copied into global variables; Momentum (Nesterov) at a
+    piecewise-constant rate."""
+    x, y = _regression(961, n, b, steps)
+    labels = (y > 0).astype(np.int64)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(tf.int64, [None], "labels")
+        h = _dense(xp, 6, "encoder", 962, tf.nn.tanh)
+        mu, log_var = _dense(h, 2, "mu", 963), _dense(h, 2, "log_var", 964)
+        z = mu + tf.exp(0.5 * log_var) * tf.random.normal(tf.shape(mu), dtype=F64, seed=965)
+        recon = _dense(_dense(z, 6, "decoder", 966, tf.nn.tanh), 3, "recon", 967)
+        kl = -0.5 * tf.reduce_sum(1 + log_var - tf.square(mu) - tf.exp(log_var), axis=1)
+        logits = _dense(mu, 2, "classifier", 968)
+        loss = tf.reduce_mean(tf.reduce_sum(tf.square(recon - xp), axis=1) + 0.1 * kl) + tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lp, logits=logits))
+        _, accuracy = tf1.metrics.accuracy(lp, tf.argmax(logits, 1))
+        _, auc = tf1.metrics.auc(lp, tf.nn.softmax(logits)[:, 1], num_thresholds=20)
+        kept = [tf1.get_variable(name, [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+                for name in ("accuracy_seen", "auc_seen")]
+        step = tf1.train.get_or_create_global_step()
+        rate = tf1.train.piecewise_constant(step, [2, 4], [0.05, 0.02, 0.01])
+        train = tf.group(tf1.train.MomentumOptimizer(tf.cast(rate, F64), 0.9, use_nesterov=True).minimize(loss, step),
+                         kept[0].assign(tf.cast(accuracy, F64)), kept[1].assign(tf.cast(auc, F64)), name="train")
+    return Case(g, train, _rows((x, labels), (xp, lp)))
+
+
 USER_GRAPHS_UNPLANNED = {f.__name__: f for f in (batch_renorm, neighbor_difference_roll, session_pooled_segments,
-                                                 label_smoothed_nmt_loss, loss_tracked_in_variables)}
+                                                 label_smoothed_nmt_loss, loss_tracked_in_variables,
+                                                 vae_with_streaming_accuracy)}
