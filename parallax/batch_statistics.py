@@ -93,7 +93,7 @@ def find(graph, analysis):
                  for g in p.gradients for name in (g.values, g.indices) if name]
     writers = [graph.get_operation_by_name(name) for v in analysis.trained_variables for p in v.parts
                for name in p.update_ops] + [graph.get_operation_by_name(name) for s in analysis.state
-                                            for name in s.written_by] + local_state_writes(graph)
+                                            for name in s.written_by] + graph_utils.local_variable_writes(graph)
     names = {op.name for op in graph.get_operations()}
     losses = [graph.get_operation_by_name(op_name) for op_name in
               (name.rsplit(":", 1)[0] for name in capture.loss_records(graph)) if op_name in names]
@@ -198,18 +198,6 @@ def find(graph, analysis):
     uncombinable += [f"{t.name} ({PAIRWISE}; {unpaired[t.name]})" for t in pairing if t.name in unpaired]
     laws += [(name, keyed_writes.ROWS) for kind, name, _ in paired if kind == paired_rows.OWN]
     return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws), paired)
-
-
-def local_state_writes(graph):
-    """The step's writes of the script's local variables (a streaming metric's total and count, tf1.metrics):
-    every worker holds its own, which reads one device's value where the statistics it is written from are
-    combined, as for state every worker holds in MPI mode."""
-    local = {v.op.name for v in graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES) if hasattr(v, "op")}
-    if not local:
-        return []
-    initialization = graph_utils.initialization_ops(graph)
-    return [op for op in graph.get_operations() if op.name not in initialization and not op.name.startswith("parallax")
-            and graph_utils.is_writer(op) and local & set(graph_utils.written_variables(op))]
 
 
 def _averages_a_data_extent(op, probes):

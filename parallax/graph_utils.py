@@ -129,6 +129,17 @@ def initialization_ops(graph):
         {op.name for op in graph.get_operations() if is_writer(op) and is_restore(op)}
 
 
+def local_variable_writes(graph):
+    """The ops that write the script's local variables in a step (a streaming metric's total and count, tf1.metrics):
+    not their initializers, nor parallax's own counters."""
+    local = {v.op.name for v in graph.get_collection(tf.compat.v1.GraphKeys.LOCAL_VARIABLES) if hasattr(v, "op")}
+    if not local:
+        return []
+    initialization = initialization_ops(graph)
+    return [op for op in graph.get_operations() if op.name not in initialization and not op.name.startswith("parallax")
+            and is_writer(op) and local & set(written_variables(op))]
+
+
 def variables_by_op_name(graph):
     """Every Variable object the graph's collections know, keyed by its op name."""
     found = {}

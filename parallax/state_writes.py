@@ -37,6 +37,9 @@ def checked(graph, analysis, statistics=(), split_draws=(), fused_batch_norms=()
                  for g in p.gradients for name in (g.values, g.indices) if name}
     of_gradients = graph_utils.closure(gradients, lambda op: [c for t in op.outputs for c in t.consumers()])
     writes = {name: s.name for s in analysis.state for name in s.written_by}
+    # The script's local variables too (a metric's total): every worker holds its own, as one device's.
+    writes.update({op.name: sorted(graph_utils.written_variables(op))[0]
+                   for op in graph_utils.local_variable_writes(graph)})
     values = [(t, name) for name in sorted(writes) for t in graph.get_operation_by_name(name).inputs
               if t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype
               and t.op not in of_gradients]

@@ -81,6 +81,24 @@ def test_the_batchs_last_example_kept_is_one_devices_last_example():
         [("x:0", ("Shape", "strided_slice_1"))]
 
 
+def test_a_local_variable_is_checked_as_state_is():
+    """The same last example kept in a local variable (a script's own streaming state, held by every worker):
+    before, no check read local variables, and each worker kept its own batch's last example, silently."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [None, 3], "x")
+        w = tf1.get_variable("w", [3, 1], tf.float64)
+        last = tf1.Variable(tf.zeros([3], tf.float64), trainable=False, name="last",
+                            collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)))
+        with tf.control_dependencies([train]):
+            last.assign(x[tf.shape(x)[0] - 1], name="keep")
+    plan = _plan(g)
+    assert not plan.uncombinable_statistics
+    assert [(name, readers) for name, law, readers in plan.batch_statistics if law == keyed_writes.ROWS] == \
+        [("x:0", ("Shape", "strided_slice_1"))]
+
+
 def test_values_the_rules_make_one_devices_and_values_of_gradients_are_not_listed():
     for name in ("running_input_mean", "batch_norm_fused_conv", "keras_batch_norm", "hand_written_momentum",
                  "ema_with_num_updates", "frequency_scaled_rows", "center_loss", "target_network_copy",

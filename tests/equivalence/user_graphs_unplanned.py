@@ -104,8 +104,9 @@ def label_smoothed_nmt_loss(n, b, steps, graph_batch, lr_scale=1.0):
 
 def loss_tracked_in_variables(n, b, steps, graph_batch, lr_scale=1.0):
     """The script keeps a running average of its loss and the last batch's largest error in variables (assigned
-    in the train op's group), and a streaming accuracy-like mean of a thresholded prediction (tf1.metrics.mean,
-    whose total and count are local variables, copied into a global one each step)."""
+    in the train op's group), a streaming accuracy-like mean of a thresholded prediction (tf1.metrics.mean, whose
+    total and count are local variables) and the batch's last target in a local variable of its own, both copied
+    into global ones each step."""
     x, y = _regression(951, n, b, steps)
     g = tf.Graph()
     with g.as_default():
@@ -117,8 +118,12 @@ def loss_tracked_in_variables(n, b, steps, graph_batch, lr_scale=1.0):
         worst = tf1.get_variable("worst_error", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
         seen = tf1.get_variable("seen_accuracy", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
         acc, acc_update = tf1.metrics.mean(tf.cast(tf.abs(pred - yp) < 0.5, F64))
-        with tf.control_dependencies([acc_update]):
-            keep = seen.assign(tf.cast(acc_update, F64))
+        last = tf1.Variable(tf.zeros([], F64), trainable=False, name="last_target",
+                            collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        last_seen = tf1.get_variable("last_target_seen", [], F64, initializer=tf1.zeros_initializer(),
+                                     trainable=False)
+        with tf.control_dependencies([acc_update, last.assign(yp[tf.shape(yp)[0] - 1])]):
+            keep = tf.group(seen.assign(tf.cast(acc_update, F64)), last_seen.assign(last.read_value()))
         opt = tf1.train.GradientDescentOptimizer(0.1)
         train = tf.group(opt.minimize(loss, tf1.train.get_or_create_global_step()),
                          avg.assign(0.9 * avg + 0.1 * loss), worst.assign(tf.reduce_max(err)), keep, name="train")
