@@ -25,6 +25,7 @@ from parallax.rewrite import min_cut
 
 tf1 = tf.compat.v1
 SYNC_SCOPE = "parallax_sync"
+SHAPE_READS = {"VariableShape"}  # reads of a variable's shape, which no write in a step changes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,27 +102,38 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
     # for the global step does not make every worker need the train op's group behind it).
     needed = graph_utils.closure(everyone, lambda op: [] if op in roots else
                                  [t.op for t in op.inputs] + list(op.control_inputs))
+    # The chief-only writes each op waited for through ops whose waits were cut (the discriminator's train op
+    # that a GAN's generator reads the discriminator after): on one device it reads their variables as written.
+    waited, read_back_from = {}, {}  # and the chief-only ops computed from a read back: its variable
     for op in graph_utils.topological(needed, include_control=True):
         data = [(i, t) for i, t in enumerate(op.inputs) if t.op in chief]
         if op in roots or (data and not all(t.op in cut for _, t in data)):
             chief.add(op)  # the chief's own work: its control edges stay
+            origin = next((read_back_from[t.op] for _, t in data if t.op in read_back_from), None)
+            if origin:
+                read_back_from[op] = origin
             if op in everyone:
-                unsupported.append((op.name, _not_broadcastable(ctx, data[0][1], after_writes) if data else
+                unsupported.append((op.name, _read_back_refusal(origin) if origin else
+                                    _not_broadcastable(ctx, data[0][1], after_writes) if data else
                                     "it is work only the chief may do"))
             continue
         late = sorted((c for c in op.control_inputs if c in chief), key=lambda c: c.name)
-        read_back = _reads_back(op, late, chief)
+        inherited = set().union(*(waited.get(i, ()) for i in [t.op for t in op.inputs] + list(op.control_inputs)))
+        read_back = _reads_back(op, late, chief, inherited)
         if read_back:
             # It reads a variable after a chief-only write of it (Adam's slot read back for its update, a step
             # count read after its increment): cutting the wait would change the value read, so it is the chief's.
             chief.add(op)
+            read_back_from[op] = read_back
             if op in everyone:
-                unsupported.append((op.name, f"it reads {read_back} after this step's write of it, which only the "
-                                             f"chief makes, after every worker's step"))
+                unsupported.append((op.name, _read_back_refusal(read_back)))
             continue
         if late:
             _cut(op, late, own_writes, chief, needed, onward)
             deferred += [(op.name, c.name) for c in late]
+            inherited |= _written_by(late, chief)
+        if inherited:
+            waited[op] = inherited
         for i, t in data:
             if t.name not in sent:
                 with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/"):
@@ -133,16 +145,29 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
     return deferred, broadcasts, unsupported
 
 
-def _reads_back(op, late, chief):
+def _reads_back(op, late, chief, waited=frozenset()):
     """The variable `op` takes by reference that a chief-only op it waits for (`late`, or what they wait for)
-    writes; None when there is none."""
-    if not late:
+    writes, or that `waited` holds (written by chief-only ops it waited for through cut waits); None when there is
+    none."""
+    if not late and not waited:
         return None
     read = set(graph_utils.referenced_variables(op)) - set(graph_utils.written_variables(op))
-    if not read:
+    if op.type in SHAPE_READS or not read:
         return None
-    written = {w for c in graph_utils.ancestors(late) if c in chief for w in graph_utils.written_variables(c)}
+    written = _written_by(late, chief) | set(waited)
     return next((v for v in sorted(read) if v in written), None)
+
+
+def _read_back_refusal(variable):
+    return (f"it is computed from {variable} as this step writes it (it waits for that write, as a second "
+            f"optimizer's gradients may wait for the first's update), and only the chief writes {variable}, after "
+            f"every worker's step; hold it on every worker instead (run_option='MPI', or 'HYBRID' for a dense "
+            f"variable), or compute it before the write")
+
+
+def _written_by(late, chief):
+    """The variables that the chief-only ops `late` and the chief-only ops they wait for write."""
+    return {w for c in graph_utils.ancestors(late) if c in chief for w in graph_utils.written_variables(c)}
 
 
 def _cut(op, late, own_writes, chief, needed, onward):

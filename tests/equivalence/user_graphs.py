@@ -427,7 +427,8 @@ USER_GRAPHS.update(USER_GRAPHS_PAIRS)
 
 # The thirteenth (user_graphs_unplanned.py): batch renormalization beside an embedding, neighbours' differences by
 # tf.roll, examples pooled by a fed session id, a label-smoothed sequence loss under clipping and a decayed rate,
-# a running loss and streaming metrics kept in variables, a variational autoencoder with accuracy and AUC.
+# a running loss and streaming metrics kept in variables, a variational autoencoder with accuracy and AUC, a GAN
+# step that takes the generator's gradients after the discriminator's update.
 from tests.equivalence.user_graphs_unplanned import USER_GRAPHS_UNPLANNED  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_UNPLANNED)

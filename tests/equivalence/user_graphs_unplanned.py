@@ -5,7 +5,9 @@ each example and its neighbour in the batch (tf.roll), examples pooled by a sess
 (unsorted_segment_mean), a label-smoothed sequence loss weighted by a length mask under clipping and a decayed
 rate (these three were exact in every mode when added), and a running loss, the batch's largest error and a
 streaming metric (tf1.metrics.mean: local variables, each worker's its own batch's before batch_statistics counted
-their writes as updates) kept in variables. Same conventions as cases.py."""
+their writes as updates) kept in variables, a variational autoencoder with streaming accuracy and AUC, and a GAN
+step whose generator gradients wait for the discriminator's update (exact in MPI and HYBRID; in PS, 0.047 off,
+silently, before that step was refused). Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
 
@@ -159,6 +161,35 @@ def vae_with_streaming_accuracy(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, labels), (xp, lp)))
 
 
+def gan_discriminator_then_generator(n, b, steps, graph_batch, lr_scale=1.0):
+    """A GAN step as scripts write it: the discriminator's update, then the generator's, whose gradients are
+    taken after the discriminator's update (a control dependency) in one fetch; Adam for both, var_list split."""
+    x, _ = _regression(971, n, b, steps)
+    noise = np.random.RandomState(972).randn(n * b * steps, 2)
+    g = tf.Graph()
+    with g.as_default():
+        xp, zp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 2], "z")
+        with tf1.variable_scope("generator"):
+            fake = _dense(_dense(zp, 4, "h", 973, tf.nn.tanh), 3, "out", 974)
+
+        def critic(v):
+            with tf1.variable_scope("discriminator", reuse=tf1.AUTO_REUSE):
+                return _dense(_dense(v, 4, "h", 975, tf.nn.tanh), 1, "out", 976)
+        real_logits, fake_logits = critic(xp), critic(fake)
+        bce = tf.nn.sigmoid_cross_entropy_with_logits
+        d_loss = tf.reduce_mean(bce(labels=tf.ones_like(real_logits), logits=real_logits)) + \
+            tf.reduce_mean(bce(labels=tf.zeros_like(fake_logits), logits=fake_logits))
+        d_vars = tf1.trainable_variables("discriminator")
+        g_vars = tf1.trainable_variables("generator")
+        d_train = tf1.train.AdamOptimizer(0.05).minimize(d_loss, var_list=d_vars)
+        with tf.control_dependencies([d_train]):
+            g_logits = critic(fake)
+            g_loss = tf.reduce_mean(bce(labels=tf.ones_like(g_logits), logits=g_logits))
+            g_train = tf1.train.AdamOptimizer(0.05).minimize(g_loss, var_list=g_vars,
+                                                              global_step=tf1.train.get_or_create_global_step())
+    return Case(g, g_train, _rows((x, noise), (xp, zp)))
+
+
 USER_GRAPHS_UNPLANNED = {f.__name__: f for f in (batch_renorm, neighbor_difference_roll, session_pooled_segments,
                                                  label_smoothed_nmt_loss, loss_tracked_in_variables,
-                                                 vae_with_streaming_accuracy)}
+                                                 vae_with_streaming_accuracy, gan_discriminator_then_generator)}
