@@ -105,6 +105,7 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
     # The chief-only writes each op waited for through ops whose waits were cut (the discriminator's train op
     # that a GAN's generator reads the discriminator after): on one device it reads their variables as written.
     waited, read_back_from = {}, {}  # and the chief-only ops computed from a read back: its variable
+    written_behind = {}
     for op in graph_utils.topological(needed, include_control=True):
         data = [(i, t) for i, t in enumerate(op.inputs) if t.op in chief]
         if op in roots or (data and not all(t.op in cut for _, t in data)):
@@ -131,7 +132,10 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
         if late:
             _cut(op, late, own_writes, chief, needed, onward)
             deferred += [(op.name, c.name) for c in late]
-            inherited |= _written_by(late, chief)
+            key = frozenset(late)
+            if key not in written_behind:  # many ops wait for the same writes (a batch norm's, the train op's)
+                written_behind[key] = _written_by(late, chief)
+            inherited |= written_behind[key]
         if inherited:
             waited[op] = inherited
         for i, t in data:
