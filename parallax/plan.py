@@ -375,9 +375,10 @@ def _place_state(analysis, decisions, load, num_workers):
     read_back = _read_back_by_every_worker(analysis.state, decisions, part_task)
     # TF places state colocated with other state (batch renormalization's moving deviation with the moving
     # variance) beside it, so the two live together: where their group's root does, on every worker if either is.
-    group = {s.name: s.colocated_with if s.colocated_with in {x.name for x in analysis.state} else s.name
-             for s in analysis.state}
-    read_back |= {s.name for s in analysis.state if group[s.name] in {group[x] for x in read_back if x in group}}
+    names = {s.name for s in analysis.state}
+    group = {s.name: s.colocated_with if s.colocated_with in names else s.name for s in analysis.state}
+    groups_read_back = {group[x] for x in read_back if x in group}
+    read_back |= {name for name in names if group[name] in groups_read_back}
     tasks = {}
     for s in sorted(analysis.state, key=lambda s: (group[s.name] != s.name, -(s.bytes or 0), s.name)):
         if group[s.name] != s.name:

@@ -119,8 +119,11 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
                                     "it is work only the chief may do"))
             continue
         late = sorted((c for c in op.control_inputs if c in chief), key=lambda c: c.name)
+        key = frozenset(late)
+        if key not in written_behind:  # many ops wait for the same writes (a batch norm's, the train op's)
+            written_behind[key] = _written_by(late, chief)
         inherited = set().union(*(waited.get(i, ()) for i in [t.op for t in op.inputs] + list(op.control_inputs)))
-        read_back = _reads_back(op, late, chief, inherited)
+        read_back = _reads_back(op, written_behind[key] | inherited)
         if read_back:
             # It reads a variable after a chief-only write of it (Adam's slot read back for its update, a step
             # count read after its increment): cutting the wait would change the value read, so it is the chief's.
@@ -132,9 +135,6 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
         if late:
             _cut(op, late, own_writes, chief, needed, onward)
             deferred += [(op.name, c.name) for c in late]
-            key = frozenset(late)
-            if key not in written_behind:  # many ops wait for the same writes (a batch norm's, the train op's)
-                written_behind[key] = _written_by(late, chief)
             inherited |= written_behind[key]
         if inherited:
             waited[op] = inherited
@@ -149,16 +149,12 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
     return deferred, broadcasts, unsupported
 
 
-def _reads_back(op, late, chief, waited=frozenset()):
-    """The variable `op` takes by reference that a chief-only op it waits for (`late`, or what they wait for)
-    writes, or that `waited` holds (written by chief-only ops it waited for through cut waits); None when there is
-    none."""
-    if not late and not waited:
+def _reads_back(op, written):
+    """The variable `op` takes by reference that `written` holds (the variables chief-only ops it waits for write,
+    directly or through cut waits); None when there is none."""
+    if not written or op.type in SHAPE_READS:
         return None
     read = set(graph_utils.referenced_variables(op)) - set(graph_utils.written_variables(op))
-    if op.type in SHAPE_READS or not read:
-        return None
-    written = _written_by(late, chief) | set(waited)
     return next((v for v in sorted(read) if v in written), None)
 
 
