@@ -127,7 +127,7 @@ def _entries(graph, region, frontier, held, batch_ops, forward, probes, gradient
     read = sorted({i.name for op in region for i in op.inputs if i.name in held})
     if read:
         return f"it reads {read[0]}, which another rule rewrites (a random draw, a statistic of the batch)"
-    backward = _backward(region, gradient_ops, forward)
+    backward = _backward(region, gradient_ops, forward, batch_ops)
     entries = []
     for name in sorted(frontier):
         t = graph.get_tensor_by_name(name)
@@ -163,11 +163,18 @@ def _entries(graph, region, frontier, held, batch_ops, forward, probes, gradient
     return entries
 
 
-def _backward(region, gradient_ops, forward):
-    """tf.gradients' ops for the region's ops, and the sums of gradients (no forward op recorded) that add up
-    theirs alone."""
+def _backward(region, gradient_ops, forward, batch_ops):
+    """tf.gradients' ops for the region's ops, the sums of gradients (no forward op recorded) that add up theirs
+    alone, and the gradient ops of what computed the frontier that read an integer they make: a gradient that
+    leaves as IndexedSlices (a gather's by a permutation of the batch) is rows in the gather's order, which its
+    indices and dense shape make the frontier's rows where they meet (a segment sum), and leaves there."""
     backward = set().union(*(gradient_ops(op) for op in region))
     while True:
+        more = {c for g in backward for t in g.outputs if not t.dtype.is_floating for c in t.consumers()
+                if c not in backward and c not in forward and getattr(c, "_original_op", None) in batch_ops}
+        if more:
+            backward |= more
+            continue
         more = {c for g in backward for t in g.outputs for c in t.consumers()
                 if c not in backward and c not in forward and c.type in SUMS and
                 getattr(c, "_original_op", None) is None and all(i.op in backward for i in c.inputs)}

@@ -166,3 +166,24 @@ def test_a_loss_of_every_pair_reduced_whole_reads_its_examples_rows_of_the_pairs
     assert plan.uncombinable_statistics == ()
     own = sorted(name for kind, name, _ in plan.paired_rows if kind == paired_rows.OWN)
     assert len(own) == 2 and all(g.get_tensor_by_name(name).shape.rank == 2 for name in own)
+
+
+def test_a_gradient_leaving_through_a_gather_by_a_sort_of_the_batch_is_summed_as_the_frontiers_rows():
+    """The batch sorted in the graph (argsort, then gather): the region's gradient of the risks leaves tf.gradients'
+    gather gradient as IndexedSlices, rows in the sort's order with the sort as indices. It is summed where its
+    indices make it the frontier's rows (a segment sum), a float of the batch's rows; before, the indices and dense
+    shape were summed over workers as if they were gradients too, and the step failed (indices[1] = 1 is not in
+    [0, 1))."""
+    g = tf.Graph()
+    with g.as_default():
+        x, times = tf1.placeholder(tf.float64, [None, 3], "x"), tf1.placeholder(tf.float64, [None], "times")
+        risk = tf.squeeze(tf1.layers.dense(x, 1, use_bias=False, name="risk"), 1)
+        order = tf.argsort(times, direction="DESCENDING")
+        r = tf.gather(risk, order)
+        loss = -tf.reduce_sum(r - tf.math.cumulative_logsumexp(r))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+    plan = _plan(g)
+    summed = [g.get_tensor_by_name(name) for kind, name, _ in plan.paired_rows if kind == paired_rows.SUMMED]
+    assert summed and all(t.dtype.is_floating for t in summed), plan.paired_rows
+    assert [t.op.type for t in summed] == ["UnsortedSegmentSum"]
+    assert plan.uncombinable_statistics == ()
