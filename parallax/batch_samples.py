@@ -5,8 +5,8 @@ relates to its parts' (a sum, a mean, neither) is found by running what the user
 The tensors' data ancestors are copied into a throw-away graph (control edges only among them), every per-worker
 input (placeholders, iterators, queues: rows are examples) becomes a placeholder fed random examples (a sparse
 input's three parts, one valid random sparse batch: sparse_inputs.py), every other placeholder without a default (a
-setting the script feeds alike in every worker: a keep probability) one value per trial, the same in every part,
-and the variables they read get their initial values. Each trial feeds a batch of 2 * HALF examples and, for
+setting the script feeds alike in every worker: a keep probability) one value per trial, the same in every part
+(floats are normal, but in NONNEGATIVE_TRIAL their absolute values), and the variables they read get their initial values. Each trial feeds a batch of 2 * HALF examples and, for
 every input alike, each of PARTS: the whole batch, its reversal, its halves, and its first example and the rest.
 """
 import numpy as np
@@ -18,6 +18,11 @@ from parallax.batch_shapes import PIN, copy_nodes, per_worker_inputs
 tf1 = tf.compat.v1
 HALF = 4
 TRIALS = 3
+# The trial whose float inputs are non-negative, as masks, weights and event indicators are: a guard such as
+# tf.maximum(tf.reduce_sum(mask), 1.0) holds its constant on most batches of random signs, which hides the law of
+# the sum it guards (a loss divided by it taken for a sum of its parts: a Cox likelihood's, summed, twice one
+# device's step). A law holds only if it holds on every trial.
+NONNEGATIVE_TRIAL = 1
 WIDEN = 3  # positions of padding `widened` adds
 MAX_BYTES = 256 << 20  # of variables to initialize again in the throw-away session
 DECODED = 3  # ops whose outputs are fed instead of their inputs' random values, at most
@@ -107,9 +112,10 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
             examples = np.arange(2 * HALF)
             for trial in range(trials):
                 rng = np.random.RandomState(trial)
-                batch = {feeds[t.name]: _widened(_random(rng, t), *(widened or {}).get(t.name, ((), None)))
+                values_of = nonnegative_values if trial == NONNEGATIVE_TRIAL else random_values
+                batch = {feeds[t.name]: _widened(_random(rng, t, values_of), *(widened or {}).get(t.name, ((), None)))
                          for t in inputs}
-                sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, random_values)) for s in sparse]
+                sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, values_of)) for s in sparse]
                 fixed = {feeds[t.name]: _setting(rng, t) for t in settings}  # the same in every part
                 feeds_of_parts = [{**_part_feed(feeds, batch, sparse_batch, part, examples), **fixed}
                                   for part in parts]
@@ -239,8 +245,15 @@ def _seed_unseeded(graph_def):
             node.attr["seed"].i, node.attr["seed2"].i = 1, i + 1
 
 
-def _random(rng, t):
-    return random_values(rng, t.dtype, [2 * HALF] + [PIN if d is None else d for d in t.shape.as_list()[1:]])
+def _random(rng, t, values_of=None):
+    return (values_of or random_values)(rng, t.dtype, [2 * HALF] + [PIN if d is None else d
+                                                                    for d in t.shape.as_list()[1:]])
+
+
+def nonnegative_values(rng, dtype, shape):
+    """random_values, floats made non-negative (NONNEGATIVE_TRIAL)."""
+    values = random_values(rng, dtype, shape)
+    return np.abs(values) if dtype.is_floating else values
 
 
 def random_values(rng, dtype, shape):

@@ -76,3 +76,17 @@ def _words_graph(reduce, time_major):
 def test_a_sampler_over_the_words_of_the_batch_is_read_in_the_layout_that_adds_up(time_major):
     assert loss_law.decide(_words_graph(tf.reduce_sum, time_major)) == (False, loss_law.SUMMED)
     assert loss_law.decide(_words_graph(tf.reduce_mean, time_major)) == (True, loss_law.AVERAGED)
+
+
+
+def test_a_sum_over_a_guarded_count_of_a_float_input_is_averaged():
+    """A Cox likelihood: sum(event * (risk - log of the risk set)) / max(sum(event), 1) with float events. On this
+    graph's random normal events the guard held its constant in every trial, where the loss is a sum of its parts;
+    the trial of non-negative floats shows the count it divides by (batch_samples.NONNEGATIVE_TRIAL). Summed, the
+    job took twice one device's step."""
+    from parallax import batch_statistics
+    from tests.equivalence.user_graphs_unseen import cox_partial_likelihood
+    g = cox_partial_likelihood(2, 4, 6, 4).graph
+    statistics = batch_statistics.find(g, parallax.analyze(g))
+    assert ("Sum_1:0", batch_statistics.SUM) in statistics.laws
+    assert loss_law.decide(g, statistics.laws) == (True, loss_law.AVERAGED)
