@@ -58,7 +58,10 @@ def _wrap_gradients(original):
         graph = next((y.graph for y in ys_list if isinstance(y, tf.Tensor)), None)
         known = len(graph.get_operations()) if graph is not None and not tf.executing_eagerly() else None
         grads = original(ys, xs, *args, **kwargs)
-        if not tf.executing_eagerly():
+        # Gradients taken inside a graph function (a tf.map_fn's body: DP-SGD's per-example gradients) are values
+        # of the function, not the step's; its graph shares the outer graph's collections, where their names
+        # would name the outer graph's tensors of the same names (its `Sum:0`, taken for the loss).
+        if not tf.executing_eagerly() and not getattr(graph, "building_function", False):
             if known is not None:
                 _record_seeds(graph, graph.get_operations()[known:], ys_list)
             given = kwargs.get("grad_ys", args[0] if args else None)
@@ -126,6 +129,8 @@ def _wrap_apply_gradients(original):
 
 def _record_gradient(var_op, grad):
     graph = var_op.graph
+    if getattr(grad, "graph", graph) is not graph:  # taken inside a graph function (compute_gradients there)
+        return
     if isinstance(grad, tf.IndexedSlices):
         tensors = {"values": grad.values.name, "indices": grad.indices.name}
         if grad.dense_shape is not None:

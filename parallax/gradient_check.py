@@ -36,7 +36,8 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
         return []
     ancestors = graph_utils.ancestors([t.op for t in tensors], False)
     if any(op.op_def.is_stateful and op.type not in graph_utils.VARIABLE_OP_TYPES and
-           op.type not in graph_utils.PURE_READS and not batch_draws.is_draw(op) for op in ancestors):
+           op.type not in graph_utils.PURE_READS and not batch_draws.is_draw(op) and
+           not graph_utils.runs_stateless_functions(op) for op in ancestors):
         return []
     held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
     samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held,

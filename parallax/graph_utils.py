@@ -54,25 +54,39 @@ def written_variables(op):
 
 def _function_writes(graph, name, seen):
     """Does the graph function `name` (or one it calls) contain an op that takes a resource and is not a read?"""
+    return _function_has(graph, name, seen, lambda op_def: any(a.type == types_pb2.DT_RESOURCE
+                                                              for a in op_def.input_arg))
+
+
+def _function_has(graph, name, seen, stateful_op_that):
+    """Does the graph function `name` (or one it calls) contain a stateful op, not a read of a variable, for which
+    `stateful_op_that(its op def)` holds? A function or op not known here may."""
     if name in seen:
         return False
     seen.add(name)
     fn = graph._get_function(name)
     if fn is None:
-        return True  # not in this graph's library: assume it may write
+        return True  # not in this graph's library: assume it may
     with graph.as_default():  # outside any graph, reading a definition registers it in the eager context, where the
         definition = fn.definition  # source graph's and the rewritten graph's versions of one name then collide
     for node in definition.node_def:
         calls = [node.attr[k].func.name for k in node.attr if node.attr[k].HasField("func")]
         if calls:
-            if any(_function_writes(graph, f, seen) for f in calls):
+            if any(_function_has(graph, f, seen, stateful_op_that) for f in calls):
                 return True
             continue
         op_def = op_def_registry.get(node.op)
-        if op_def is None or (node.op not in PURE_READS and op_def.is_stateful and
-                              any(a.type == types_pb2.DT_RESOURCE for a in op_def.input_arg)):
+        if op_def is None or (node.op not in PURE_READS and op_def.is_stateful and stateful_op_that(op_def)):
             return True
     return False
+
+
+def runs_stateless_functions(op):
+    """Whether `op` runs graph functions (a v2 loop's body, a call) and none of them, or the functions they call,
+    has a stateful op but reads of variables: the values it computes are the same on every run, whatever the
+    While op's own stateful flag says (a tf.map_fn's loop is stateful because its body reads variables)."""
+    functions = [op.node_def.attr[k].func.name for k in op.node_def.attr if op.node_def.attr[k].HasField("func")]
+    return bool(functions) and not any(_function_has(op.graph, f, set(), lambda op_def: True) for f in functions)
 
 
 def referenced_variables(op):

@@ -145,3 +145,19 @@ def test_a_samplers_draw_is_the_whole_batchs_in_every_part(reduce, seeds):
     # summed: a sum's gradients, or a mean's started at 1/N (loss_seeds.py)
     assert {v.average for v in plan.variables} == {False} and plan.uncombinable_statistics == ()
     assert tuple(law for _, law in plan.loss_seeds) == seeds
+
+
+@pytest.mark.parametrize("noise, listed", [(0.0, False), (0.3, True)])
+def test_per_example_gradients_in_a_map_fn_are_checked(noise, listed):
+    """DP-SGD written by hand: each example's gradient taken inside a tf.map_fn (a While op, stateful because its
+    body reads variables, which made the check skip the graph), clipped, summed, over the batch's size. Without
+    noise the gradient is the workers' mean; seeded noise added to the sum before the division is not (each worker
+    adds it to its own share), and is listed instead of differing silently. The gradients taken inside the loop
+    are not the step's: capture.py records neither them nor their losses, whose names would name outer tensors."""
+    from parallax import capture
+    from tests.equivalence.user_graphs_unseen import dp_sgd_clipped_examples
+    g = dp_sgd_clipped_examples(2, 4, 1, 4, noise=noise).graph
+    assert capture.loss_records(g) == []
+    analysis = parallax.analyze(g)
+    assert all(g.get_tensor_by_name(x.values).graph is g for v in analysis.trained_variables for x in v.gradients)
+    assert bool(gradient_check.mismatched(g, analysis, lambda name: True)) == listed
