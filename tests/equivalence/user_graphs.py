@@ -432,3 +432,10 @@ USER_GRAPHS.update(USER_GRAPHS_PAIRS)
 from tests.equivalence.user_graphs_unplanned import USER_GRAPHS_UNPLANNED  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_UNPLANNED)
+
+# The fourteenth (user_graphs_unseen.py): a Cox partial likelihood (the batch sorted in the graph, a reverse
+# cumulative logsumexp), WGAN's weight clipping after the update, class counts kept by scatter_add before the loss,
+# example weights from a py_func, EMAs of tensors, a calibration term summed per id over the batch.
+from tests.equivalence.user_graphs_unseen import USER_GRAPHS_UNSEEN  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_UNSEEN)

@@ -1,0 +1,182 @@
+"""More graphs written as users write them, without a rule in mind: a Cox partial likelihood (the batch sorted in
+the graph: its gradient left the sort's region as IndexedSlices, and the step failed; then the guard on its event
+count hid its law on random batches, and the job took twice one device's step), WGAN's weight clipping, class
+counts kept by scatter_add, example weights from a py_func, EMAs of tensors, a calibration term summed per id, and
+DP-SGD's per-example gradients in a tf.map_fn (their records named outer tensors and the planner failed). Same
+conventions as cases.py."""
+import numpy as np
+import tensorflow as tf
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+from tests.equivalence.user_graphs_more import VOCAB
+from tests.equivalence.user_graphs_pairs import _regression
+
+tf1 = tf.compat.v1
+
+
+def cox_partial_likelihood(n, b, steps, graph_batch, lr_scale=1.0):
+    """A survival model's Cox partial likelihood: the batch sorted by time in the graph (argsort), each event's
+    risk against the log of the summed exp risk of everyone still at risk (a reverse cumulative logsumexp); Adam."""
+    x, _ = _regression(1011, n, b, steps)
+    rng = np.random.RandomState(1012)
+    times = rng.permutation(n * b * steps).astype(np.float64) + rng.rand(n * b * steps)
+    events = (rng.rand(n * b * steps) < 0.7).astype(np.float64)
+    g = tf.Graph()
+    with g.as_default():
+        xp, tp, ep = (tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "time"),
+                      tf1.placeholder(F64, [None], "event"))
+        hidden = _dense(xp, 4, "hidden", 1013, tf.nn.tanh)
+        # no bias on the risk: the likelihood does not change with it (its gradient is rounding, which Adam scales)
+        risk = tf.squeeze(tf1.layers.dense(hidden, 1, use_bias=False, name="risk", kernel_initializer=_init(1014)), 1)
+        order = tf.argsort(tp, direction="DESCENDING")
+        r, e = tf.gather(risk, order), tf.gather(ep, order)
+        at_risk = tf.math.cumulative_logsumexp(r)
+        loss = -tf.reduce_sum(e * (r - at_risk)) / tf.maximum(tf.reduce_sum(e), 1.0)
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, times, events), (xp, tp, ep)))
+
+
+def wgan_weight_clipping(n, b, steps, graph_batch, lr_scale=1.0):
+    """The original WGAN critic step: RMSProp on the critic's loss over real and (fed) fake examples, then every
+    critic weight clipped to [-0.05, 0.05] by assign, after the update."""
+    x, _ = _regression(1021, n, b, steps)
+    fake = np.random.RandomState(1022).randn(n * b * steps, 3)
+    g = tf.Graph()
+    with g.as_default():
+        xp, fp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 3], "fake")
+
+        def critic(v):
+            with tf1.variable_scope("critic", reuse=tf1.AUTO_REUSE):
+                return _dense(_dense(v, 4, "h", 1023, tf.nn.relu), 1, "out", 1024)
+        loss = tf.reduce_mean(critic(fp)) - tf.reduce_mean(critic(xp))
+        step = tf1.train.get_or_create_global_step()
+        update = tf1.train.RMSPropOptimizer(0.01).minimize(loss, step)
+        with tf.control_dependencies([update]):
+            train = tf.group(*[v.assign(tf.clip_by_value(v, -0.05, 0.05)) for v in tf1.trainable_variables("critic")],
+                             name="train")
+    return Case(g, train, _rows((x, fake), (xp, fp)))
+
+
+def online_class_balance(n, b, steps, graph_batch, lr_scale=1.0):
+    """Class counts kept in a variable (scatter_add of the batch's labels) before the loss, which weighs each
+    example by the inverse of its class's count so far; Adagrad."""
+    x, y = _regression(1031, n, b, steps)
+    labels = np.digitize(y, [-1.0, 0.0, 1.0]).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(tf.int32, [None], "labels")
+        counts = tf1.get_variable("class_counts", [4], F64, initializer=tf1.ones_initializer(), trainable=False)
+        counted = tf1.scatter_add(counts, lp, tf.ones_like(lp, F64))
+        logits = _dense(_dense(xp, 5, "hidden", 1032, tf.nn.tanh), 4, "logits", 1033)
+        weights = 1.0 / tf.gather(counted, lp)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lp, logits=logits)
+        loss = tf.reduce_sum(weights * ce) / tf.reduce_sum(weights)
+        train = tf1.train.AdagradOptimizer(0.3).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)))
+
+
+def py_func_example_weights(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each example's weight computed in Python (tf1.py_func, numpy) from its target; Momentum."""
+    x, y = _regression(1041, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        w = tf1.py_func(lambda t: (1.0 + np.abs(t)).astype(np.float64), [yp], F64, stateful=False)
+        w.set_shape([None])
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1042, tf.nn.tanh), 1, "out", 1043), 1)
+        loss = tf.reduce_sum(w * tf.square(pred - yp)) / tf.reduce_sum(w)
+        train = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def ema_of_loss_and_prediction(n, b, steps, graph_batch, lr_scale=1.0):
+    """ExponentialMovingAverage.apply of tensors, not variables (the loss and the batch's mean prediction), after
+    the update, and of the weights; SGD."""
+    x, y = _regression(1051, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1052, tf.nn.tanh), 1, "out", 1053), 1)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        update = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, tf1.train.get_or_create_global_step())
+        ema = tf1.train.ExponentialMovingAverage(0.9)
+        with tf.control_dependencies([update]):
+            train = ema.apply([loss, tf.reduce_mean(pred)] + tf1.trainable_variables())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def grouped_calibration_loss(n, b, steps, graph_batch, lr_scale=1.0):
+    """A calibration term per item id: predictions and targets summed per id over the batch (unsorted_segment_sum
+    into the vocabulary), squared difference of the sums over each id's count (divide_no_nan: ids the batch lacks add 0); plus a mean-squared term; Adam."""
+    rng = np.random.RandomState(1061)
+    rows = n * b * steps
+    ids = rng.randint(0, VOCAB, size=(rows,)).astype(np.int32)
+    y = np.sin(ids) + 0.1 * rng.randn(rows)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None], "ids"), tf1.placeholder(F64, [None], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(1062))
+        pred = tf.squeeze(_dense(tf.nn.embedding_lookup(emb, idp), 1, "out", 1063), 1)
+        count = tf.math.unsorted_segment_sum(tf.ones_like(yp), idp, VOCAB)
+        gap = tf.math.unsorted_segment_sum(pred - yp, idp, VOCAB)
+        calibration = tf.reduce_sum(tf.math.divide_no_nan(tf.square(gap), count)) / tf.cast(tf.size(yp), F64)
+        loss = tf.reduce_mean(tf.square(pred - yp)) + 0.5 * calibration
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def dp_sgd_clipped_examples(n, b, steps, graph_batch, lr_scale=1.0, noise=0.3):
+    """DP-SGD as scripts write it without TF Privacy: each example's gradient (tf.gradients in a tf.map_fn over
+    the batch) clipped to a global norm of 1, their sum plus seeded Gaussian noise, over the batch's size, applied
+    with apply_gradients; SGD."""
+    x, y = _regression(1071, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+
+        def model(v):
+            with tf1.variable_scope("model", reuse=tf1.AUTO_REUSE):
+                return tf.squeeze(_dense(_dense(v, 4, "hidden", 1072, tf.nn.tanh), 1, "out", 1073), 1)
+        model(xp)
+        params = tf1.trainable_variables("model")
+
+        def clipped(example):
+            xi, yi = example
+            grads = tf.gradients(tf.reduce_sum(tf.square(model(xi[None]) - yi)), params)
+            return [gi * tf.minimum(tf.constant(1.0, F64), 1.0 / tf.linalg.global_norm(grads)) for gi in grads]
+        per_example = tf.map_fn(clipped, (xp, yp), fn_output_signature=[F64] * len(params))
+        size = tf.cast(tf.shape(xp)[0], F64)
+        grads = [(tf.reduce_sum(c, 0) + tf.random.normal(tf.shape(v), stddev=noise, dtype=F64, seed=1074 + k)) / size
+                 for k, (c, v) in enumerate(zip(per_example, params))]
+        train = tf1.train.GradientDescentOptimizer(0.2).apply_gradients(
+            zip(grads, params), tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def dp_sgd_without_noise(n, b, steps, graph_batch, lr_scale=1.0):
+    """dp_sgd_clipped_examples with no noise: each example's clipped gradient, summed, over the batch's size."""
+    return dp_sgd_clipped_examples(n, b, steps, graph_batch, lr_scale, noise=0.0)
+
+
+def positive_weight_from_the_batch(n, b, steps, graph_batch, lr_scale=1.0):
+    """Multi-label logistic loss weighting positives by the batch's ratio of negatives to positives
+    (weighted_cross_entropy_with_logits), averaged; Adam."""
+    x, y = _regression(1081, n, b, steps)
+    labels = (np.stack([y, -y, x[:, 0]], axis=1) > 0.5).astype(np.float64)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None, 3], "labels")
+        logits = _dense(_dense(xp, 5, "hidden", 1082, tf.nn.relu), 3, "logits", 1083)
+        positives = tf.reduce_sum(lp, 0)
+        ratio = (tf.cast(tf.shape(lp)[0], F64) - positives) / (positives + 1.0)
+        loss = tf.reduce_mean(tf.nn.weighted_cross_entropy_with_logits(lp, logits, pos_weight=ratio))
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)))
+
+
+# Not registered: dp_sgd_clipped_examples (seeded noise added to each worker's sum: the last check lists its
+# variables and the job warns; tests/test_gradient_check.py), positive_weight_from_the_batch (a summed statistic plus
+# a constant: see docs/modes.md, rule 7).
+USER_GRAPHS_UNSEEN = {f.__name__: f for f in (cox_partial_likelihood, wgan_weight_clipping, online_class_balance,
+                                              py_func_example_weights, ema_of_loss_and_prediction,
+                                              grouped_calibration_loss, dp_sgd_without_noise)}
