@@ -139,6 +139,7 @@ def analyze(graph):
     ops = graph.get_operations()
     writers = _writers_by_variable(ops)
     grad_records, apply_records = capture.grad_records(graph), capture.apply_records(graph)
+    grad_records = _step_gradients(graph, grad_records)
     applies = _merged_applies(apply_records)
     scopes = _update_scopes(ops, [v.op.name for v in trainable])
     parts = {}
@@ -184,6 +185,22 @@ def _merged_applies(apply_records):
         if r["optimizer"] not in m["optimizers"]:
             m["optimizers"].append(r["optimizer"])
     return {var: {**m, "optimizer": "+".join(m["optimizers"])} for var, m in merged.items()}
+
+
+def _step_gradients(graph, grad_records):
+    """The records of gradients the step applies: a variable's gradient that a loss is computed from (MAML's inner
+    step, a penalty on a gradient's norm) is a value of that loss's forward pass, made one device's by the rules
+    for the forward pass (a statistic of the batch), not one the step aggregates; but a variable's only gradients
+    are kept."""
+    names = {op.name for op in graph.get_operations()}
+    losses = [graph.get_operation_by_name(n.rsplit(":", 1)[0]) for n in capture.loss_records(graph)
+              if n.rsplit(":", 1)[0] in names]
+    forward = graph_utils.ancestors(losses, False) if losses else set()
+
+    def in_forward(record):
+        return graph.get_tensor_by_name(record["grad"]["values"]).op in forward
+    return [r for r in grad_records if not in_forward(r) or
+            all(in_forward(o) for o in grad_records if o["var"] == r["var"])]
 
 
 def _captured_gradients(graph, var_name, grad_records, update_ops):

@@ -174,9 +174,32 @@ def grad_records(graph):
 
 def loss_records(graph):
     """Names of the tensors the graph's gradients were taken of: its losses. For a graph built before the hooks,
-    the tensors whose gradient op takes tf.gradients' default seed (a `grad_ys_<i>` fill of ones)."""
+    the tensors whose gradient op takes tf.gradients' default seed (a `grad_ys_<i>` fill of ones). A loss whose
+    every default seed is inner (inner_seeds) is left out: its gradients are a value of another loss's forward
+    pass, not the step's."""
     recorded = [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)]
-    return recorded or _seeded_losses(graph)
+    losses = recorded or _seeded_losses(graph)
+    inner = inner_seeds(graph, losses)
+    if not inner:
+        return losses
+    seeds_of = {}
+    for seed, loss in default_seeds(graph).items():
+        seeds_of.setdefault(loss, []).append(seed)
+    return [loss for loss in losses if not seeds_of.get(loss) or not all(s in inner for s in seeds_of[loss])]
+
+
+def inner_seeds(graph, losses=None):
+    """The default seeds whose gradients feed the value of a loss (`losses`: the recorded ones): MAML's inner step
+    (the weights less a step along the support loss's gradient, which the query loss reads), a penalty on a
+    gradient's norm. What those gradients compute is part of that loss's forward pass: its statistics of the batch
+    are combined as the forward pass's are (batch_statistics.py), and its seed is not a loss's to scale
+    (loss_seeds.py: scaled by 1/N, the inner gradient the workers' mean was 1/N of one device's)."""
+    if losses is None:
+        losses = [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)] or \
+            _seeded_losses(graph)
+    names = {op.name for op in graph.get_operations()}
+    ops = [graph.get_operation_by_name(n.rsplit(":", 1)[0]) for n in losses if n.rsplit(":", 1)[0] in names]
+    return {op.name for op in graph_utils.ancestors(ops, False) if _is_default_seed(op)} if ops else set()
 
 
 _SEED = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/grad_ys_(\d+)$")

@@ -48,8 +48,9 @@ def find(graph, analysis, laws, means=None):
     a mean, as the law takes a loss it cannot check; a sum plus means whose terms' backward ops cannot be told too)
     and `means` ({loss: its batch terms that are means}, loss_law.laws_and_means); ((), ()) where the rule does not
     hold, or where no seed is a mean's and no edge is scaled (then nothing changes)."""
+    inner = capture.inner_seeds(graph)
     seeds = {name: loss for name, loss in capture.default_seeds(graph).items()
-             if graph.get_operation_by_name(name)._control_flow_context is None}
+             if graph.get_operation_by_name(name)._control_flow_context is None and name not in inner}
     if not seeds or None in seeds.values() or capture.given_seed_losses(graph):
         return (), ()
     reached = graph_utils.closure([graph.get_operation_by_name(name) for name in seeds],

@@ -228,3 +228,19 @@ def test_a_penalty_that_is_zero_at_the_initial_values_is_still_found():
         tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
     assert list(loss_law.laws(g)[0].values()) == [loss_law.SUM_PLUS_MEANS]
     assert _plan(g).mean_term_edges
+
+
+def test_an_inner_losss_seed_is_part_of_the_outer_forward_pass_and_is_not_scaled():
+    """MAML's step: the weights less a step along the support loss's gradient score the query examples. The support
+    loss's seed feeds the query loss's value, so its gradients are a value of that forward pass: not a loss of the
+    step (capture.loss_records), not a gradient the step aggregates (analysis), and its seed is not scaled by 1/N
+    (the inner gradient, combined as the workers' mean, was 1/N of one device's; 0.017 off in MPI before)."""
+    from tests.equivalence.user_graphs_unseen import maml_one_inner_step
+    g = maml_one_inner_step(2, 4, 1, 4).graph
+    assert capture.inner_seeds(g) == {"gradients/grad_ys_0"}
+    assert capture.loss_records(g) == ["Mean_1:0"]
+    analysis = analyze(g)
+    assert {v.name: [x.values for x in v.gradients] for v in analysis.trained_variables} == {
+        "v": ["gradients_1/AddN_3:0"], "w": ["gradients_1/AddN_4:0"]}
+    laws = loss_law.laws(g)[0]
+    assert loss_seeds.find(g, analysis, laws) == ((("gradients_1/grad_ys_0", loss_seeds.MEAN),), ())
