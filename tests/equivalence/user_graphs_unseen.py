@@ -2,8 +2,10 @@
 the graph: its gradient left the sort's region as IndexedSlices, and the step failed; then the guard on its event
 count hid its law on random batches, and the job took twice one device's step), WGAN's weight clipping, class
 counts kept by scatter_add, example weights from a py_func, EMAs of tensors, a calibration term summed per id, and
-DP-SGD's per-example gradients in a tf.map_fn (their records named outer tensors and the planner failed). Same
-conventions as cases.py."""
+DP-SGD's per-example gradients in a tf.map_fn (their records named outer tensors and the planner failed), Barlow
+Twins, a KL weight annealed by the step, stateless noise seeded by the step, MAML's step (its inner seed was scaled
+like a loss's: 0.017 off, silently), hand-added weight decay on a summed loss's gradients. Same conventions as
+cases.py."""
 import numpy as np
 import tensorflow as tf
 
@@ -174,9 +176,106 @@ def positive_weight_from_the_batch(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, labels), (xp, lp)))
 
 
+def barlow_twins(n, b, steps, graph_batch, lr_scale=1.0):
+    """Barlow Twins: two noisy views (fed) through one encoder, each standardized by the batch's mean and standard
+    deviation per feature, their cross-correlation over the batch (z_a^T z_b / batch size) pushed to the identity
+    (diagonal to 1, off-diagonal to 0, weighted 0.05); Adam."""
+    x, _ = _regression(1091, n, b, steps)
+    rng = np.random.RandomState(1092)
+    view_a, view_b = x + 0.1 * rng.randn(*x.shape), x + 0.1 * rng.randn(*x.shape)
+    g = tf.Graph()
+    with g.as_default():
+        ap, bp = tf1.placeholder(F64, [None, 3], "view_a"), tf1.placeholder(F64, [None, 3], "view_b")
+
+        def encode(v):
+            with tf1.variable_scope("encoder", reuse=tf1.AUTO_REUSE):
+                z = _dense(_dense(v, 5, "h", 1093, tf.nn.tanh), 4, "z", 1094)
+            mean, var = tf.nn.moments(z, [0])
+            return (z - mean) / tf.sqrt(var + 1e-5)
+        za, zb = encode(ap), encode(bp)
+        c = tf.matmul(za, zb, transpose_a=True) / tf.cast(tf.shape(za)[0], F64)
+        on = tf.reduce_sum(tf.square(1.0 - tf.linalg.diag_part(c)))
+        off = tf.reduce_sum(tf.square(c)) - tf.reduce_sum(tf.square(tf.linalg.diag_part(c)))
+        train = tf1.train.AdamOptimizer(0.02).minimize(on + 0.05 * off, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((view_a, view_b), (ap, bp)))
+
+
+def kl_annealed_by_step(n, b, steps, graph_batch, lr_scale=1.0):
+    """A variational autoencoder whose KL weight grows with the global step (min(1, step / 4)), read in the graph
+    before the step's increment; the noise of its sample from tf.random.normal under an op seed; RMSProp."""
+    x, _ = _regression(1101, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp = tf1.placeholder(F64, [None, 3], "x")
+        step = tf1.train.get_or_create_global_step()
+        beta = tf.minimum(tf.cast(step, F64) / 4.0, 1.0)
+        h = _dense(xp, 5, "encoder", 1102, tf.nn.tanh)
+        mu, log_var = _dense(h, 2, "mu", 1103), _dense(h, 2, "log_var", 1104)
+        z = mu + tf.exp(0.5 * log_var) * tf.random.normal(tf.shape(mu), dtype=F64, seed=1105)
+        recon = _dense(_dense(z, 5, "decoder", 1106, tf.nn.tanh), 3, "recon", 1107)
+        kl = -0.5 * tf.reduce_sum(1 + log_var - tf.square(mu) - tf.exp(log_var), axis=1)
+        loss = tf.reduce_mean(tf.reduce_sum(tf.square(recon - xp), axis=1) + beta * kl)
+        train = tf1.train.RMSPropOptimizer(0.01).minimize(loss, step)
+    return Case(g, train, _rows((x,), (xp,)))
+
+
+def stateless_noise_augmentation(n, b, steps, graph_batch, lr_scale=1.0):
+    """Inputs jittered with tf.random.stateless_normal seeded by the global step (reproducible noise, as TF2 code
+    writes it), then a regression head; Momentum."""
+    x, y = _regression(1111, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        step = tf1.train.get_or_create_global_step()
+        noisy = xp + 0.1 * tf.random.stateless_normal(tf.shape(xp), seed=tf.stack([step, 7]), dtype=F64)
+        pred = tf.squeeze(_dense(_dense(noisy, 4, "hidden", 1112, tf.nn.tanh), 1, "out", 1113), 1)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, step)
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def maml_one_inner_step(n, b, steps, graph_batch, lr_scale=1.0):
+    """A MAML-style step: the weights after one inner step of SGD on the batch's support loss (tf.gradients, second
+    order kept) score the batch's query examples; the outer loss's gradient flows back through the inner step;
+    Adam."""
+    x, y = _regression(1121, n, b, steps)
+    xq, yq = _regression(1122, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        qp, qy = tf1.placeholder(F64, [None, 3], "query_x"), tf1.placeholder(F64, [None], "query_y")
+        w = tf1.get_variable("w", [3, 4], F64, initializer=_init(1123))
+        v = tf1.get_variable("v", [4, 1], F64, initializer=_init(1124))
+
+        def predict(inputs, weights):
+            return tf.squeeze(tf.matmul(tf.tanh(tf.matmul(inputs, weights[0])), weights[1]), 1)
+        support = tf.reduce_mean(tf.square(predict(xp, (w, v)) - yp))
+        adapted = [p - 0.1 * gp for p, gp in zip((w, v), tf.gradients(support, [w, v]))]
+        query = tf.reduce_mean(tf.square(predict(qp, adapted) - qy))
+        train = tf1.train.AdamOptimizer(0.02).minimize(query, tf1.train.get_or_create_global_step(), var_list=[w, v])
+    return Case(g, train, _rows((x, y, xq, yq), (xp, yp, qp, qy)))
+
+
+def summed_loss_with_decay_added_to_gradients(n, b, steps, graph_batch, lr_scale=1.0):
+    """A summed loss whose gradients get weight decay added by hand (g + 0.01 * w) before apply_gradients;
+    Momentum."""
+    x, y = _regression(1131, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1132, tf.nn.tanh), 1, "out", 1133), 1)
+        loss = tf.reduce_sum(tf.square(pred - yp))
+        opt = tf1.train.MomentumOptimizer(0.01, 0.9)
+        decayed = [(gv + 0.01 * v, v) for gv, v in opt.compute_gradients(loss)]
+        train = opt.apply_gradients(decayed, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 # Not registered: dp_sgd_clipped_examples (seeded noise added to each worker's sum: the last check lists its
 # variables and the job warns; tests/test_gradient_check.py), positive_weight_from_the_batch (a summed statistic plus
 # a constant: see docs/modes.md, rule 7).
 USER_GRAPHS_UNSEEN = {f.__name__: f for f in (cox_partial_likelihood, wgan_weight_clipping, online_class_balance,
                                               py_func_example_weights, ema_of_loss_and_prediction,
-                                              grouped_calibration_loss, dp_sgd_without_noise)}
+                                              grouped_calibration_loss, dp_sgd_without_noise, barlow_twins,
+                                              kl_annealed_by_step, stateless_noise_augmentation, maml_one_inner_step,
+                                              summed_loss_with_decay_added_to_gradients)}
