@@ -4,8 +4,8 @@ count hid its law on random batches, and the job took twice one device's step), 
 counts kept by scatter_add, example weights from a py_func, EMAs of tensors, a calibration term summed per id, and
 DP-SGD's per-example gradients in a tf.map_fn (their records named outer tensors and the planner failed), Barlow
 Twins, a KL weight annealed by the step, stateless noise seeded by the step, MAML's step (its inner seed was scaled
-like a loss's: 0.017 off, silently), hand-added weight decay on a summed loss's gradients. Same conventions as
-cases.py."""
+like a loss's: 0.017 off, silently), hand-added weight decay on a summed loss's gradients, FixMatch's two batch
+sizes. Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
 
@@ -271,11 +271,55 @@ def summed_loss_with_decay_added_to_gradients(n, b, steps, graph_batch, lr_scale
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def fixmatch_two_batch_sizes(n, b, steps, graph_batch, lr_scale=1.0):
+    """FixMatch: a labeled batch and an unlabeled one twice its size, both per worker; pseudo-labels from the weak
+    view (argmax, held), kept where the model is confident, a cross-entropy of the strong view against them
+    averaged over the whole unlabeled batch, beside the labeled cross-entropy; Momentum."""
+    x, y = _regression(1141, n, b, steps)
+    labels = np.digitize(y, [-0.5, 0.5]).astype(np.int32)
+    rng = np.random.RandomState(1142)
+    u = rng.randn(2 * n * b * steps, 3)
+    weak, strong = u + 0.05 * rng.randn(*u.shape), u + 0.3 * rng.randn(*u.shape)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(tf.int32, [None], "labels")
+        wp, sp = tf1.placeholder(F64, [None, 3], "weak"), tf1.placeholder(F64, [None, 3], "strong")
+
+        def logits(v):
+            with tf1.variable_scope("classifier", reuse=tf1.AUTO_REUSE):
+                return _dense(_dense(v, 6, "h", 1143, tf.nn.relu), 3, "out", 1144)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits
+        supervised = tf.reduce_mean(ce(labels=lp, logits=logits(xp)))
+        probs = tf.stop_gradient(tf.nn.softmax(logits(wp)))
+        confident = tf.cast(tf.reduce_max(probs, 1) > 0.4, F64)
+        pseudo = tf.cast(tf.argmax(probs, 1), tf.int32)
+        unsupervised = tf.reduce_mean(confident * ce(labels=pseudo, logits=logits(sp)))
+        train = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(supervised + unsupervised,
+                                                                 tf1.train.get_or_create_global_step())
+
+    def feeds(step, first, rows):
+        return {xp: x[first:first + rows], lp: labels[first:first + rows],
+                wp: weak[2 * first:2 * (first + rows)], sp: strong[2 * first:2 * (first + rows)]}
+    return Case(g, train, feeds)
+
+
+def norm_of_errors_loss(n, b, steps, graph_batch, lr_scale=1.0):
+    """The loss as tf.norm of the batch's errors (the root of their summed squares); SGD."""
+    x, y = _regression(1151, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1152, tf.nn.tanh), 1, "out", 1153), 1)
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(tf.norm(pred - yp),
+                                                                  tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 # Not registered: dp_sgd_clipped_examples (seeded noise added to each worker's sum: the last check lists its
-# variables and the job warns; tests/test_gradient_check.py), positive_weight_from_the_batch (a summed statistic plus
-# a constant: see docs/modes.md, rule 7).
+# variables and the job warns; tests/test_gradient_check.py), positive_weight_from_the_batch and norm_of_errors_loss
+# (a summed statistic plus a constant, and under a root: not exact, silently; docs/modes.md, rule 7's known limit).
 USER_GRAPHS_UNSEEN = {f.__name__: f for f in (cox_partial_likelihood, wgan_weight_clipping, online_class_balance,
                                               py_func_example_weights, ema_of_loss_and_prediction,
                                               grouped_calibration_loss, dp_sgd_without_noise, barlow_twins,
                                               kl_annealed_by_step, stateless_noise_augmentation, maml_one_inner_step,
-                                              summed_loss_with_decay_added_to_gradients)}
+                                              summed_loss_with_decay_added_to_gradients, fixmatch_two_batch_sizes)}
