@@ -5,9 +5,10 @@ relates to its parts' (a sum, a mean, neither) is found by running what the user
 The tensors' data ancestors are copied into a throw-away graph (control edges only among them), every per-worker
 input (placeholders, iterators, queues: rows are examples) becomes a placeholder fed random examples (a sparse
 input's three parts, one valid random sparse batch: sparse_inputs.py), every other placeholder without a default (a
-setting the script feeds alike in every worker: a keep probability) one value per trial, the same in every part
-(floats are normal, but in NONNEGATIVE_TRIAL their absolute values), and the variables they read get their initial values. Each trial feeds a batch of 2 * HALF examples and, for
-every input alike, each of PARTS: the whole batch, its reversal, its halves, and its first example and the rest.
+setting the script feeds alike in every worker: a keep probability) one value per trial, the same in every part,
+and the variables they read get their initial values. Floats are normal, but in NONNEGATIVE_TRIAL their absolute
+values. Each trial feeds a batch of 2 * HALF examples and, for every input alike, each of PARTS: the whole batch,
+its reversal, its halves, and its first example and the rest.
 """
 import numpy as np
 import tensorflow as tf

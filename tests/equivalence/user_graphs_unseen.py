@@ -109,7 +109,8 @@ def ema_of_loss_and_prediction(n, b, steps, graph_batch, lr_scale=1.0):
 
 def grouped_calibration_loss(n, b, steps, graph_batch, lr_scale=1.0):
     """A calibration term per item id: predictions and targets summed per id over the batch (unsorted_segment_sum
-    into the vocabulary), squared difference of the sums over each id's count (divide_no_nan: ids the batch lacks add 0); plus a mean-squared term; Adam."""
+    into the vocabulary), squared difference of the sums over each id's count (divide_no_nan: ids the batch lacks
+    add 0); plus a mean-squared term; Adam."""
     rng = np.random.RandomState(1061)
     rows = n * b * steps
     ids = rng.randint(0, VOCAB, size=(rows,)).astype(np.int32)
