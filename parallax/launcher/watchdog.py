@@ -9,8 +9,10 @@ Two signs, from what every launched process already sends through mpirun and ssh
   furthest one are named (the others wait for them in a collective or at the step barrier); when all are in the
   same step and all beat, the step itself is stuck, and every worker's place is said.
 
-Graph building, initialization and a large checkpoint restore do not trip it: the progress sign is armed once every
-worker has started its first synchronized step, and a process that is busy, however long, still beats. The first
+Graph building, initialization and a large checkpoint restore do not end the job: the progress sign is armed once
+every worker has started its first synchronized step, and a process that is busy, however long, still beats. But
+a worker that has not started its first step `warning_s` after another did is named, once (the others wait for it
+in step 1; a worker stuck there while it beats, as one was in CI, left the job silent before). The first
 step itself is watched like any other (a step that waits forever for a worker that will never send its part is
 stuck whether or not it is the first); its message says that a first step may compile, and it ends the job only
 after FIRST_STEP_TIMEOUT_FLOOR_S at least; so does a process's silence before its first step. Each sign warns
@@ -30,6 +32,7 @@ class Watchdog:
         self._step = {}  # worker -> the last synchronized step it started
         self._ended = set()  # processes that finished or exited
         self._progress_at = None  # when a worker last started a step, once the progress sign is armed
+        self._first_at = None  # when the first worker started its first step
         self._warned = {}  # what was warned about -> when it began
         self._recovered = []  # lines about warned stalls that ended (a stopped process was continued)
 
@@ -48,6 +51,7 @@ class Watchdog:
 
     def step(self, label, step, now):
         self._step[label] = step
+        self._first_at = now if self._first_at is None else self._first_at
         self.heard(label, now)
         self._arm_or_advance(now)
 
@@ -62,6 +66,7 @@ class Watchdog:
         if self._progress_at is not None or all(self._step.get(w, 0) >= 1 for w in running):
             self._progress_at = now
             self._back(("progress",), now, "the workers' steps advance again")
+            self._back(("late",), now, "every worker has started its steps")
 
     # ---- what it says -----------------------------------------------------------------------------------------
     def check(self, now):
@@ -74,6 +79,14 @@ class Watchdog:
                                   self._starting(label))
             failure = failure or (verdict and (verdict, label))
         silent = any(key[0] == "silent" for key in self._warned)  # which explains the lack of progress
+        late = [w for w in self.workers if w not in self._ended and w not in self._step]
+        if self._progress_at is None and self._first_at is not None and late and not failure and not silent and \
+                self.warning_s and now - self._first_at >= self.warning_s and ("late",) not in self._warned:
+            self._warned[("late",)] = self._first_at
+            notes.append(f"stall: {', '.join(late)} {'has' if len(late) == 1 else 'have'} not started a "
+                         f"synchronized step {now - self._first_at:.0f} s after the first worker started step 1, "
+                         f"where the others wait (building the graph, initializing or restoring a checkpoint may "
+                         f"take this long; the job does not end for it, so stop it if it never starts)")
         if self._progress_at is not None and not failure and not silent:
             still = now - self._progress_at
             verdict = self._judge(("progress",), still, now, notes, lambda: self._stuck(still), self._first_step())
