@@ -192,9 +192,7 @@ def _step_gradients(graph, grad_records):
     step, a penalty on a gradient's norm) is a value of that loss's forward pass, made one device's by the rules
     for the forward pass (a statistic of the batch), not one the step aggregates; but a variable's only gradients
     are kept."""
-    names = {op.name for op in graph.get_operations()}
-    losses = [graph.get_operation_by_name(n.rsplit(":", 1)[0]) for n in capture.loss_records(graph)
-              if n.rsplit(":", 1)[0] in names]
+    losses = capture.loss_ops(graph)
     forward = graph_utils.ancestors(losses, False) if losses else set()
 
     def in_forward(record):

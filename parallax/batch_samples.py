@@ -246,9 +246,8 @@ def _seed_unseeded(graph_def):
             node.attr["seed"].i, node.attr["seed2"].i = 1, i + 1
 
 
-def _random(rng, t, values_of=None):
-    return (values_of or random_values)(rng, t.dtype, [2 * HALF] + [PIN if d is None else d
-                                                                    for d in t.shape.as_list()[1:]])
+def _random(rng, t, values_of):
+    return values_of(rng, t.dtype, [2 * HALF] + [PIN if d is None else d for d in t.shape.as_list()[1:]])
 
 
 def nonnegative_values(rng, dtype, shape):

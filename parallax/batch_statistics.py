@@ -94,9 +94,7 @@ def find(graph, analysis):
     writers = [graph.get_operation_by_name(name) for v in analysis.trained_variables for p in v.parts
                for name in p.update_ops] + [graph.get_operation_by_name(name) for s in analysis.state
                                             for name in s.written_by] + graph_utils.local_variable_writes(graph)
-    names = {op.name for op in graph.get_operations()}
-    losses = [graph.get_operation_by_name(op_name) for op_name in
-              (name.rsplit(":", 1)[0] for name in capture.loss_records(graph)) if op_name in names]
+    losses = capture.loss_ops(graph)
     before = _value_ancestors(gradients)
     after = _value_ancestors(writers) - before
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).

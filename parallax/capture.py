@@ -177,8 +177,7 @@ def loss_records(graph):
     the tensors whose gradient op takes tf.gradients' default seed (a `grad_ys_<i>` fill of ones). A loss whose
     every default seed is inner (inner_seeds) is left out: its gradients are a value of another loss's forward
     pass, not the step's."""
-    recorded = [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)]
-    losses = recorded or _seeded_losses(graph)
+    losses = _all_losses(graph)
     inner = inner_seeds(graph, losses)
     if not inner:
         return losses
@@ -194,12 +193,22 @@ def inner_seeds(graph, losses=None):
     gradient's norm. What those gradients compute is part of that loss's forward pass: its statistics of the batch
     are combined as the forward pass's are (batch_statistics.py), and its seed is not a loss's to scale
     (loss_seeds.py: scaled by 1/N, the inner gradient the workers' mean was 1/N of one device's)."""
-    if losses is None:
-        losses = [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)] or \
-            _seeded_losses(graph)
-    names = {op.name for op in graph.get_operations()}
-    ops = [graph.get_operation_by_name(n.rsplit(":", 1)[0]) for n in losses if n.rsplit(":", 1)[0] in names]
+    ops = loss_ops(graph, _all_losses(graph) if losses is None else losses)
     return {op.name for op in graph_utils.ancestors(ops, False) if _is_default_seed(op)} if ops else set()
+
+
+def loss_ops(graph, losses=None):
+    """The ops of the losses (`losses`, tensor names; loss_records' by default) that are in `graph` (a loss of the
+    graph the records were copied from may not be)."""
+    names = {op.name for op in graph.get_operations()}
+    return [graph.get_operation_by_name(op_name) for op_name in
+            (name.rsplit(":", 1)[0] for name in (loss_records(graph) if losses is None else losses))
+            if op_name in names]
+
+
+def _all_losses(graph):
+    recorded = [r if isinstance(r, str) else r.decode() for r in graph.get_collection(LOSS_COLLECTION)]
+    return recorded or _seeded_losses(graph)
 
 
 _SEED = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/grad_ys_(\d+)$")

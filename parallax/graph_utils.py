@@ -46,10 +46,15 @@ def written_variables(op):
     purpose: optimizers' Apply ops, Assign*, Scatter*, CountUpTo, user kernels."""
     if op.type in PURE_READS or not op.inputs:
         return ()
-    functions = [op.node_def.attr[k].func.name for k in op.node_def.attr if op.node_def.attr[k].HasField("func")]
+    functions = called_functions(op.node_def)
     if functions and not any(_function_writes(op.graph, f, set()) for f in functions):
         return ()
     return referenced_variables(op)
+
+
+def called_functions(node_def):
+    """Names of the graph functions a node's attributes name (a v2 loop's body and condition, a call's function)."""
+    return [node_def.attr[k].func.name for k in node_def.attr if node_def.attr[k].HasField("func")]
 
 
 def _function_writes(graph, name, seen):
@@ -70,7 +75,7 @@ def _function_has(graph, name, seen, stateful_op_that):
     with graph.as_default():  # outside any graph, reading a definition registers it in the eager context, where the
         definition = fn.definition  # source graph's and the rewritten graph's versions of one name then collide
     for node in definition.node_def:
-        calls = [node.attr[k].func.name for k in node.attr if node.attr[k].HasField("func")]
+        calls = called_functions(node)
         if calls:
             if any(_function_has(graph, f, seen, stateful_op_that) for f in calls):
                 return True
@@ -85,7 +90,7 @@ def runs_stateless_functions(op):
     """Whether `op` runs graph functions (a v2 loop's body, a call) and none of them, or the functions they call,
     has a stateful op but reads of variables: the values it computes are the same on every run, whatever the
     While op's own stateful flag says (a tf.map_fn's loop is stateful because its body reads variables)."""
-    functions = [op.node_def.attr[k].func.name for k in op.node_def.attr if op.node_def.attr[k].HasField("func")]
+    functions = called_functions(op.node_def)
     return bool(functions) and not any(_function_has(op.graph, f, set(), lambda op_def: True) for f in functions)
 
 
