@@ -16,6 +16,13 @@ from tests.equivalence.user_graphs_pairs import _regression
 tf1 = tf.compat.v1
 
 
+def _regression_head(seed, inputs=None):
+    """(x and y placeholders, the prediction of a tanh layer of 4 and a linear output of `inputs`, x by default)."""
+    xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+    h = _dense(xp if inputs is None else inputs(xp), 4, "hidden", seed, tf.nn.tanh)
+    return xp, yp, tf.squeeze(_dense(h, 1, "out", seed + 1), 1)
+
+
 def cox_partial_likelihood(n, b, steps, graph_batch, lr_scale=1.0):
     """A survival model's Cox partial likelihood: the batch sorted by time in the graph (argsort), each event's
     risk against the log of the summed exp risk of everyone still at risk (a reverse cumulative logsumexp); Adam."""
@@ -82,10 +89,9 @@ def py_func_example_weights(n, b, steps, graph_batch, lr_scale=1.0):
     x, y = _regression(1041, n, b, steps)
     g = tf.Graph()
     with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        xp, yp, pred = _regression_head(1042)
         w = tf1.py_func(lambda t: (1.0 + np.abs(t)).astype(np.float64), [yp], F64, stateful=False)
         w.set_shape([None])
-        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1042, tf.nn.tanh), 1, "out", 1043), 1)
         loss = tf.reduce_sum(w * tf.square(pred - yp)) / tf.reduce_sum(w)
         train = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
     return Case(g, train, _rows((x, y), (xp, yp)))
@@ -97,8 +103,7 @@ def ema_of_loss_and_prediction(n, b, steps, graph_batch, lr_scale=1.0):
     x, y = _regression(1051, n, b, steps)
     g = tf.Graph()
     with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
-        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1052, tf.nn.tanh), 1, "out", 1053), 1)
+        xp, yp, pred = _regression_head(1052)
         loss = tf.reduce_mean(tf.square(pred - yp))
         update = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, tf1.train.get_or_create_global_step())
         ema = tf1.train.ExponentialMovingAverage(0.9)
@@ -226,10 +231,9 @@ def stateless_noise_augmentation(n, b, steps, graph_batch, lr_scale=1.0):
     x, y = _regression(1111, n, b, steps)
     g = tf.Graph()
     with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
         step = tf1.train.get_or_create_global_step()
-        noisy = xp + 0.1 * tf.random.stateless_normal(tf.shape(xp), seed=tf.stack([step, 7]), dtype=F64)
-        pred = tf.squeeze(_dense(_dense(noisy, 4, "hidden", 1112, tf.nn.tanh), 1, "out", 1113), 1)
+        xp, yp, pred = _regression_head(1112, lambda v: v + 0.1 * tf.random.stateless_normal(
+            tf.shape(v), seed=tf.stack([step, 7]), dtype=F64))
         loss = tf.reduce_mean(tf.square(pred - yp))
         train = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, step)
     return Case(g, train, _rows((x, y), (xp, yp)))
@@ -263,8 +267,7 @@ def summed_loss_with_decay_added_to_gradients(n, b, steps, graph_batch, lr_scale
     x, y = _regression(1131, n, b, steps)
     g = tf.Graph()
     with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
-        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1132, tf.nn.tanh), 1, "out", 1133), 1)
+        xp, yp, pred = _regression_head(1132)
         loss = tf.reduce_sum(tf.square(pred - yp))
         opt = tf1.train.MomentumOptimizer(0.01, 0.9)
         decayed = [(gv + 0.01 * v, v) for gv, v in opt.compute_gradients(loss)]
@@ -309,8 +312,7 @@ def norm_of_errors_loss(n, b, steps, graph_batch, lr_scale=1.0):
     x, y = _regression(1151, n, b, steps)
     g = tf.Graph()
     with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
-        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1152, tf.nn.tanh), 1, "out", 1153), 1)
+        xp, yp, pred = _regression_head(1152)
         train = tf1.train.GradientDescentOptimizer(0.05).minimize(tf.norm(pred - yp),
                                                                   tf1.train.get_or_create_global_step())
     return Case(g, train, _rows((x, y), (xp, yp)))
