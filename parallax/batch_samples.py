@@ -24,6 +24,10 @@ TRIALS = 3
 # the sum it guards (a loss divided by it taken for a sum of its parts: a Cox likelihood's, summed, twice one
 # device's step). A law holds only if it holds on every trial.
 NONNEGATIVE_TRIAL = 1
+# The trial whose integer inputs hold one id exactly once in the whole batch (the others 1 or 2): a count per id is
+# then 1 where a worker's is 1 or 0, as for a rare id, so a guard on it (tf.maximum(count, 1.0)) shows; of three
+# small ids drawn at random, each is seldom alone.
+RARE_ID_TRIAL = 2
 WIDEN = 3  # positions of padding `widened` adds
 MAX_BYTES = 256 << 20  # of variables to initialize again in the throw-away session
 DECODED = 3  # ops whose outputs are fed instead of their inputs' random values, at most
@@ -45,7 +49,8 @@ class _Undecodable(Exception):
         self.op_name = op_name
 
 
-def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None, widened=None, edit=None):
+def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None, widened=None, edit=None,
+            pooled=None):
     """{tensor name: [its values (float64 arrays) on each of `parts`, per trial]}, or with `shapes` its shapes
     (int64 arrays); {} when that cannot be run; None when the variables it needs hold more than MAX_BYTES.
     `held` ({tensor name: f(value, examples)}) makes every part after the whole batch (parts[0]) read each of those
@@ -55,7 +60,11 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     values of one device's draw (batch_draws.py, draw_as_split). `widened` ({input name: (axes, value)}) pads those
     inputs' random examples with WIDEN more positions of `value` along `axes` (padded_inputs.py). `edit(graph)`
     changes the throw-away graph once it is imported and returns more tensors to hold, {tensor: f} (a mean
-    loss's seed, or a mean term's gradient, scaled by each part's share: loss_seeds.shares_as_held).
+    loss's seed, or a mean term's gradient, scaled by each part's share: loss_seeds.shares_as_held). `pooled`
+    ({tensor name: f(first's value, second's value)}) makes each part of a split (the parts after the whole come in
+    pairs, as in WHOLE_AND_SPLITS) read each of those tensors as f of both parts' own values: what a worker reads
+    of a value the rewrite combines over the workers in the backward pass (the gradient flowing into a statistic
+    computed from variables, batch_statistics.py).
 
     Where an op fails on the random words of a string input it reads (a parse of serialized examples), its outputs
     whose rows are examples are fed random examples instead, as inputs of their own (its sparse outputs are sparse
@@ -63,7 +72,7 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     decoded = set()
     while len(decoded) <= DECODED:
         try:
-            return _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded)
+            return _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded, pooled)
         except _Undecodable as e:
             decoded.add(e.op_name)
     return {}
@@ -76,7 +85,7 @@ def _decoded_inputs(graph, decoded, fed):
             tf.compat.dimension_value(t.shape[0]) is None and t.dtype not in (tf.resource, tf.variant)]
 
 
-def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded):
+def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded, pooled):
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
     needed = graph_utils.ancestors([t.op for t in tensors], False)
@@ -113,7 +122,8 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
             examples = np.arange(2 * HALF)
             for trial in range(trials):
                 rng = np.random.RandomState(trial)
-                values_of = nonnegative_values if trial == NONNEGATIVE_TRIAL else random_values
+                values_of = {NONNEGATIVE_TRIAL: nonnegative_values, RARE_ID_TRIAL: rare_id_values}.get(
+                    trial, random_values)
                 batch = {feeds[t.name]: _widened(_random(rng, t, values_of), *(widened or {}).get(t.name, ((), None)))
                          for t in inputs}
                 sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, values_of)) for s in sparse]
@@ -122,7 +132,9 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
                                   for part in parts]
                 values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
                                     {**{run.get_tensor_by_name(n): f for n, f in (held or {}).items()
-                                        if n.rsplit(":", 1)[0] in names}, **edited})
+                                        if n.rsplit(":", 1)[0] in names}, **edited},
+                                    {run.get_tensor_by_name(n): f for n, f in (pooled or {}).items()
+                                     if n.rsplit(":", 1)[0] in names})
                 for i, t in enumerate(tensors):
                     samples[t.name].append(tuple(np.asarray(v[i], np.int64 if shapes else np.float64)
                                                  for v in values))
@@ -161,18 +173,26 @@ def _widened(value, axes, padding):
         if axes else value
 
 
-def _run_parts(session, fetches, feeds_of_parts, orders, held):
+def _run_parts(session, fetches, feeds_of_parts, orders, held, pooled=None):
     """The fetches' values on each part; after the first, a part reads each `held` tensor as f(its value on the
-    first part, the part's examples)."""
+    first part, the part's examples), and each part of a pair (the parts after the first) each `pooled` tensor as
+    f(the first's own value, the second's)."""
     held = sorted(held.items(), key=lambda item: item[0].name)
+    pooled = sorted((pooled or {}).items(), key=lambda item: item[0].name)
     whole = None
-    values = []
+    values, own = [], []
     for feed, order in zip(feeds_of_parts, orders):
         if whole is not None:
             feed = dict(feed, **{t.name: np.asarray(f(v, order)).astype(v.dtype) for (t, f), v in zip(held, whole)})
-        out = session.run(fetches + [t for t, _ in held], feed, options=_BOUNDED)
+        out = session.run(fetches + [t for t, _ in held] + [t for t, _ in pooled], feed, options=_BOUNDED)
         values.append(out[:len(fetches)])
-        whole = out[len(fetches):] if whole is None else whole
+        own.append((feed, out[len(fetches) + len(held):]))
+        whole = out[len(fetches):len(fetches) + len(held)] if whole is None else whole
+    for first in range(1, len(values) - 1, 2) if pooled else ():
+        (feed_a, own_a), (feed_b, own_b) = own[first], own[first + 1]
+        both = {t.name: np.asarray(f(a, b)).astype(a.dtype) for (t, f), a, b in zip(pooled, own_a, own_b)}
+        for k, feed in ((first, feed_a), (first + 1, feed_b)):
+            values[k] = session.run(fetches, dict(feed, **both), options=_BOUNDED)
     return values
 
 
@@ -254,6 +274,16 @@ def nonnegative_values(rng, dtype, shape):
     """random_values, floats made non-negative (NONNEGATIVE_TRIAL)."""
     values = random_values(rng, dtype, shape)
     return np.abs(values) if dtype.is_floating else values
+
+
+def rare_id_values(rng, dtype, shape):
+    """random_values, integers 1 or 2 but for one 0 (RARE_ID_TRIAL)."""
+    if not dtype.is_integer or dtype == tf.bool:
+        return random_values(rng, dtype, shape)
+    values = rng.randint(1, 3, size=shape).astype(dtype.as_numpy_dtype)
+    if values.size:
+        values.flat[rng.randint(values.size)] = 0
+    return values
 
 
 def random_values(rng, dtype, shape):

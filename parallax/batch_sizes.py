@@ -19,14 +19,14 @@ from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, sha
 tf1 = tf.compat.v1
 
 
-def sizes_read_by_updates(graph, ops, value_inputs, shape_only, read_points):
-    """[(float tensor, (the update-side ops that read it))] for every size of the batch among `ops` (the graph's
-    training computation) that update-side ops read. `value_inputs(op)`: the inputs whose values `op` reads;
-    `shape_only`: the op types whose value is their inputs' shape; `read_points(tensor)`: batch_statistics'
-    [(float tensor, readers for gradients, readers for updates)]."""
+def sizes_read(graph, ops, value_inputs, shape_only, readers_of):
+    """[(float tensor, (the ops that read it))] for every size of the batch among `ops` (the graph's training
+    computation) that `readers_of(tensor)` finds readers of: [(float tensor, readers)], the size itself or its casts
+    to floats (batch_statistics' read points, for updates, or for the forward pass's gradients).
+    `value_inputs(op)`: the inputs whose values `op` reads; `shape_only`: the op types whose value is their inputs'
+    shape."""
     computed = from_shapes(ops, value_inputs, shape_only)
-    read = {op: [(t, updates) for out in op.outputs for t, _, updates in read_points(out) if updates]
-            for op in computed}
+    read = {op: [(t, readers) for out in op.outputs for t, readers in readers_of(out) if readers] for op in computed}
     read = {op: points for op, points in read.items() if points}
     if not read:
         return []
@@ -39,10 +39,10 @@ def sizes_read_by_updates(graph, ops, value_inputs, shape_only, read_points):
         if any(i in combined or i.op in downstream for i in value_inputs(op)):
             downstream.add(op)  # computed from a combined size: already the whole batch's
             continue
-        for t, updates in read.get(op, ()):
+        for t, readers in read.get(op, ()):
             source = t if t.op is op else t.op.inputs[0]  # the value itself, or what the float cast reads
             if t not in combined and _linear(values.get(source.name)):
-                out.append((t, tuple(sorted(c.name for c in updates))))
+                out.append((t, tuple(sorted(c.name for c in readers))))
                 combined.add(t)
     return out
 

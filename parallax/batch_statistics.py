@@ -46,6 +46,7 @@ tf1 = tf.compat.v1
 MEAN, MAX, MIN = "mean", "max", "min"  # how the workers' values combine into what each worker reads
 SELECTION = "selection"  # a value the examples change that follows no law
 SUM, AVERAGE = "sum", "average"  # what the value on a whole batch is of the values on its parts (and MAX, MIN)
+WHOLE = "whole"  # a sum read whole for the gradients (BatchStatistics.read_whole): every part reads one device's
 COMBINED = {SUM: MEAN, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # a sum's workers' mean is S / N; an average's is it
 FOR_UPDATES = {SUM: SUM, AVERAGE: MEAN, MAX: MAX, MIN: MIN}  # an update reads one device's value: the whole sum
 # Ops whose output is a function of their input's shape, not of its values: a path through them is not a use of
@@ -77,6 +78,30 @@ class BatchStatistics:
     # its parts' (what loss_law.py holds them at on the parts)
     laws: Tuple[Tuple[str, str], ...] = ()
     paired: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # paired_rows.py's entries
+    # (tensor, its readers for the gradients) of each sum that the gradients read (combined as the workers' mean
+    # above), and of each size of the batch the forward pass reads for them (left each worker's own): what
+    # read_whole makes one device's value
+    whole_sums: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    # the gradients flowing into statistics computed from variables, combined above as the workers' mean; of those,
+    # the ones flowing into sums
+    upstream: Tuple[str, ...] = ()
+    summed_upstream: Tuple[str, ...] = ()
+
+    def read_whole(self):
+        """These statistics with each of `whole_sums` read as one device's value, the workers' sum (WHOLE), by the
+        ops that compute the gradients. A worker's loss is then its examples' part of one device's, whatever
+        function of the sum it takes (`positives + 1`, a guard), and its law (loss_law.py) says how its gradients
+        add up; with the workers' mean it is that only for a function proportional to the sum. A sum computed from
+        variables takes in, from the ops that computed its gradient, the workers' sum of the gradients flowing into
+        it: one device's gradient at the whole sum, of every worker's loss."""
+        whole = dict(self.whole_sums)
+        combined = [(name, SUM if law == MEAN and (whole.get(name) == readers or name in self.summed_upstream)
+                     else law, readers) for name, law, readers in self.combined]
+        combined += [(name, SUM, readers) for name, readers in self.whole_sums
+                     if (name, SUM, readers) not in combined]
+        laws = [(name, WHOLE if name in whole else law) for name, law in self.laws]
+        laws += [(name, WHOLE) for name in whole if name not in dict(self.laws)]
+        return dataclasses.replace(self, combined=tuple(combined), laws=tuple(laws), whole_sums=())
 
 
 def value_inputs(op):
@@ -100,8 +125,14 @@ def find(graph, analysis):
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
     forward = _value_ancestors(losses)
     data, variable = _origins(before | after | forward)
-    sizes = [(t.name, FOR_UPDATES[SUM], readers) for t, readers in batch_sizes.sizes_read_by_updates(
-        graph, before | after | forward, value_inputs, SHAPE_ONLY, lambda out: _read_points(out, before, after))]
+    sizes = [(t.name, FOR_UPDATES[SUM], readers) for t, readers in batch_sizes.sizes_read(
+        graph, before | after | forward, value_inputs, SHAPE_ONLY,
+        lambda out: [(t, updates) for t, _, updates in _read_points(out, before, after)])]
+    # A size the forward pass reads for the gradients (`n - positives`): each worker's own, or read whole.
+    whole = list(batch_sizes.sizes_read(
+        graph, before | after | forward, value_inputs, SHAPE_ONLY,
+        lambda out: [(t, grads) for t, grads, _ in _read_points(out, before, after) if forward.intersection(grads)]))
+    whole = [(t.name, readers) for t, readers in whole]
     counts, uncounted = data_counts.find(graph, before | after | forward, value_inputs, SHAPE_ONLY,
                                          lambda out: _read_points(out, before, after))
     sizes += counts
@@ -117,7 +148,7 @@ def find(graph, analysis):
                 op.outputs[0].shape.is_fully_defined() and not op.op_def.is_stateful and
                 any(not t.shape.is_fully_defined() for t in value_inputs(op))}
     if not candidates and not averaged:
-        return BatchStatistics(tuple(sizes), tuple(uncounted), laws=tuple(laws))
+        return BatchStatistics(tuple(sizes), tuple(uncounted), laws=tuple(laws), whole_sums=tuple(whole))
     probed = candidates | averaged
     tensors = {t for op in probed for t in op.outputs} | {t for op in probed for t in value_inputs(op)}
     tensors = sorted((t for t in tensors if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype),
@@ -128,12 +159,12 @@ def find(graph, analysis):
     probes = batch_samples.with_extents_from_runs(
         graph, tensors, [probed_shapes(subgraph, inputs, tensors, m) for m in MARKERS], MARKERS)
     if not probes[0] or not probes[1]:  # cannot be probed (batch_draws says so of its draws)
-        return BatchStatistics(tuple(sizes), tuple(uncounted), laws=tuple(laws))
+        return BatchStatistics(tuple(sizes), tuple(uncounted), laws=tuple(laws), whole_sums=tuple(whole))
     in_loops = graph_utils.v1_loop_ops(graph)
     # Its gradient divides by the count (data_counts.py): only a read of its value is each worker's own.
     extents = {op for op in averaged
                if _averages_a_data_extent(op, probes) and _read_points(op.outputs[0], before, after)}
-    combined, uncombinable, fused = list(sizes), list(uncounted), []
+    combined, uncombinable, fused, through, summed_upstream = list(sizes), list(uncounted), [], [], []
     in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
     gradient_ops = backward_ops.by_forward_op(graph)
     for op in sorted(candidates - extents, key=lambda o: o.name):
@@ -176,11 +207,15 @@ def find(graph, analysis):
                 uncombinable.append(f"{out.name} ({why})")
                 continue
             laws += [(t.name, law) for t, for_gradients, _ in points if for_gradients]
+            if law == SUM:
+                whole += [(t.name, tuple(sorted(c.name for c in readers))) for t, readers, _ in points if readers]
+                summed_upstream += [g.name for g, _ in upstream]
             for t, for_gradients, for_updates in points:
                 combined += [(t.name, law_for, tuple(sorted(c.name for c in readers)))
                              for law_for, readers in ((COMBINED[law], for_gradients), (FOR_UPDATES[law], for_updates))
                              if readers]
             combined += [(g.name, MEAN, tuple(sorted(c.name for c in readers))) for g, readers in upstream]
+            through += [g.name for g, _ in upstream]
     rows, unkeyed = keyed_writes.rows_written(
         candidates & set(writers), lambda t: _follows(t, probes), lambda t: keyed_writes.batch_axis(t, probes),
         lambda t: t.op in gradient_sources or t.op in of_gradients)
@@ -195,7 +230,16 @@ def find(graph, analysis):
     uncombinable = [s for s in uncombinable if s.split(" ")[0] not in in_pairs]
     uncombinable += [f"{t.name} ({PAIRWISE}; {unpaired[t.name]})" for t in pairing if t.name in unpaired]
     laws += [(name, keyed_writes.ROWS) for kind, name, _ in paired if kind == paired_rows.OWN]
-    return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws), paired)
+    return BatchStatistics(tuple(combined), tuple(uncombinable), tuple(fused), tuple(laws), paired, tuple(whole),
+                           tuple(through), tuple(summed_upstream))
+
+
+def held_as_combined(laws):
+    """{tensor: what a part of a random batch reads of it} for the statistics `laws` (BatchStatistics.laws): what the
+    rewrite makes a worker read (batch_samples.sampled's `held`): rows of one device's, each part its own; a
+    statistic one device's value, but for a sum combined as the workers' mean, half of it."""
+    return {name: batch_samples.draw_as_split(0) if law == keyed_writes.ROWS else
+            batch_samples.statistic_as_combined(law == SUM) for name, law in laws}
 
 
 def _averages_a_data_extent(op, probes):

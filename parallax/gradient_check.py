@@ -14,7 +14,7 @@ batches.
 """
 import numpy as np
 
-from parallax import batch_draws, graph_utils, loss_seeds
+from parallax import batch_draws, batch_statistics, graph_utils, loss_seeds
 from parallax.batch_samples import FIRST_SHARES, HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
@@ -24,13 +24,17 @@ MIXES = ("its gradient on a random batch is not the workers' {} of its gradients
          "batch, a cumulative sum over it)")
 
 
-def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
+def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=(), statistics=None):
     """["variable (why)"] for the trained variables whose gradient is not the halves' combination (their mean for
     the variables `averaged(name)` says, else their sum); [] when all are, or when the check cannot be run. The
     parts read the random draws as the rewrite makes them: those of `split_draws` ((op, axis), ...) their examples'
     values of one device's draw, any other the whole batch's (batch_draws.held_as_rewritten); a mean loss's seed
     among `seeds` (loss_seeds.py) at their share of the whole batch's, and so each of `edges` into a constant
-    term's backward ops."""
+    term's backward ops; each of the statistics the rewrite combines (`statistics`, batch_statistics.find's) as
+    the worker reads it (batch_statistics.held_as_combined), and the gradient flowing into one computed from
+    variables as the workers' mean or sum of the parts' own. A sum read as the workers' mean, or a gradient
+    combined, is each part's share only where the workers' batches are equal, as the rewrite assumes (the launcher
+    warns where they are not): then the split into equal halves alone is compared."""
     gradients, tensors = gradient_tensors(graph, analysis)
     if not tensors:
         return []
@@ -40,8 +44,15 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
            not graph_utils.runs_stateless_functions(op) for op in ancestors):
         return []
     held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
+    laws = statistics.laws if statistics is not None else ()
+    if held is not None:
+        held.update(batch_statistics.held_as_combined(laws))
+    pooled = {name: _pooled(law) for name, law, _ in (statistics.combined if statistics is not None else ())
+              if name in statistics.upstream}
+    splits_compared = 1 if pooled or any(law == batch_statistics.SUM for _, law in laws) else 2
     samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held,
-                      edit=loss_seeds.shares_as_held(seeds, edges, 2 * HALF)) if held is not None else {}
+                      edit=loss_seeds.shares_as_held(seeds, edges, 2 * HALF), pooled=pooled) \
+        if held is not None else {}
     if not samples:
         return []
     wrong = set()
@@ -51,7 +62,7 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
                 parts = aligned([by_row(v, r) for v, r in zip(parts, samples[g.indices][trial])])
             whole, *splits = parts
             # Each split's parts hold (HALF, HALF) and (1, 2 * HALF - 1) examples: a mean's is their weighted mean.
-            for (first, second), weight in zip((splits[:2], splits[2:]), FIRST_SHARES):
+            for (first, second), weight in list(zip((splits[:2], splits[2:]), FIRST_SHARES))[:splits_compared]:
                 combined = weight * first + (1 - weight) * second if averaged(name) else first + second
                 scale = float(np.max(np.abs(whole), initial=1.0))
                 if whole.shape != first.shape or not np.allclose(whole, combined, rtol=1e-4, atol=1e-6 * scale):
@@ -60,6 +71,11 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=()):
         any(law == loss_seeds.MEAN for _, law in seeds) else \
         "sum (of gradients with a mean term's started at each part's share)" if edges else "sum"
     return [f"{name} ({MIXES.format('mean' if averaged(name) else summed)})" for name in sorted(wrong)]
+
+
+def _pooled(law):
+    """What each part of a split reads of a gradient the rewrite combines over the workers by `law`."""
+    return (lambda a, b: a + b) if law == batch_statistics.SUM else (lambda a, b: (a + b) / 2)
 
 
 def gradient_tensors(graph, analysis):

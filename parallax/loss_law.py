@@ -14,9 +14,8 @@ loss_seeds.py start each loss's gradients as one device's share, and scale its m
 """
 import numpy as np
 
-from parallax import batch_draws, batch_statistics, capture, keyed_writes, loss_terms
-from parallax.batch_samples import (draw_as_split, is_mean_of_parts, is_sum_of_parts, sampled,
-                                   statistic_as_combined)
+from parallax import batch_draws, batch_statistics, capture, loss_terms
+from parallax.batch_samples import is_mean_of_parts, is_sum_of_parts, sampled
 
 SUM, MEAN, SUM_PLUS_MEANS = "sum", "mean", "sum plus means"  # a loss's law; MEAN: any other (averaged)
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
@@ -68,8 +67,7 @@ def laws_and_means(graph, statistic_laws=(), draws=()):
         if held is None:
             return {}, {}, UNCHECKED
         # A value of one device's rows (paired_rows.py) is read by each part as its examples' rows.
-        held.update({name: draw_as_split(0) if law == keyed_writes.ROWS else
-                     statistic_as_combined(law == batch_statistics.SUM) for name, law in statistic_laws})
+        held.update(batch_statistics.held_as_combined(statistic_laws))
         samples = sampled(graph, fetched, held=held)
         if not samples:
             return {}, {}, UNCHECKED

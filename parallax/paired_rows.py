@@ -67,10 +67,11 @@ def find(graph, pairing, forward, probes, gradient_ops, valued, held=(), synchro
         return (), {p.name: "the graph cannot be run on random batches to tell its examples' own rows"
                     for p in pairing}, set()
     # A value computed from the batch's shape alone (tf.eye of its size) is computed in the region, not gathered.
-    own = {name for name, trials in samples.items() if all(mixed_rows._own_rows(parts) for parts in trials) and
-           graph.get_tensor_by_name(name).op in valued}
+    rows_own = {name for name, trials in samples.items() if all(mixed_rows._own_rows(parts) for parts in trials)}
+    own = {name for name in rows_own if graph.get_tensor_by_name(name).op in valued}
     rewritten = set(held_draws)
-    ends = _ends(forward, batch_ops, samples, own, rewritten, probes)
+    # ...but its own rows end no region (tf.ones_like of the labels, counted per id): nothing there mixes.
+    ends = _ends(forward, batch_ops, samples, rows_own, rewritten, probes)
     for p in pairing:  # a pair reduced away whole (a mean of the logits) ends its region itself
         ends.setdefault(p.name, p)
     entries, failed, covered = [], {}, set()

@@ -12,11 +12,46 @@ from parallax.plan import Aggregation, make_plan
 
 
 def plan_job(graph, analysis, spec, config):
-    partitions, averaging, seeds, edges = None, "", (), ()
     # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
     statistics = batch_statistics.find(graph, analysis) if spec.num_workers > 1 and config.sync else \
         batch_statistics.BatchStatistics()
     draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
+    plan, decided = _planned(graph, analysis, spec, config, statistics, draws)
+    # The check simulates split draws and the statistics combined of the data, not the other rules' rewrites or
+    # what they list.
+    if spec.num_workers > 1 and plan.sync and not (statistics.uncombinable or statistics.fused or statistics.paired or
+                                                   draws.unsplittable):
+        listed = _checked(graph, analysis, plan, statistics, draws)
+        if listed and statistics.whole_sums:
+            # A function of a sum that is not proportional to it (`positives + 1`, a guard) differs at the
+            # workers' mean: the step reads every such value whole instead, if its gradients then are one
+            # device's.
+            whole = statistics.read_whole()
+            whole_plan, whole_decided = _planned(graph, analysis, spec, config, whole, draws)
+            if not _checked(graph, analysis, whole_plan, whole, draws):
+                plan, decided, statistics, listed = whole_plan, whole_decided, whole, []
+        plan = dataclasses.replace(plan, uncombinable_statistics=tuple(listed))
+    if spec.num_workers > 1 and plan.sync:
+        rows, listed, covered = state_writes.checked(
+            graph, analysis, [name for name, _, _ in statistics.combined], draws.split,
+            [name for name, _ in statistics.fused], {entry.split(" ")[0] for entry in plan.uncombinable_statistics})
+        plan = dataclasses.replace(plan, batch_statistics=plan.batch_statistics + tuple(rows),
+                                   uncombinable_statistics=tuple(
+                                       entry for entry in plan.uncombinable_statistics
+                                       if entry.split(" ")[0] not in covered) + tuple(listed))
+    dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
+    backend = collectives.resolve(_backend_choice(decided), dense_only) if plan.uses_collectives else "none"
+    plan = dataclasses.replace(plan, backend=backend)
+    if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
+        plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
+                                                         for v in plan.variables))
+    return dataclasses.replace(plan, placements=decide_placements(graph, plan))
+
+
+def _planned(graph, analysis, spec, config, statistics, draws):
+    """(the plan, the config with its averaging decided) for the statistics combined as `statistics` says: the
+    losses' laws (read with the statistics as the rewrite makes them), their seeds, AUTO's methods."""
+    partitions, averaging, seeds, edges = None, "", (), ()
     if config.average_dense is None or config.average_sparse is None:
         laws, means, averaging = loss_law.laws_and_means(graph, statistics.laws, draws.split) \
             if spec.num_workers > 1 else ({}, {}, "")
@@ -42,28 +77,14 @@ def plan_job(graph, analysis, spec, config):
                                    uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
                                    fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
                                    repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers))
-        # The check simulates split draws, not the other rules' rewrites or what they list.
-        if plan.sync and not (statistics.combined or statistics.uncombinable or statistics.fused or statistics.paired or
-                              draws.unsplittable):
-            averaged = {v.name: v.average for v in plan.variables}
-            plan = dataclasses.replace(plan, uncombinable_statistics=tuple(gradient_check.mismatched(
-                graph, analysis, lambda name: averaged.get(name, True), draws.split, plan.loss_seeds,
-                plan.mean_term_edges)))
-        if plan.sync:
-            rows, listed, covered = state_writes.checked(
-                graph, analysis, [name for name, _, _ in statistics.combined], draws.split,
-                [name for name, _ in statistics.fused], {entry.split(" ")[0] for entry in plan.uncombinable_statistics})
-            plan = dataclasses.replace(plan, batch_statistics=plan.batch_statistics + tuple(rows),
-                                       uncombinable_statistics=tuple(
-                                           entry for entry in plan.uncombinable_statistics
-                                           if entry.split(" ")[0] not in covered) + tuple(listed))
-    dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
-    backend = collectives.resolve(_backend_choice(config), dense_only) if plan.uses_collectives else "none"
-    plan = dataclasses.replace(plan, backend=backend)
-    if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
-        plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
-                                                         for v in plan.variables))
-    return dataclasses.replace(plan, placements=decide_placements(graph, plan))
+    return plan, config
+
+
+def _checked(graph, analysis, plan, statistics, draws):
+    """The last check's list (gradient_check.py) for `plan`, its statistics read as `statistics` combines them."""
+    averaged = {v.name: v.average for v in plan.variables}
+    return gradient_check.mismatched(graph, analysis, lambda name: averaged.get(name, True), draws.split,
+                                     plan.loss_seeds, plan.mean_term_edges, statistics)
 
 
 def _backend_choice(config):

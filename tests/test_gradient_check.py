@@ -161,3 +161,53 @@ def test_per_example_gradients_in_a_map_fn_are_checked(noise, listed):
     analysis = parallax.analyze(g)
     assert all(g.get_tensor_by_name(x.values).graph is g for v in analysis.trained_variables for x in v.gradients)
     assert bool(gradient_check.mismatched(g, analysis, lambda name: True)) == listed
+
+
+def _sum_statistic_graph(loss_of):
+    """Targets, and a loss of the batch's errors and of the sum of its targets (a statistic of the data alone)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [None, 3], "x")
+        y = tf1.placeholder(tf.float64, [None], "y")
+        error = tf.square(tf.squeeze(tf1.layers.dense(x, 1, name="out"), 1) - y)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss_of(error, tf.reduce_sum(tf.abs(y))))
+    return g
+
+
+def _at_the_workers_mean(g):
+    """(the statistics as found, the last check's list with them read as the workers' mean)."""
+    from parallax import batch_draws, batch_statistics, planning
+    spec, analysis = parallax.ResourceSpec.load("localhost:2"), parallax.analyze(g)
+    found, draws = batch_statistics.find(g, analysis), batch_draws.find(g)
+    plan, _ = planning._planned(g, analysis, spec, parallax.Config(), found, draws)
+    return found, planning._checked(g, analysis, plan, found, draws)
+
+
+@pytest.mark.parametrize("loss_of, reads_size", [
+    (lambda e, total: tf.reduce_mean(e) / (total + 1.0), False),  # a smoothing: S + 1 is not N * (S / N + 1)
+    # a guard the whole sum passes and the workers' mean does not (8 examples of |normal| sum to about 6.4)
+    (lambda e, total: tf.reduce_sum(e) / tf.maximum(total, 5.0), False),
+    (lambda e, total: tf.reduce_mean(e) * (tf.cast(tf.shape(e)[0], tf.float64) - total / 2.0), True),
+])
+def test_a_sum_of_the_data_read_through_a_function_not_proportional_to_it_is_read_whole(loss_of, reads_size):
+    """At the workers' mean S / N, f(S / N) is no share of one device's f(S): the check lists every variable (it
+    was silent before, not run where statistics are combined). The plan reads the sum whole, the workers' sum, and
+    the batch's size the forward pass reads too; each worker's loss is then its examples' part of one device's,
+    whose law the gradients follow."""
+    g = _sum_statistic_graph(loss_of)
+    found, listed = _at_the_workers_mean(g)
+    assert {law for _, law, _ in found.combined} == {"mean"} and listed
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert plan.uncombinable_statistics == ()
+    assert {law for _, law, _ in plan.batch_statistics} == {"sum"}
+    assert len(plan.batch_statistics) == 1 + reads_size
+
+
+def test_a_sum_the_loss_divides_by_stays_the_workers_mean():
+    """sum(errors) / S: the workers' mean of S makes each worker's loss its share of one device's mean, which the
+    check confirms; reading it whole would make the loss a sum, exact too, but the rule that holds is kept."""
+    g = _sum_statistic_graph(lambda e, total: tf.reduce_sum(e * tf.abs(e)) / total)
+    found, listed = _at_the_workers_mean(g)
+    assert listed == []
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert plan.uncombinable_statistics == () and {law for _, law, _ in plan.batch_statistics} == {"mean"}

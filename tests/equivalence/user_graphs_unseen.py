@@ -5,7 +5,10 @@ counts kept by scatter_add, example weights from a py_func, EMAs of tensors, a c
 DP-SGD's per-example gradients in a tf.map_fn (their records named outer tensors and the planner failed), Barlow
 Twins, a KL weight annealed by the step, stateless noise seeded by the step, MAML's step (its inner seed was scaled
 like a loss's: 0.017 off, silently), hand-added weight decay on a summed loss's gradients, FixMatch's two batch
-sizes. Same conventions as cases.py."""
+sizes; and functions of a summed statistic not proportional to it, which read the workers' mean of the sum were
+silently off (0.02 to 0.07): a positive weight from the batch's counts, tf.norm of the errors as the loss, a per-id
+mean guarded by max(count, 1), a root of the summed squares over tf.size, a Laplace-smoothed rate of positives.
+Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
 
@@ -21,6 +24,18 @@ def _regression_head(seed, inputs=None):
     xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
     h = _dense(xp if inputs is None else inputs(xp), 4, "hidden", seed, tf.nn.tanh)
     return xp, yp, tf.squeeze(_dense(h, 1, "out", seed + 1), 1)
+
+
+def _per_id_head(seed, rows, target, width):
+    """(ids of VOCAB, their targets target(id) plus noise, placeholders of both, the prediction of an embedding of
+    `width` and a linear output, each id's count in the batch), built in the current graph."""
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(0, VOCAB, size=(rows,)).astype(np.int32)
+    y = target(ids) + 0.1 * rng.randn(rows)
+    idp, yp = tf1.placeholder(tf.int32, [None], "ids"), tf1.placeholder(F64, [None], "y")
+    emb = tf1.get_variable("embedding", [VOCAB, width], F64, initializer=_init(seed + 1))
+    pred = tf.squeeze(_dense(tf.nn.embedding_lookup(emb, idp), 1, "out", seed + 2), 1)
+    return ids, y, idp, yp, pred, tf.math.unsorted_segment_sum(tf.ones_like(yp), idp, VOCAB)
 
 
 def cox_partial_likelihood(n, b, steps, graph_batch, lr_scale=1.0):
@@ -116,16 +131,9 @@ def grouped_calibration_loss(n, b, steps, graph_batch, lr_scale=1.0):
     """A calibration term per item id: predictions and targets summed per id over the batch (unsorted_segment_sum
     into the vocabulary), squared difference of the sums over each id's count (divide_no_nan: ids the batch lacks
     add 0); plus a mean-squared term; Adam."""
-    rng = np.random.RandomState(1061)
-    rows = n * b * steps
-    ids = rng.randint(0, VOCAB, size=(rows,)).astype(np.int32)
-    y = np.sin(ids) + 0.1 * rng.randn(rows)
     g = tf.Graph()
     with g.as_default():
-        idp, yp = tf1.placeholder(tf.int32, [None], "ids"), tf1.placeholder(F64, [None], "y")
-        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(1062))
-        pred = tf.squeeze(_dense(tf.nn.embedding_lookup(emb, idp), 1, "out", 1063), 1)
-        count = tf.math.unsorted_segment_sum(tf.ones_like(yp), idp, VOCAB)
+        ids, y, idp, yp, pred, count = _per_id_head(1061, n * b * steps, np.sin, 4)
         gap = tf.math.unsorted_segment_sum(pred - yp, idp, VOCAB)
         calibration = tf.reduce_sum(tf.math.divide_no_nan(tf.square(gap), count)) / tf.cast(tf.size(yp), F64)
         loss = tf.reduce_mean(tf.square(pred - yp)) + 0.5 * calibration
@@ -318,11 +326,52 @@ def norm_of_errors_loss(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def per_id_mean_error_guarded(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each id's mean squared error over its examples in the batch, its count guarded by max(count, 1), averaged
+    over the vocabulary; Adagrad. Most ids come once or not at all in a batch of a few examples."""
+    g = tf.Graph()
+    with g.as_default():
+        ids, y, idp, yp, pred, count = _per_id_head(1161, n * b * steps, np.cos, 3)
+        summed = tf.math.unsorted_segment_sum(tf.square(pred - yp), idp, VOCAB)
+        loss = tf.reduce_mean(summed / tf.maximum(count, 1.0))
+        train = tf1.train.AdagradOptimizer(0.3).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def rmse_written_out(n, b, steps, graph_batch, lr_scale=1.0):
+    """The root of the summed squared errors over the batch's size (tf.size), by hand; Adam."""
+    x, y = _regression(1171, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1172)
+        loss = tf.sqrt(tf.reduce_sum(tf.square(pred - yp)) / tf.cast(tf.size(yp), F64))
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def smoothed_positive_rate_weights(n, b, steps, graph_batch, lr_scale=1.0):
+    """Logistic loss whose examples are weighted by the batch's Laplace-smoothed rate of positives,
+    (positives + 1) / (examples + 2): the rarer class weighs more; averaged; SGD with momentum."""
+    x, y = _regression(1181, n, b, steps)
+    labels = (y > 0.8).astype(np.float64)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "labels")
+        logits = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1182, tf.nn.tanh), 1, "out", 1183), 1)
+        rate = (tf.reduce_sum(lp) + 1.0) / (tf.cast(tf.shape(lp)[0], F64) + 2.0)
+        weights = lp * (1.0 - rate) + (1.0 - lp) * rate
+        loss = tf.reduce_mean(weights * tf.nn.sigmoid_cross_entropy_with_logits(labels=lp, logits=logits))
+        train = tf1.train.MomentumOptimizer(0.1, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)))
+
+
 # Not registered: dp_sgd_clipped_examples (seeded noise added to each worker's sum: the last check lists its
-# variables and the job warns; tests/test_gradient_check.py), positive_weight_from_the_batch and norm_of_errors_loss
-# (a summed statistic plus a constant, and under a root: not exact, silently; docs/modes.md, rule 7's known limit).
+# variables and the job warns; tests/test_gradient_check.py).
 USER_GRAPHS_UNSEEN = {f.__name__: f for f in (cox_partial_likelihood, wgan_weight_clipping, online_class_balance,
                                               py_func_example_weights, ema_of_loss_and_prediction,
                                               grouped_calibration_loss, dp_sgd_without_noise, barlow_twins,
                                               kl_annealed_by_step, stateless_noise_augmentation, maml_one_inner_step,
-                                              summed_loss_with_decay_added_to_gradients, fixmatch_two_batch_sizes)}
+                                              summed_loss_with_decay_added_to_gradients, fixmatch_two_batch_sizes,
+                                              positive_weight_from_the_batch, norm_of_errors_loss,
+                                              per_id_mean_error_guarded, rmse_written_out,
+                                              smoothed_positive_rate_weights)}
