@@ -8,7 +8,9 @@ op types: a value computed from shapes alone (no variable, no example's value) t
 batch size in both probes is linear in the batch, so the whole batch's value is the sum of the workers'. Such a value
 is combined so where update-side ops read it as floats, unless it is computed from one combined already.
 Where the gradients read it (a loss divided by the batch's size), each worker's own value is what the gradient
-average needs, as for a mean, and it is left alone; an integer read is an extent (a reshape's), also left alone.
+average needs, as for a mean, and it is left alone, unless the plan reads the batch's sums whole
+(batch_statistics.BatchStatistics.read_whole): then a size the forward pass reads is read whole too, the workers'
+sum (`n - positives`). An integer read is an extent (a reshape's), left alone.
 """
 import numpy as np
 import tensorflow as tf

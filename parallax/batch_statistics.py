@@ -10,8 +10,10 @@ the losses `tf.gradients` was taken of (capture.py records them) or, if not comp
 way to an update (a streaming total of the predictions; sizes of the batch read from its shape: batch_sizes.py),
 is, wherever the gradients are computed from it, the *mean over workers* of the workers' values. Each worker's
 loss is then its share of one device's loss, in the sense the gradient average needs: with A_i a worker's sum and
-S the whole batch's count, mean_i(A_i / (S / N)) = sum_i(A_i) / S. An update that reads it reads one device's
-value: the whole batch's mean, maximum or minimum, or the workers' sum of a sum. A statistic computed from
+S the whole batch's count, mean_i(A_i / (S / N)) = sum_i(A_i) / S. That holds for a function proportional to the
+sum; where the last check (gradient_check.py) finds the gradients differ (`positives + 1`, a guard, a root), the
+plan reads the sums whole instead (BatchStatistics.read_whole, planning.py). An update that reads it reads one
+device's value: the whole batch's mean, maximum or minimum, or the workers' sum of a sum. A statistic computed from
 variables also carries gradient into every worker's examples: the gradient tf.gradients sends into the op that
 computed it is, like the statistic, the mean over workers (with g_j worker j's, one device's gradient needs
 mean_j(g_j) from every worker). Fused batch norm computes its statistics inside one op: fused_batch_norm.py.

@@ -7,10 +7,12 @@ from its share of one device's, by what they can see in the graph. This one runs
 (batch_samples.py) and compares, whatever ops computed them: a top k of a fraction of the batch (hard-example
 mining), a cumulative sum or a softmax over the batch's axis. A variable whose gradients differ is listed as not
 exact: the job warns and `parallax.explain` says so. Random draws are read as the rewrite makes them (a split
-draw's examples' values of one device's draw, a sampler's draw the whole batch's). It is not run where batch
-statistics are combined or anything is listed (their combination is not simulated here), where a stateful op
-other than a variable's or a draw (a queue) makes two runs differ, or where the graph cannot be run on random
-batches.
+draw's examples' values of one device's draw, a sampler's draw the whole batch's), and so are the statistics the
+rewrite combines (the gradients flowing into one computed from variables as the workers' mean or sum of the
+parts'): a function of a sum that the workers' mean does not make one device's shows here, and planning.py then
+reads the sums whole. It is not run where anything is listed or a fused batch norm or a region of paired rows is
+rewritten (not simulated here), where a stateful op other than a variable's or a draw (a queue) makes two runs
+differ, or where the graph cannot be run on random batches.
 """
 import numpy as np
 

@@ -211,3 +211,43 @@ def test_a_sum_the_loss_divides_by_stays_the_workers_mean():
     assert listed == []
     plan = parallax.explain(g, "localhost:2", print_table=False).plan
     assert plan.uncombinable_statistics == () and {law for _, law, _ in plan.batch_statistics} == {"mean"}
+
+
+def test_a_sum_of_variables_under_a_root_is_read_whole_with_its_gradient_summed():
+    """tf.norm of the errors as the loss: the root of the workers' mean of the summed squares, with the workers'
+    mean of the gradient flowing into it, is sqrt(N) off one device's gradient. The check pools that gradient over
+    the halves as the rewrite pools it over the workers, and lists the variables; read whole, the sum and the
+    gradient flowing into it are the workers' sums."""
+    g = _sum_statistic_graph(lambda e, total: tf.sqrt(tf.reduce_sum(e)))
+    found, listed = _at_the_workers_mean(g)
+    assert found.upstream and listed
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert plan.uncombinable_statistics == ()
+    assert [law for _, law, _ in plan.batch_statistics] == ["sum", "sum"]
+
+
+def test_batch_normalization_by_hand_is_exact_at_the_workers_mean():
+    """tf.nn.moments over the batch: its mean and variance are means (one device's at the workers' mean), and the
+    gradient flowing into them pooled as their mean over the halves makes the parts' gradients the whole's."""
+    def normalized(e, total):
+        mean, variance = tf.nn.moments(e, [0])
+        return tf.reduce_mean(tf.square((e - mean) / tf.sqrt(variance + 1e-3) - 0.5))
+    g = _sum_statistic_graph(normalized)
+    found, listed = _at_the_workers_mean(g)
+    assert found.upstream and listed == []
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert plan.uncombinable_statistics == () and {law for _, law, _ in plan.batch_statistics} == {"mean"}
+
+
+def test_a_guard_on_a_per_id_count_shows_on_the_rare_id_trial():
+    """Each id's mean error over its count guarded by max(count, 1): where an id comes once in the whole batch, a
+    worker's half of its count is guarded to 1. Of three ids drawn at random over 8 examples, none came once in
+    any trial, so the check passed a plan 0.017 off; the third trial holds one id once (RARE_ID_TRIAL). The ones
+    the count adds up (tf.ones_like of the targets) are each example's own, so they end no region of paired
+    rows, which would have kept the check from running."""
+    from tests.equivalence.user_graphs_unseen import per_id_mean_error_guarded
+    g = per_id_mean_error_guarded(2, 4, 1, 4).graph
+    found, listed = _at_the_workers_mean(g)
+    assert found.paired == () and listed
+    plan = parallax.explain(g, "localhost:2", print_table=False).plan
+    assert plan.uncombinable_statistics == () and {law for _, law, _ in plan.batch_statistics} == {"sum"}
