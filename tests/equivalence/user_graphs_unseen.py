@@ -7,7 +7,9 @@ Twins, a KL weight annealed by the step, stateless noise seeded by the step, MAM
 like a loss's: 0.017 off, silently), hand-added weight decay on a summed loss's gradients, FixMatch's two batch
 sizes; and functions of a summed statistic not proportional to it, which read the workers' mean of the sum were
 silently off (0.02 to 0.07): a positive weight from the batch's counts, tf.norm of the errors as the loss, a per-id
-mean guarded by max(count, 1), a root of the summed squares over tf.size, a Laplace-smoothed rate of positives.
+mean guarded by max(count, 1), a root of the summed squares over tf.size, a Laplace-smoothed rate of positives,
+class weights from the batch's smoothed counts, a prototypical network's prototypes over guarded counts (0.15 off
+before); a token loss over a guarded count and targets scaled by the batch's maximum were exact already.
 Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
@@ -365,6 +367,69 @@ def smoothed_positive_rate_weights(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, labels), (xp, lp)))
 
 
+def token_loss_over_guarded_count(n, b, steps, graph_batch, lr_scale=1.0):
+    """Per-token squared errors of sequences of 0 to 5 tokens, masked by tf.sequence_mask, summed over the batch's
+    count of tokens guarded by max(count, 1); Adam."""
+    rng = np.random.RandomState(1191)
+    rows = n * b * steps
+    x, lengths = rng.randn(rows, 5, 3), rng.randint(0, 6, size=(rows,)).astype(np.int32)
+    y = np.sin(x).sum(axis=2)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 5, 3], "x"), tf1.placeholder(tf.int32, [None], "lengths")
+        yp = tf1.placeholder(F64, [None, 5], "y")
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1192, tf.nn.tanh), 1, "out", 1193), 2)
+        mask = tf.sequence_mask(lp, 5, dtype=F64)
+        loss = tf.reduce_sum(tf.square(pred - yp) * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, lengths, y), (xp, lp, yp)))
+
+
+def targets_scaled_by_batch_max(n, b, steps, graph_batch, lr_scale=1.0):
+    """Targets divided by the batch's largest absolute target before a mean squared error; SGD."""
+    x, y = _regression(1201, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1202)
+        loss = tf.reduce_mean(tf.square(pred - yp / tf.reduce_max(tf.abs(yp))))
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def class_weights_from_batch_counts(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each example weighted by n / (3 * its class's count in the batch + 1), a smoothed inverse frequency;
+    averaged cross entropy; RMSProp."""
+    x, y = _regression(1211, n, b, steps)
+    labels = np.digitize(y, [-0.5, 1.0]).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(tf.int32, [None], "labels")
+        logits = _dense(_dense(xp, 4, "hidden", 1212, tf.nn.tanh), 3, "logits", 1213)
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(lp, F64), lp, 3)
+        weights = tf.cast(tf.size(lp), F64) / (3.0 * counts + 1.0)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lp, logits=logits)
+        loss = tf.reduce_mean(tf.gather(weights, lp) * ce)
+        train = tf1.train.RMSPropOptimizer(0.02).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)))
+
+
+def prototype_distances(n, b, steps, graph_batch, lr_scale=1.0):
+    """A prototypical network's loss: each class's prototype the mean embedding of its examples in the batch
+    (segment sum over a count guarded by max(count, 1)), logits the negative squared distances to them; Adam."""
+    x, y = _regression(1221, n, b, steps)
+    labels = np.digitize(y, [-0.5, 1.0]).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        xp, lp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(tf.int32, [None], "labels")
+        emb = _dense(_dense(xp, 4, "hidden", 1222, tf.nn.tanh), 2, "embed", 1223)
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(lp, F64), lp, 3)
+        prototypes = tf.math.unsorted_segment_sum(emb, lp, 3) / tf.maximum(counts, 1.0)[:, None]
+        logits = -tf.reduce_sum(tf.square(emb[:, None, :] - prototypes[None, :, :]), 2)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lp, logits=logits))
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, labels), (xp, lp)))
+
+
 # Not registered: dp_sgd_clipped_examples (seeded noise added to each worker's sum: the last check lists its
 # variables and the job warns; tests/test_gradient_check.py).
 USER_GRAPHS_UNSEEN = {f.__name__: f for f in (cox_partial_likelihood, wgan_weight_clipping, online_class_balance,
@@ -374,4 +439,6 @@ USER_GRAPHS_UNSEEN = {f.__name__: f for f in (cox_partial_likelihood, wgan_weigh
                                               summed_loss_with_decay_added_to_gradients, fixmatch_two_batch_sizes,
                                               positive_weight_from_the_batch, norm_of_errors_loss,
                                               per_id_mean_error_guarded, rmse_written_out,
-                                              smoothed_positive_rate_weights)}
+                                              smoothed_positive_rate_weights, token_loss_over_guarded_count,
+                                              targets_scaled_by_batch_max, class_weights_from_batch_counts,
+                                              prototype_distances)}
