@@ -46,12 +46,11 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=(), st
            not graph_utils.runs_stateless_functions(op) for op in ancestors):
         return []
     held = batch_draws.held_as_rewritten(graph, tensors, split_draws)
-    laws = statistics.laws if statistics is not None else ()
+    statistics = statistics or batch_statistics.BatchStatistics()
     if held is not None:
-        held.update(batch_statistics.held_as_combined(laws))
-    pooled = {name: _pooled(law) for name, law, _ in (statistics.combined if statistics is not None else ())
-              if name in statistics.upstream}
-    splits_compared = 1 if pooled or any(law == batch_statistics.SUM for _, law in laws) else 2
+        held.update(batch_statistics.held_as_combined(statistics.laws))
+    pooled = {name: _pooled(law) for name, law, _ in statistics.combined if name in statistics.upstream}
+    splits_compared = 1 if pooled or any(law == batch_statistics.SUM for _, law in statistics.laws) else 2
     samples = sampled(graph, tensors, WHOLE_AND_SPLITS, trials=_TRIALS, held=held,
                       edit=loss_seeds.shares_as_held(seeds, edges, 2 * HALF), pooled=pooled) \
         if held is not None else {}
