@@ -24,11 +24,12 @@ the halves (a sum: the workers' mean is S / N), their mean (a mean: the workers'
 maximum or their minimum? An integer statistic is combined where it is cast to floats
 (S / N need not be an integer); one read as an integer is an extent (a padded length) and stays each worker's own.
 A value of variables that follows none of these laws is a selection, not a reduction (a sampled softmax's sampled
-rows), and is left alone. *Uncombinable*, so listed in the plan, warned of by the planner and stated by
-`parallax.explain`: a statistic of the data that combines in none of these ways (a batch's first example), whose
-shape is not static or that is computed in a while loop; a maximum or minimum of variables that gradient flows
-into; the value of a mean of a variable's values over a number of elements the data may set (a boolean mask's:
-the count its gradient divides by is data_counts.py's) where it is read; a fused batch
+rows), and is left alone. A statistic of the data that combines in none of these ways (a batch's first example,
+its distinct ids) is computed from every worker's rows where it can be, and read whole (gathered_statistics.py).
+*Uncombinable*, so listed in the plan, warned of by the planner and stated by `parallax.explain`: such a statistic
+that cannot be, one whose shape is not static or that is computed in a while loop; a maximum or minimum of
+variables that gradient flows into; the value of a mean of a variable's values over a number of elements the data
+may set (a boolean mask's: the count its gradient divides by is data_counts.py's) where it is read; a fused batch
 norm inside a graph function; and a value that pairs the batch's examples with each other (in-batch negatives)
 where paired_rows.py cannot compute it on every worker's rows.
 """
@@ -39,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from parallax import (backward_ops, batch_draws, batch_samples, batch_sizes, capture, data_counts, fused_batch_norm,
-                      graph_utils, keyed_writes, mixed_rows, paired_rows)
+                      gathered_statistics, graph_utils, keyed_writes, mixed_rows, paired_rows)
 from parallax.batch_samples import random_values
 from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.row_keys import reads_input
@@ -225,10 +226,13 @@ def find(graph, analysis):
     combined = combined + rows
     uncombinable = [s for s in uncombinable + unkeyed if s.split(" ")[0] not in covered] + mixed
     uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
+    held = [name for name, _, _ in combined]
+    rows, read_whole, uncombinable = gathered_statistics.gathered(graph, uncombinable, gradient_ops, held)
+    combined, laws = combined + rows, laws + [(name, WHOLE) for name in read_whole]
     pairing = _pairing_the_examples(candidates, probes)
     paired, unpaired, in_pairs = paired_rows.find(graph, pairing, forward, probes, gradient_ops,
                                                   {op for op, from_data in data.items() if from_data},
-                                                  [name for name, _, _ in combined], [name for name, _ in fused])
+                                                  held + read_whole, [name for name, _ in fused])
     uncombinable = [s for s in uncombinable if s.split(" ")[0] not in in_pairs]
     uncombinable += [f"{t.name} ({PAIRWISE}; {unpaired[t.name]})" for t in pairing if t.name in unpaired]
     laws += [(name, keyed_writes.ROWS) for kind, name, _ in paired if kind == paired_rows.OWN]

@@ -35,7 +35,7 @@ check (gradient_check.py) lists the variables whose gradients differ.
 """
 import tensorflow as tf
 
-from parallax import backward_ops, batch_draws, graph_utils, mixed_rows
+from parallax import backward_ops, batch_draws, graph_utils, mixed_rows, statistics_combined
 from parallax.batch_samples import WHOLE_AND_SPLITS, draw_as_split, same_in_every_part, sampled
 from parallax.batch_shapes import MARKERS
 from parallax.rewrite.reroute import reroute_consumers
@@ -262,10 +262,6 @@ def rewrite(graph, collective_ops, entries, worker, layout):
         reroute_consumers(t, new, keep=[c for c in t.consumers() if c.name not in readers])
 
 
-# what both backends gather (TF's CollectiveGatherV2 takes no bool, int8 or bfloat16): others travel cast
-_CARRIED = (tf.float16, tf.float32, tf.float64, tf.int32, tf.int64)
-
-
 def _gathered(collective_ops, t, first, order):
     """Every worker's rows of `t` in one device's order. An input fed alike to every worker (a pool of candidates)
     looks like the batch's examples to the planner; of another size than the batch, it stops the job here, instead
@@ -276,10 +272,8 @@ def _gathered(collective_ops, t, first, order):
         f"negatives), but its rows are not {first.name}'s; if every worker is fed it alike, mark its input with "
         f"parallax.shared_input; if it is a second per-worker input, paired with this one, it needs as many rows "
         f"per worker (a region of two per-worker batch sizes is not split). Rows:", rows, batch])
-    carrier = t.dtype if t.dtype in _CARRIED else tf.float32 if t.dtype.is_floating else tf.int32
     with tf.control_dependencies([same]):
-        every = collective_ops.allgather(t if carrier == t.dtype else tf.cast(t, carrier), name="rows")
-    every = every if carrier == t.dtype else tf.cast(every, t.dtype)
+        every = statistics_combined.allgather_any(collective_ops, t, name="rows")
     return tf.gather(every, order, name="in_order")
 
 

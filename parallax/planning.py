@@ -32,8 +32,11 @@ def plan_job(graph, analysis, spec, config):
                 plan, decided, statistics, listed = whole_plan, whole_decided, whole, []
         plan = dataclasses.replace(plan, uncombinable_statistics=tuple(listed))
     if spec.num_workers > 1 and plan.sync:
+        # a statistic read whole (gathered_statistics.py's) is one device's for every reader, as combined ones are
+        one_devices = [name for name, _, _ in statistics.combined] + [
+            name for name, law in statistics.laws if law == batch_statistics.WHOLE]
         rows, listed, covered = state_writes.checked(
-            graph, analysis, [name for name, _, _ in statistics.combined], draws.split,
+            graph, analysis, one_devices, draws.split,
             [name for name, _ in statistics.fused], {entry.split(" ")[0] for entry in plan.uncombinable_statistics})
         plan = dataclasses.replace(plan, batch_statistics=plan.batch_statistics + tuple(rows),
                                    uncombinable_statistics=tuple(

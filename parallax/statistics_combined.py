@@ -25,7 +25,7 @@ def over_workers(collective_ops, own, law, layout=None):
     example p div N, so the workers' blocks are interleaved (their sizes differ by one at most, at the end of the
     data)."""
     if law == keyed_writes.ROWS:
-        rows = collective_ops.allgather(own, name="rows")
+        rows = allgather_any(collective_ops, own, name="rows")
         if layout != batch_draws.INTERLEAVED:
             return rows
         sizes = collective_ops.allgather(tf.shape(own, out_type=tf.int64)[:1], name="sizes")
@@ -35,6 +35,17 @@ def over_workers(collective_ops, own, law, layout=None):
     reduce = {batch_statistics.MEAN: tf.reduce_mean, batch_statistics.MAX: tf.reduce_max,
               batch_statistics.MIN: tf.reduce_min, batch_statistics.SUM: tf.reduce_sum}[law]
     return reduce(every, axis=0, name="combined")
+
+
+# what both backends gather (TF's CollectiveGatherV2 takes no bool, int8 or bfloat16): others travel cast
+_CARRIED = (tf.float16, tf.float32, tf.float64, tf.int32, tf.int64)
+
+
+def allgather_any(collective_ops, t, name):
+    """Every worker's rows of `t`, in worker order, of any dtype: one the collectives do not carry travels cast."""
+    carrier = t.dtype if t.dtype in _CARRIED else tf.float32 if t.dtype.is_floating else tf.int32
+    every = collective_ops.allgather(t if carrier == t.dtype else tf.cast(t, carrier), name=name)
+    return every if carrier == t.dtype else tf.cast(every, t.dtype)
 
 
 def is_combined(graph, name, readers):

@@ -50,9 +50,27 @@ def test_statistics_that_gradients_read_are_combined_as_running_the_op_shows(bui
     assert _laws(found) == laws and not found.uncombinable
 
 
+@pytest.mark.parametrize("build, statistic, reader", [
+    (lambda x, n, p: tf.reduce_mean(p) * x[0, 0], "strided_slice:0", "strided_slice"),  # the batch's first example
+    (lambda x, n, p: tf.reduce_mean(p) / tf.reduce_prod(x), "Prod:0", "Prod"),
+])
+def test_statistics_of_the_data_that_combine_in_no_known_way_are_computed_from_every_workers_rows(build, statistic,
+                                                                                                reader):
+    """No law combines them, but they are of the data alone: the op that mixes the examples reads every worker's
+    rows (gathered_statistics.py) and the gradients read the statistic whole."""
+    found = _find(build)
+    assert found.combined == (("x:0", "rows", (reader,)),) and not found.uncombinable, found
+    assert found.laws == ((statistic, batch_statistics.WHOLE),)
+
+
+def _distinct_ids_whose_indices_are_read(x, n, p):
+    ids = tf.unique(n)
+    return tf.reduce_mean(p * tf.cast(ids.idx, F64)[:, None]) / tf.cast(tf.size(ids.y), F64)
+
+
 @pytest.mark.parametrize("build, why", [
-    (lambda x, n, p: tf.reduce_mean(p) * x[0, 0], "no sum, mean, maximum or minimum"),  # the batch's first example
-    (lambda x, n, p: tf.reduce_mean(p) / tf.reduce_prod(x), "no sum, mean, maximum or minimum"),
+    # its region's tf.unique is read by the loss too (its indices): it cannot be computed from every worker's rows
+    (_distinct_ids_whose_indices_are_read, "not the sum of its values on the parts"),
     # a mean over a count the data set, read by the gradients: the count is combined (tests/test_data_counts.py)
     (lambda x, n, p: tf.reduce_mean(tf.boolean_mask(p[:, 0], n > 1)) ** 2, "a mean over a number of elements that "
                                                                             "the data may set"),
@@ -192,9 +210,13 @@ def test_the_planner_warns_of_a_statistic_it_cannot_combine(tmp_path):
     plan, stderr = plan_in_planner_role(tmp_path, [
         "x = tf1.placeholder(tf.float32, [None, 4])",
         "w = tf1.get_variable('w', [4, 1])",
-        "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)) * x[0, 0])"])
-    assert "parallax: warning: value(s) of the batch that parallax cannot make one device's: strided_slice:0" in stderr
+        "ids = tf.unique(tf1.placeholder(tf.int32, [None]))",
+        "tf1.train.GradientDescentOptimizer(0.1).minimize(",
+        "    tf.reduce_mean(tf.matmul(x, w) * tf.cast(ids.idx, tf.float32)[:, None]) / tf.cast(tf.size(ids.y), "
+        "tf.float32))"])
+    assert "parallax: warning: value(s) of the batch that parallax cannot make one device's: Cast_1:0" in stderr
     assert plan.uncombinable_statistics and not plan.batch_statistics
+
 
 def _token_weighted_graph():
     g = tf.Graph()

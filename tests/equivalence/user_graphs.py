@@ -439,3 +439,8 @@ USER_GRAPHS.update(USER_GRAPHS_UNPLANNED)
 from tests.equivalence.user_graphs_unseen import USER_GRAPHS_UNSEEN  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_UNSEEN)
+
+# The fifteenth (user_graphs_batchwise.py): losses that look at the batch as a whole; distinct ids in the batch.
+from tests.equivalence.user_graphs_batchwise import USER_GRAPHS_BATCHWISE  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_BATCHWISE)

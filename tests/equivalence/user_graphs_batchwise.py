@@ -1,0 +1,166 @@
+"""Graphs that look at the batch as a whole, written as users write them without a rule in mind: a penalty on the
+batch mean of a hidden layer, predictions and targets centered on their batch means, predictions over the batch's
+largest one (its gradient through the maximum), errors weighted by their rank in the batch, a time-major input,
+targets over the batch's median; and statistics of the data that no law combines, which each worker computed
+from its own examples (warned, 0.006 and 5.0 off in MPI before): the number of distinct ids in the batch (also
+summed into state, on a dataset sharded element-wise) and of distinct users among flagged examples, now computed
+from every worker's rows (gathered_statistics.py). The top half of the batch by error and the batch's median error
+(gradient flows through the selection) are still listed, not exact: tests/test_gradient_check.py.
+Same conventions as cases.py."""
+import numpy as np
+import tensorflow as tf
+
+import parallax
+
+from tests.equivalence.cases import F64, Case, _dense, _init, _rows
+from tests.equivalence.user_graphs_more import VOCAB
+from tests.equivalence.user_graphs_pairs import _regression
+from tests.equivalence.user_graphs_unseen import _regression_head
+
+tf1 = tf.compat.v1
+
+
+def activity_mean_penalty(n, b, steps, graph_batch, lr_scale=1.0):
+    """The squared error plus a penalty on the square of the hidden layer's batch mean (activity regularization)."""
+    x, y = _regression(1311, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        h = _dense(xp, 4, "hidden", 1312, tf.nn.tanh)
+        pred = tf.squeeze(_dense(h, 1, "out", 1313), 1)
+        loss = tf.reduce_mean(tf.square(pred - yp)) + 0.5 * tf.reduce_sum(tf.square(tf.reduce_mean(h, 0)))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def loss_over_distinct_ids(n, b, steps, graph_batch, lr_scale=1.0):
+    """A summed error over the number of distinct ids in the batch (tf.unique's size)."""
+    rng = np.random.RandomState(1321)
+    ids = rng.randint(0, VOCAB, size=(n * b * steps,)).astype(np.int32)
+    y = np.cos(ids) + 0.1 * rng.randn(n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None], "ids"), tf1.placeholder(F64, [None], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(1322))
+        pred = tf.squeeze(_dense(tf.nn.embedding_lookup(emb, idp), 1, "out", 1323), 1)
+        distinct = tf.cast(tf.size(tf.unique(idp).y), F64)
+        loss = tf.reduce_sum(tf.square(pred - yp)) / distinct
+        train = tf1.train.GradientDescentOptimizer(0.05 * lr_scale).minimize(
+            loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
+def rank_weighted_errors(n, b, steps, graph_batch, lr_scale=1.0):
+    """Each example's error weighted by its rank in the batch (argsort of argsort) over the batch size."""
+    x, y = _regression(1331, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1332)
+        errors = tf.square(pred - yp)
+        ranks = tf.cast(tf.argsort(tf.argsort(tf.stop_gradient(errors))), F64) + 1.0
+        loss = tf.reduce_mean(ranks / tf.cast(tf.size(errors), F64) * errors)
+        train = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def predictions_over_batch_max(n, b, steps, graph_batch, lr_scale=1.0):
+    """Predictions scaled by the batch's largest absolute prediction, its gradient flowing through the max."""
+    x, y = _regression(1341, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1342)
+        scaled = pred / (tf.reduce_max(tf.abs(pred)) + 1.0)
+        loss = tf.reduce_mean(tf.square(scaled - yp / 4.0))
+        train = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def centered_predictions(n, b, steps, graph_batch, lr_scale=1.0):
+    """Predictions and targets both centered on their batch means (a correlation-like loss), Momentum."""
+    x, y = _regression(1361, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1362)
+        loss = tf.reduce_mean(tf.square((pred - tf.reduce_mean(pred)) - (yp - tf.reduce_mean(yp))))
+        train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def time_major_sequences(n, b, steps, graph_batch, lr_scale=1.0):
+    """A time-major sequence input [time, batch, 3] (as tf.nn.dynamic_rnn(time_major=True) takes it), a dense layer
+    per step and the mean squared error over time and batch; fed by the batch's axis 1."""
+    rng = np.random.RandomState(1371)
+    x = rng.randn(5, n * b * steps, 3)
+    y = np.sin(x).sum(axis=2)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [5, None, 3], "x"), tf1.placeholder(F64, [5, None], "y")
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1372, tf.nn.tanh), 1, "out", 1373), 2)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+
+    def feeds(step, first, rows):
+        return {xp: x[:, first:first + rows], yp: y[:, first:first + rows]}
+    return Case(g, train, feeds)
+
+
+def _distinct_ids_loss(idp, yp, seed, lr_scale):
+    emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(seed))
+    pred = tf.squeeze(_dense(tf.nn.embedding_lookup(emb, idp), 1, "out", seed + 1), 1)
+    distinct = tf.cast(tf.size(tf.unique(idp).y), F64)
+    seen = tf1.get_variable("distinct_seen", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
+    loss = tf.reduce_mean(tf.square(pred - yp)) * 8.0 / (distinct + 1.0)
+    update = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return tf.group(update, seen.assign_add(distinct), name="train")
+
+
+def distinct_ids_tracked_sharded(n, b, steps, graph_batch, lr_scale=1.0):
+    """A mean error scaled by 8 / (distinct ids + 1), on a dataset sharded element-wise; the distinct count also
+    summed into a non-trainable total; Adam."""
+    rng = np.random.RandomState(1381)
+    ids = rng.randint(0, 5, size=(n * b * steps,)).astype(np.int32)
+    y = np.cos(ids) + 0.1 * rng.randn(n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices((ids, y))).batch(graph_batch)
+        train = _distinct_ids_loss(*tf1.data.make_one_shot_iterator(ds).get_next(), 1382, lr_scale)
+    return Case(g, train, None)
+
+
+def targets_over_batch_median(n, b, steps, graph_batch, lr_scale=1.0):
+    """Targets scaled by the batch's median absolute target (the middle of a top_k over the batch), Momentum."""
+    x, y = _regression(1391, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1392)
+        size = tf.size(yp)
+        median = tf.gather(tf.nn.top_k(tf.abs(yp), size).values, size // 2)
+        loss = tf.reduce_mean(tf.square(pred - yp / (median + 0.5)))
+        train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def distinct_flagged_users(n, b, steps, graph_batch, lr_scale=1.0):
+    """The flagged examples' summed error over the number of distinct users among them (tf.unique of a
+    boolean_mask by a bool input), plus one; Adagrad."""
+    rng = np.random.RandomState(1401)
+    ids = rng.randint(0, 6, size=(n * b * steps,)).astype(np.int32)
+    flags = rng.rand(n * b * steps) < 0.6
+    y = np.cos(ids) + 0.1 * rng.randn(n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, fp, yp = (tf1.placeholder(tf.int32, [None], "ids"), tf1.placeholder(tf.bool, [None], "flags"),
+                       tf1.placeholder(F64, [None], "y"))
+        emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(1402))
+        pred = tf.squeeze(_dense(tf.nn.embedding_lookup(emb, idp), 1, "out", 1403), 1)
+        users = tf.cast(tf.size(tf.unique(tf.boolean_mask(idp, fp)).y), F64)
+        loss = tf.reduce_sum(tf.square(pred - yp) * tf.cast(fp, F64)) / (users + 1.0)
+        train = tf1.train.AdagradOptimizer(0.1 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, flags, y), (idp, fp, yp)))
+
+
+USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_over_distinct_ids,
+                                                 rank_weighted_errors, predictions_over_batch_max,
+                                                 centered_predictions, time_major_sequences,
+                                                 distinct_ids_tracked_sharded, targets_over_batch_median,
+                                                 distinct_flagged_users)}
