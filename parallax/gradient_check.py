@@ -16,7 +16,7 @@ differ, or where the graph cannot be run on random batches.
 """
 import numpy as np
 
-from parallax import batch_draws, batch_statistics, graph_utils, loss_seeds
+from parallax import batch_draws, batch_statistics, graph_utils, loss_seeds, mixed_rows
 from parallax.batch_samples import FIRST_SHARES, HALF, WHOLE_AND_SPLITS, sampled
 
 _TRIALS = 3
@@ -71,7 +71,20 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=(), st
     summed = "sum (of gradients started at each part's share, for a mean loss)" if \
         any(law == loss_seeds.MEAN for _, law in seeds) else \
         "sum (of gradients with a mean term's started at each part's share)" if edges else "sum"
-    return [f"{name} ({MIXES.format('mean' if averaged(name) else summed)})" for name in sorted(wrong)]
+    hint = _in_function(ancestors) if wrong else ""
+    return [f"{name} ({MIXES.format('mean' if averaged(name) else summed)}{hint})" for name in sorted(wrong)]
+
+
+def _in_function(ancestors):
+    """Where the batch passes through a graph function (a v2 tf.cond's If, a tf.function), which no rule looks
+    inside (a statistic of the batch computed there stays each worker's own): the first such op, as advice."""
+    from_batch = mixed_rows.from_batch(ancestors)
+    called = [op for op in graph_utils.topological(from_batch) if batch_draws.calls_functions(op)]
+    if not called:
+        return ""
+    return (f"; the batch passes through {called[0].name} ({called[0].type}), a graph function no rule looks inside: "
+            f"build the graph with v1 control flow (tf.compat.v1.disable_control_flow_v2(), which "
+            f"tf.compat.v1.disable_v2_behavior() includes) or choose the branch in Python")
 
 
 def _pooled(law):

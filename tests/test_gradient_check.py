@@ -36,6 +36,20 @@ def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed():
     assert all("not the workers' sum" in entry for entry in listed)
 
 
+def test_a_statistic_inside_a_v2_cond_is_listed_with_the_way_out():
+    """Inputs standardized by the batch's moments in a tf.cond on a `training` flag: with v2 control flow the
+    moments are inside the cond's functions, where no rule looks; the listing says so and how to avoid it (with
+    v1 control flow rule 7 combines them: user_graphs_batchwise.py's inputs_standardized_in_v1_cond)."""
+    def standardized_in_cond(e):
+        training = tf1.placeholder_with_default(True, [], "training")
+        return tf.reduce_mean(tf.cond(training, lambda: (e - tf.reduce_mean(e)) ** 2, lambda: e))
+    listed = _listed(standardized_in_cond)
+    assert [entry.split(" (")[0] for entry in listed] == ["out/bias", "out/kernel"], listed
+    assert all("the batch passes through cond (StatelessIf)" in entry and "disable_control_flow_v2()" in entry
+               for entry in listed), listed
+    assert "graph function" not in " ".join(_listed(lambda e: tf.reduce_mean(tf.math.top_k(e, k=2).values)))
+
+
 @pytest.mark.parametrize("loss_of", [RUNNING_TOTAL, SOFTMAX_OVER_THE_BATCH])
 def test_the_check_finds_what_mixes_the_examples(loss_of):
     """Run on its own: the planner computes these on every worker's rows (paired_rows.py), so lists nothing."""

@@ -5,7 +5,9 @@ targets over the batch's median; and statistics of the data that no law combines
 from its own examples (warned, 0.006 and 5.0 off in MPI before): the number of distinct ids in the batch (also
 summed into state, on a dataset sharded element-wise) and of distinct users among flagged examples, now computed
 from every worker's rows (gathered_statistics.py). The top half of the batch by error and the batch's median error
-(gradient flows through the selection) are still listed, not exact: tests/test_gradient_check.py.
+(gradient flows through the selection) are still listed, not exact: tests/test_gradient_check.py. Also exact: inputs
+replaced by their ranks over the batch, features l2-normalized over the batch's axis, tf.losses' SUM_BY_NONZERO_WEIGHTS,
+inputs standardized by the batch's moments in a v1 tf.cond, a loss over the targets' standard deviation.
 Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
@@ -159,8 +161,89 @@ def distinct_flagged_users(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, flags, y), (idp, fp, yp)))
 
 
+def rank_normalized_inputs(n, b, steps, graph_batch, lr_scale=1.0):
+    """Gauss-rank-like features: each input feature replaced by its rank over the batch, scaled to (0, 1)."""
+    x, y = _regression(1411, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        ranks = tf.cast(tf.argsort(tf.argsort(xp, axis=0), axis=0), F64)
+        feats = (ranks + 0.5) / tf.cast(tf.shape(xp)[0], F64)
+        pred = tf.squeeze(_dense(_dense(feats, 4, "hidden", 1412, tf.nn.tanh), 1, "out", 1413), 1)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def features_l2_normalized_over_batch(n, b, steps, graph_batch, lr_scale=1.0):
+    """Hidden features l2-normalized over the batch's axis (tf.nn.l2_normalize(h, axis=0)), then a linear head."""
+    x, y = _regression(1421, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        h = tf.nn.l2_normalize(_dense(xp, 4, "hidden", 1422, tf.nn.tanh), axis=0)
+        pred = tf.squeeze(_dense(h, 1, "out", 1423), 1)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.GradientDescentOptimizer(0.5 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def losses_sum_by_nonzero_weights(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.compat.v1.losses.huber_loss with 0/1 weights from the data, SUM_BY_NONZERO_WEIGHTS."""
+    x, y = _regression(1431, n, b, steps)
+    wts = (np.random.RandomState(1432).rand(len(y)) < 0.7).astype(np.float64)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1433)
+        wp = tf1.placeholder(F64, [None], "w")
+        loss = tf1.losses.huber_loss(yp, pred, weights=wp, delta=0.5,
+                                     reduction=tf1.losses.Reduction.SUM_BY_NONZERO_WEIGHTS)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y, wts), (xp, yp, wp)))
+
+
+def inputs_standardized_in_v1_cond(n, b, steps, graph_batch, lr_scale=1.0):
+    """The same with v1 control flow (tf.compat.v1.disable_v2_behavior's)."""
+    tf1.disable_control_flow_v2()
+    return inputs_standardized_in_cond(n, b, steps, graph_batch, lr_scale)
+
+
+def inputs_standardized_in_cond(n, b, steps, graph_batch, lr_scale=1.0):
+    """Inputs standardized by the batch's moments inside a tf.cond on a fed `training` flag (default True)."""
+    x, y = _regression(1441, n, b, steps)
+    x = x * np.array([1.0, 3.0, 0.5]) + 1.0
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
+        training = tf1.placeholder_with_default(True, [], "training")
+
+        def standardized():
+            mean, var = tf.nn.moments(xp, [0])
+            return (xp - mean) / tf.sqrt(var + 1e-3)
+        feats = tf.cond(training, standardized, lambda: xp)
+        pred = tf.squeeze(_dense(_dense(feats, 4, "hidden", 1442, tf.nn.tanh), 1, "out", 1443), 1)
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def loss_over_batch_std_of_targets(n, b, steps, graph_batch, lr_scale=1.0):
+    """Targets' standard deviation over the batch (tf.math.reduce_std) scales the loss."""
+    x, y = _regression(1451, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1452)
+        loss = tf.reduce_mean(tf.square(pred - yp)) / (tf.math.reduce_std(yp) + 0.1)
+        train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_over_distinct_ids,
                                                  rank_weighted_errors, predictions_over_batch_max,
                                                  centered_predictions, time_major_sequences,
                                                  distinct_ids_tracked_sharded, targets_over_batch_median,
-                                                 distinct_flagged_users)}
+                                                 distinct_flagged_users, rank_normalized_inputs,
+                                                 features_l2_normalized_over_batch, losses_sum_by_nonzero_weights,
+                                                 inputs_standardized_in_v1_cond, loss_over_batch_std_of_targets)}
+# Not registered: inputs_standardized_in_cond (v2 control flow: the moments inside the cond's functions, which no
+# rule looks inside; listed with the way out, tests/test_gradient_check.py).
