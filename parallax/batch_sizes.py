@@ -21,21 +21,27 @@ from parallax.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, sha
 tf1 = tf.compat.v1
 
 
-def sizes_read(graph, ops, value_inputs, shape_only, readers_of):
-    """[(float tensor, (the ops that read it))] for every size of the batch among `ops` (the graph's training
-    computation) that `readers_of(tensor)` finds readers of: [(float tensor, readers)], the size itself or its casts
-    to floats (batch_statistics' read points, for updates, or for the forward pass's gradients).
-    `value_inputs(op)`: the inputs whose values `op` reads; `shape_only`: the op types whose value is their inputs'
-    shape."""
+def sizes_read(graph, ops, value_inputs, shape_only, *readers_of):
+    """For each function of `readers_of`, [(float tensor, (the ops that read it))] for every size of the batch among
+    `ops` (the graph's training computation) that `readers_of(tensor)` finds readers of: [(float tensor, readers)],
+    the size itself or its casts to floats (batch_statistics' read points, for updates, or for the forward pass's
+    gradients); the probes run once for all of them. `value_inputs(op)`: the inputs whose values `op` reads;
+    `shape_only`: the op types whose value is their inputs' shape."""
     computed = from_shapes(ops, value_inputs, shape_only)
-    read = {op: [(t, readers) for out in op.outputs for t, readers in readers_of(out) if readers] for op in computed}
-    read = {op: points for op, points in read.items() if points}
-    if not read:
-        return []
+    reads = [{op: [(t, readers) for out in op.outputs for t, readers in find(out) if readers] for op in computed}
+             for find in readers_of]
+    reads = [{op: points for op, points in read.items() if points} for read in reads]
+    if not any(reads):
+        return tuple([] for _ in reads)
     try:
-        values = _probe_values(graph, value_inputs, shape_only, {o for op in read for o in op.outputs})
+        values = _probe_values(graph, value_inputs, shape_only,
+                               {o for read in reads for op in read for o in op.outputs})
     except (tf.errors.OpError, ValueError, TypeError, KeyError):
-        return []  # sizes that cannot be computed from the probes' shapes are left alone
+        return tuple([] for _ in reads)  # sizes that cannot be computed from the probes' shapes are left alone
+    return tuple(_linear_reads(computed, read, values, value_inputs) for read in reads)
+
+
+def _linear_reads(computed, read, values, value_inputs):
     out, combined, downstream = [], set(), set()
     for op in graph_utils.topological(computed):
         if any(i in combined or i.op in downstream for i in value_inputs(op)):

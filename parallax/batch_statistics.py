@@ -128,14 +128,14 @@ def find(graph, analysis):
     # The forward pass: a gradient is itself a sum over the batch (a linear model's, of data alone).
     forward = _value_ancestors(losses)
     data, variable = _origins(before | after | forward)
-    sizes = [(t.name, FOR_UPDATES[SUM], readers) for t, readers in batch_sizes.sizes_read(
+    # Sizes an update reads, and sizes the forward pass reads for the gradients (`n - positives`): each worker's
+    # own, or read whole.
+    for_updates, for_gradients = batch_sizes.sizes_read(
         graph, before | after | forward, value_inputs, SHAPE_ONLY,
-        lambda out: [(t, updates) for t, _, updates in _read_points(out, before, after)])]
-    # A size the forward pass reads for the gradients (`n - positives`): each worker's own, or read whole.
-    whole = list(batch_sizes.sizes_read(
-        graph, before | after | forward, value_inputs, SHAPE_ONLY,
-        lambda out: [(t, grads) for t, grads, _ in _read_points(out, before, after) if forward.intersection(grads)]))
-    whole = [(t.name, readers) for t, readers in whole]
+        lambda out: [(t, updates) for t, _, updates in _read_points(out, before, after)],
+        lambda out: [(t, grads) for t, grads, _ in _read_points(out, before, after) if forward.intersection(grads)])
+    sizes = [(t.name, FOR_UPDATES[SUM], readers) for t, readers in for_updates]
+    whole = [(t.name, readers) for t, readers in for_gradients]
     counts, uncounted = data_counts.find(graph, before | after | forward, value_inputs, SHAPE_ONLY,
                                          lambda out: _read_points(out, before, after))
     sizes += counts
