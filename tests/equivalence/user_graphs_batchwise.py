@@ -22,6 +22,17 @@ from tests.equivalence.user_graphs_unseen import _regression_head
 tf1 = tf.compat.v1
 
 
+def _regression_case(seed, n, b, steps, loss_of, optimizer, inputs=None):
+    """A Case of _regression_head(seed + 1, inputs) on _regression(seed)'s data, trained by `optimizer` on
+    loss_of(prediction, targets)."""
+    x, y = _regression(seed, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(seed + 1, inputs)
+        train = optimizer.minimize(loss_of(pred, yp), tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
 def activity_mean_penalty(n, b, steps, graph_batch, lr_scale=1.0):
     """The squared error plus a penalty on the square of the hidden layer's batch mean (activity regularization)."""
     x, y = _regression(1311, n, b, steps)
@@ -54,38 +65,25 @@ def loss_over_distinct_ids(n, b, steps, graph_batch, lr_scale=1.0):
 
 def rank_weighted_errors(n, b, steps, graph_batch, lr_scale=1.0):
     """Each example's error weighted by its rank in the batch (argsort of argsort) over the batch size."""
-    x, y = _regression(1331, n, b, steps)
-    g = tf.Graph()
-    with g.as_default():
-        xp, yp, pred = _regression_head(1332)
-        errors = tf.square(pred - yp)
+    def loss_of(pred, y):
+        errors = tf.square(pred - y)
         ranks = tf.cast(tf.argsort(tf.argsort(tf.stop_gradient(errors))), F64) + 1.0
-        loss = tf.reduce_mean(ranks / tf.cast(tf.size(errors), F64) * errors)
-        train = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
-    return Case(g, train, _rows((x, y), (xp, yp)))
+        return tf.reduce_mean(ranks / tf.cast(tf.size(errors), F64) * errors)
+    return _regression_case(1331, n, b, steps, loss_of, tf1.train.GradientDescentOptimizer(0.1 * lr_scale))
 
 
 def predictions_over_batch_max(n, b, steps, graph_batch, lr_scale=1.0):
     """Predictions scaled by the batch's largest absolute prediction, its gradient flowing through the max."""
-    x, y = _regression(1341, n, b, steps)
-    g = tf.Graph()
-    with g.as_default():
-        xp, yp, pred = _regression_head(1342)
-        scaled = pred / (tf.reduce_max(tf.abs(pred)) + 1.0)
-        loss = tf.reduce_mean(tf.square(scaled - yp / 4.0))
-        train = tf1.train.GradientDescentOptimizer(0.1 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
-    return Case(g, train, _rows((x, y), (xp, yp)))
+    def loss_of(pred, y):
+        return tf.reduce_mean(tf.square(pred / (tf.reduce_max(tf.abs(pred)) + 1.0) - y / 4.0))
+    return _regression_case(1341, n, b, steps, loss_of, tf1.train.GradientDescentOptimizer(0.1 * lr_scale))
 
 
 def centered_predictions(n, b, steps, graph_batch, lr_scale=1.0):
     """Predictions and targets both centered on their batch means (a correlation-like loss), Momentum."""
-    x, y = _regression(1361, n, b, steps)
-    g = tf.Graph()
-    with g.as_default():
-        xp, yp, pred = _regression_head(1362)
-        loss = tf.reduce_mean(tf.square((pred - tf.reduce_mean(pred)) - (yp - tf.reduce_mean(yp))))
-        train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
-    return Case(g, train, _rows((x, y), (xp, yp)))
+    def loss_of(pred, y):
+        return tf.reduce_mean(tf.square((pred - tf.reduce_mean(pred)) - (y - tf.reduce_mean(y))))
+    return _regression_case(1361, n, b, steps, loss_of, tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9))
 
 
 def time_major_sequences(n, b, steps, graph_batch, lr_scale=1.0):
@@ -131,15 +129,11 @@ def distinct_ids_tracked_sharded(n, b, steps, graph_batch, lr_scale=1.0):
 
 def targets_over_batch_median(n, b, steps, graph_batch, lr_scale=1.0):
     """Targets scaled by the batch's median absolute target (the middle of a top_k over the batch), Momentum."""
-    x, y = _regression(1391, n, b, steps)
-    g = tf.Graph()
-    with g.as_default():
-        xp, yp, pred = _regression_head(1392)
-        size = tf.size(yp)
-        median = tf.gather(tf.nn.top_k(tf.abs(yp), size).values, size // 2)
-        loss = tf.reduce_mean(tf.square(pred - yp / (median + 0.5)))
-        train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
-    return Case(g, train, _rows((x, y), (xp, yp)))
+    def loss_of(pred, y):
+        size = tf.size(y)
+        median = tf.gather(tf.nn.top_k(tf.abs(y), size).values, size // 2)
+        return tf.reduce_mean(tf.square(pred - y / (median + 0.5)))
+    return _regression_case(1391, n, b, steps, loss_of, tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9))
 
 
 def distinct_flagged_users(n, b, steps, graph_batch, lr_scale=1.0):
@@ -163,16 +157,10 @@ def distinct_flagged_users(n, b, steps, graph_batch, lr_scale=1.0):
 
 def rank_normalized_inputs(n, b, steps, graph_batch, lr_scale=1.0):
     """Gauss-rank-like features: each input feature replaced by its rank over the batch, scaled to (0, 1)."""
-    x, y = _regression(1411, n, b, steps)
-    g = tf.Graph()
-    with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
-        ranks = tf.cast(tf.argsort(tf.argsort(xp, axis=0), axis=0), F64)
-        feats = (ranks + 0.5) / tf.cast(tf.shape(xp)[0], F64)
-        pred = tf.squeeze(_dense(_dense(feats, 4, "hidden", 1412, tf.nn.tanh), 1, "out", 1413), 1)
-        loss = tf.reduce_mean(tf.square(pred - yp))
-        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
-    return Case(g, train, _rows((x, y), (xp, yp)))
+    def ranked(x):
+        return (tf.cast(tf.argsort(tf.argsort(x, axis=0), axis=0), F64) + 0.5) / tf.cast(tf.shape(x)[0], F64)
+    return _regression_case(1411, n, b, steps, lambda pred, y: tf.reduce_mean(tf.square(pred - y)),
+                            tf1.train.AdamOptimizer(0.05 * lr_scale), ranked)
 
 
 def features_l2_normalized_over_batch(n, b, steps, graph_batch, lr_scale=1.0):
@@ -210,32 +198,20 @@ def inputs_standardized_in_v1_cond(n, b, steps, graph_batch, lr_scale=1.0):
 
 def inputs_standardized_in_cond(n, b, steps, graph_batch, lr_scale=1.0):
     """Inputs standardized by the batch's moments inside a tf.cond on a fed `training` flag (default True)."""
-    x, y = _regression(1441, n, b, steps)
-    x = x * np.array([1.0, 3.0, 0.5]) + 1.0
-    g = tf.Graph()
-    with g.as_default():
-        xp, yp = tf1.placeholder(F64, [None, 3], "x"), tf1.placeholder(F64, [None], "y")
-        training = tf1.placeholder_with_default(True, [], "training")
-
-        def standardized():
-            mean, var = tf.nn.moments(xp, [0])
-            return (xp - mean) / tf.sqrt(var + 1e-3)
-        feats = tf.cond(training, standardized, lambda: xp)
-        pred = tf.squeeze(_dense(_dense(feats, 4, "hidden", 1442, tf.nn.tanh), 1, "out", 1443), 1)
-        loss = tf.reduce_mean(tf.square(pred - yp))
-        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
-    return Case(g, train, _rows((x, y), (xp, yp)))
+    def standardized(x):
+        def by_the_batch():
+            mean, var = tf.nn.moments(x, [0])
+            return (x - mean) / tf.sqrt(var + 1e-3)
+        return tf.cond(tf1.placeholder_with_default(True, [], "training"), by_the_batch, lambda: x)
+    return _regression_case(1441, n, b, steps, lambda pred, y: tf.reduce_mean(tf.square(pred - y)),
+                            tf1.train.AdamOptimizer(0.05 * lr_scale), standardized)
 
 
 def loss_over_batch_std_of_targets(n, b, steps, graph_batch, lr_scale=1.0):
     """Targets' standard deviation over the batch (tf.math.reduce_std) scales the loss."""
-    x, y = _regression(1451, n, b, steps)
-    g = tf.Graph()
-    with g.as_default():
-        xp, yp, pred = _regression_head(1452)
-        loss = tf.reduce_mean(tf.square(pred - yp)) / (tf.math.reduce_std(yp) + 0.1)
-        train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(loss, tf1.train.get_or_create_global_step())
-    return Case(g, train, _rows((x, y), (xp, yp)))
+    def loss_of(pred, y):
+        return tf.reduce_mean(tf.square(pred - y)) / (tf.math.reduce_std(y) + 0.1)
+    return _regression_case(1451, n, b, steps, loss_of, tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9))
 
 
 USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_over_distinct_ids,
