@@ -16,6 +16,7 @@ import numpy as np
 
 from parallax import batch_draws, batch_statistics, capture, loss_terms
 from parallax.batch_samples import is_mean_of_parts, is_sum_of_parts, sampled
+from parallax.batch_shapes import per_worker_inputs
 
 SUM, MEAN, SUM_PLUS_MEANS = "sum", "mean", "sum plus means"  # a loss's law; MEAN: any other (averaged)
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
@@ -23,6 +24,18 @@ AVERAGED = "the loss was not found to be a sum over the batch, so gradients are 
 UNCHECKED = ("the loss could not be checked on random batches (it could not be run, or a random draw it reads "
              "could not be made what a worker reads), so gradients are averaged over workers, as for a mean; set "
              "Config.average_dense/average_sparse to False if it is a sum")
+
+FIXED_BATCH = ("; its inputs have the batch's size written in ({}), and the graph may depend on it (a reshape to "
+               "it): it is run on batches of other sizes to check the loss and to find the statistics of the batch "
+               "it reads (a sum of weights it is divided by would stay each worker's own); give the inputs an "
+               "unknown batch size (placeholder shape [None, ...], Dataset.batch without drop_remainder) and read "
+               "sizes from tf.shape")
+
+
+def unchecked(graph):
+    """UNCHECKED, and where the per-worker inputs have a static batch size, what that may have to do with it."""
+    fixed = sorted(f"{t.name} {t.shape.as_list()}" for t in per_worker_inputs(graph) if t.shape[0] is not None)
+    return UNCHECKED + (FIXED_BATCH.format(", ".join(fixed[:3])) if fixed else "")
 
 
 def decide(graph, statistic_laws=(), draws=()):
@@ -70,7 +83,7 @@ def laws_and_means(graph, statistic_laws=(), draws=()):
         held.update(batch_statistics.held_as_combined(statistic_laws))
         samples = sampled(graph, fetched, held=held)
         if not samples:
-            return {}, {}, UNCHECKED
+            return {}, {}, unchecked(graph)
         for t in losses:
             if found[t.name] != MEAN:
                 continue  # found in the other layout

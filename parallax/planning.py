@@ -71,7 +71,7 @@ def _planned(graph, analysis, spec, config, statistics, draws):
     if seeds:  # a mean's gradients start at 1/N: every variable's are summed
         plan = dataclasses.replace(plan, loss_seeds=seeds, mean_term_edges=edges,
                                    averaging=loss_seeds.sentence(seeds, edges) +
-                                   (f"; {averaging}" if averaging == loss_law.UNCHECKED else ""),
+                                   (f"; {averaging}" if averaging.startswith(loss_law.UNCHECKED) else ""),
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
         plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),

@@ -115,7 +115,7 @@ def plan_warnings(plan):
     """What the launcher warns of at start: where the plan cannot make the job one device's, or may not."""
     notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
     notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
-    notes += [loss_law.UNCHECKED] if loss_law.UNCHECKED in plan.averaging else []
+    notes += [plan.averaging[plan.averaging.index(loss_law.UNCHECKED):]] if loss_law.UNCHECKED in plan.averaging else []
     notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []
     notes += [input_sharding.repeat_note(plan)] if plan.repeated_shards else []
     return notes

@@ -42,6 +42,19 @@ def test_a_loss_over_variables_too_large_to_run_again_is_averaged_and_says_so():
     assert loss_law.decide(g) == (True, loss_law.UNCHECKED)
 
 
+def test_a_loss_that_cannot_run_on_other_batch_sizes_says_its_inputs_fix_the_batch():
+    """Placeholders of 4 examples and a reshape to 4 (the batch's size written in): the planner's batches of 8 and
+    their parts cannot run, so nothing is checked; the sentence (the launcher's warning) says why and what to do."""
+    g = tf.Graph()
+    with g.as_default():
+        x, w = tf1.placeholder(F64, [4, 3], name="x"), tf1.placeholder(F64, [4], name="weight")
+        prediction = tf.reshape(tf.matmul(x, tf1.get_variable("v", [3, 1], F64)), [4])
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * prediction) / tf.reduce_sum(w))
+    average, why = loss_law.decide(g)
+    assert average and why.startswith(loss_law.UNCHECKED), why
+    assert "the batch's size written in (weight:0 [4], x:0 [4, 3])" in why and "[None, ...]" in why
+
+
 def test_none_is_decided_in_the_plan_and_a_set_value_is_kept():
     g = _graph(lambda e, w: tf.reduce_sum(e))
     decided = parallax.explain(g, "localhost:2", print_table=False)

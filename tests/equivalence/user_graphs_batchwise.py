@@ -7,7 +7,10 @@ summed into state, on a dataset sharded element-wise) and of distinct users amon
 from every worker's rows (gathered_statistics.py). The top half of the batch by error and the batch's median error
 (gradient flows through the selection) are still listed, not exact: tests/test_gradient_check.py. Also exact: inputs
 replaced by their ranks over the batch, features l2-normalized over the batch's axis, tf.losses' SUM_BY_NONZERO_WEIGHTS,
-inputs standardized by the batch's moments in a v1 tf.cond, a loss over the targets' standard deviation.
+inputs standardized by the batch's moments in a v1 tf.cond, a loss over the targets' standard deviation; and inputs
+with the batch's size written in (static placeholders, Dataset.batch with drop_remainder): a summed loss and one over
+the batch's sum of weights. Where the graph also depends on that size (a reshape to it) it cannot be checked, and the
+warning says why: tests/test_loss_law.py.
 Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
@@ -214,12 +217,55 @@ def loss_over_batch_std_of_targets(n, b, steps, graph_batch, lr_scale=1.0):
     return _regression_case(1451, n, b, steps, loss_of, tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9))
 
 
+def static_batch_summed(n, b, steps, graph_batch, lr_scale=1.0):
+    """Placeholders with the batch's size written in ([graph_batch, 3]); a summed squared error."""
+    x, y = _regression(1501, n, b, steps)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [graph_batch, 3], "x"), tf1.placeholder(F64, [graph_batch], "y")
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1502, tf.nn.tanh), 1, "out", 1503), 1)
+        loss = tf.reduce_sum(tf.square(pred - yp))
+        train = tf1.train.GradientDescentOptimizer(0.02 * lr_scale).minimize(
+            loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def static_batch_weighted_mean(n, b, steps, graph_batch, lr_scale=1.0):
+    """The same with a static batch, a loss weighted by fed weights over their sum; and a reshape by the batch."""
+    x, y = _regression(1511, n, b, steps)
+    w = np.random.RandomState(1512).rand(len(y))
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, wp = (tf1.placeholder(F64, [graph_batch, 3], "x"), tf1.placeholder(F64, [graph_batch], "y"),
+                      tf1.placeholder(F64, [graph_batch], "w"))
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1513, tf.nn.tanh), 1, "out", 1514), 1)
+        loss = tf.reduce_sum(wp * tf.square(pred - yp)) / tf.reduce_sum(wp)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y, w), (xp, yp, wp)))
+
+
+def dropped_remainder_weighted_mean(n, b, steps, graph_batch, lr_scale=1.0):
+    """A dataset batched with drop_remainder=True (a static batch dimension), sharded element-wise; weighted mean."""
+    x, y = _regression(1531, n, b, steps)
+    w = np.random.RandomState(1532).rand(len(y))
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices((x, y, w))).batch(graph_batch, drop_remainder=True)
+        xp, yp, wp = tf1.data.make_one_shot_iterator(ds).get_next()
+        pred = tf.squeeze(_dense(_dense(xp, 4, "hidden", 1533, tf.nn.tanh), 1, "out", 1534), 1)
+        loss = tf.reduce_sum(wp * tf.square(pred - yp)) / tf.reduce_sum(wp)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
 USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_over_distinct_ids,
                                                  rank_weighted_errors, predictions_over_batch_max,
                                                  centered_predictions, time_major_sequences,
                                                  distinct_ids_tracked_sharded, targets_over_batch_median,
                                                  distinct_flagged_users, rank_normalized_inputs,
                                                  features_l2_normalized_over_batch, losses_sum_by_nonzero_weights,
-                                                 inputs_standardized_in_v1_cond, loss_over_batch_std_of_targets)}
+                                                 inputs_standardized_in_v1_cond, loss_over_batch_std_of_targets,
+                                                 static_batch_summed, static_batch_weighted_mean,
+                                                 dropped_remainder_weighted_mean)}
 # Not registered: inputs_standardized_in_cond (v2 control flow: the moments inside the cond's functions, which no
 # rule looks inside; listed with the way out, tests/test_gradient_check.py).
