@@ -30,12 +30,20 @@ FIXED_BATCH = ("; its inputs have the batch's size written in ({}), and the grap
                "it reads (a sum of weights it is divided by would stay each worker's own); give the inputs an "
                "unknown batch size (placeholder shape [None, ...], Dataset.batch without drop_remainder) and read "
                "sizes from tf.shape")
+OTHER_AXIS = ("; its inputs seem to hold the batch on another axis than the first ({}: time-major?), but parallax "
+              "takes each per-worker input's first axis for its examples, to check the loss and to find the "
+              "statistics of the batch it reads (a sum over a mask of tokens it is divided by would stay each "
+              "worker's own): feed the inputs batch-major and transpose them in the graph")
 
 
 def unchecked(graph):
-    """UNCHECKED, and where the per-worker inputs have a static batch size, what that may have to do with it."""
-    fixed = sorted(f"{t.name} {t.shape.as_list()}" for t in per_worker_inputs(graph) if t.shape[0] is not None)
-    return UNCHECKED + (FIXED_BATCH.format(", ".join(fixed[:3])) if fixed else "")
+    """UNCHECKED, and where the per-worker inputs have a static first dimension, what that may have to do with it:
+    the batch's size written in (every dimension known), or the batch on another axis (a later one unknown)."""
+    static = [t for t in per_worker_inputs(graph) if t.shape[0] is not None]
+    fixed = sorted(f"{t.name} {t.shape.as_list()}" for t in static if t.shape.is_fully_defined())
+    other = sorted(f"{t.name} {t.shape.as_list()}" for t in static if not t.shape.is_fully_defined())
+    return UNCHECKED + (OTHER_AXIS.format(", ".join(other[:3])) if other else "") + \
+        (FIXED_BATCH.format(", ".join(fixed[:3])) if fixed else "")
 
 
 def decide(graph, statistic_laws=(), draws=()):

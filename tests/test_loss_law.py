@@ -55,6 +55,22 @@ def test_a_loss_that_cannot_run_on_other_batch_sizes_says_its_inputs_fix_the_bat
     assert "the batch's size written in (weight:0 [4], x:0 [4, 3])" in why and "[None, ...]" in why
 
 
+def test_time_major_inputs_are_named_as_such_where_the_loss_cannot_be_checked():
+    """Inputs fed [time, batch] (the first axis fixed, a later one unknown): the planner's random batches split
+    the first axis, which is time, and a token-weighted loss over them cannot be run so (0.0115 off in MPI, with
+    its token count each worker's own); the sentence says the batch seems to be on another axis, and what to do."""
+    g = tf.Graph()
+    with g.as_default():
+        x, lengths = tf1.placeholder(F64, [5, None], name="x"), tf1.placeholder(tf.int32, [None], name="lengths")
+        mask = tf.transpose(tf.sequence_mask(lengths, 5, dtype=F64))
+        error = tf.square(x * tf1.get_variable("v", [], F64) - 1.0)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(error * mask) / tf.reduce_sum(mask))
+    average, why = loss_law.decide(g)
+    assert average and why.startswith(loss_law.UNCHECKED), why
+    assert "another axis than the first (x:0 [5, None]: time-major?)" in why and "batch-major" in why
+    assert "written in" not in why
+
+
 def test_none_is_decided_in_the_plan_and_a_set_value_is_kept():
     g = _graph(lambda e, w: tf.reduce_sum(e))
     decided = parallax.explain(g, "localhost:2", print_table=False)

@@ -9,8 +9,9 @@ from every worker's rows (gathered_statistics.py). The top half of the batch by 
 replaced by their ranks over the batch, features l2-normalized over the batch's axis, tf.losses' SUM_BY_NONZERO_WEIGHTS,
 inputs standardized by the batch's moments in a v1 tf.cond, a loss over the targets' standard deviation; and inputs
 with the batch's size written in (static placeholders, Dataset.batch with drop_remainder): a summed loss and one over
-the batch's sum of weights. Where the graph also depends on that size (a reshape to it) it cannot be checked, and the
-warning says why: tests/test_loss_law.py.
+the batch's sum of weights; batch-major sequences transposed to time-major in the graph, under a loss over their
+token count. Where the graph also depends on a written-in size (a reshape to it), or is fed time-major, it cannot be
+checked, and the warning says why: tests/test_loss_law.py.
 Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
@@ -258,6 +259,26 @@ def dropped_remainder_weighted_mean(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def time_major_token_weighted(n, b, steps, graph_batch, lr_scale=1.0):
+    """Batch-major inputs of varied lengths, transposed to time-major in the graph (as the NMT tutorial's model
+    runs its decoder): each step's error masked by tf.sequence_mask of the lengths, summed over the token count.
+    (Inputs fed time-major, [time, None], cannot be checked, and the warning says so: tests/test_loss_law.py.)"""
+    rng = np.random.RandomState(1541)
+    x = rng.randn(n * b * steps, 5, 3)
+    y = np.sin(x).sum(axis=2)
+    lengths = rng.randint(1, 6, size=(n * b * steps,)).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 5, 3], "x"), tf1.placeholder(F64, [None, 5], "y")
+        lp = tf1.placeholder(tf.int32, [None], "lengths")
+        steps_first = tf.transpose(xp, [1, 0, 2])
+        pred = tf.squeeze(_dense(_dense(steps_first, 4, "hidden", 1542, tf.nn.tanh), 1, "out", 1543), 2)
+        mask = tf.transpose(tf.sequence_mask(lp, 5, dtype=F64))
+        loss = tf.reduce_sum(tf.square(pred - tf.transpose(yp)) * mask) / tf.reduce_sum(mask)
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y, lengths), (xp, yp, lp)))
+
+
 USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_over_distinct_ids,
                                                  rank_weighted_errors, predictions_over_batch_max,
                                                  centered_predictions, time_major_sequences,
@@ -266,6 +287,6 @@ USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_ove
                                                  features_l2_normalized_over_batch, losses_sum_by_nonzero_weights,
                                                  inputs_standardized_in_v1_cond, loss_over_batch_std_of_targets,
                                                  static_batch_summed, static_batch_weighted_mean,
-                                                 dropped_remainder_weighted_mean)}
+                                                 dropped_remainder_weighted_mean, time_major_token_weighted)}
 # Not registered: inputs_standardized_in_cond (v2 control flow: the moments inside the cond's functions, which no
 # rule looks inside; listed with the way out, tests/test_gradient_check.py).
