@@ -25,11 +25,12 @@ UNCHECKED = ("the loss could not be checked on random batches (it could not be r
              "could not be made what a worker reads), so gradients are averaged over workers, as for a mean; set "
              "Config.average_dense/average_sparse to False if it is a sum")
 
-FIXED_BATCH = ("; its inputs have the batch's size written in ({}), and the graph may depend on it (a reshape to "
-               "it): it is run on batches of other sizes to check the loss and to find the statistics of the batch "
-               "it reads (a sum of weights it is divided by would stay each worker's own); give the inputs an "
-               "unknown batch size (placeholder shape [None, ...], Dataset.batch without drop_remainder) and read "
-               "sizes from tf.shape")
+FIXED_BATCH = ("; its inputs have a fixed first dimension ({}): if it is the batch's size written in, the graph may "
+               "depend on it (a reshape to it), but the loss is run on batches of other sizes to check it and to "
+               "find the statistics of the batch it reads (a sum of weights it is divided by would stay each "
+               "worker's own): give the inputs an unknown batch size (placeholder shape [None, ...], Dataset.batch "
+               "without drop_remainder) and read sizes from tf.shape; if an input is no examples but fed alike to "
+               "every worker (a table of class weights), mark it with parallax.shared_input")
 OTHER_AXIS = ("; its inputs seem to hold the batch on another axis than the first ({}: time-major?), but parallax "
               "takes each per-worker input's first axis for its examples, to check the loss and to find the "
               "statistics of the batch it reads (a sum over a mask of tokens it is divided by would stay each "

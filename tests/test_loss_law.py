@@ -52,7 +52,7 @@ def test_a_loss_that_cannot_run_on_other_batch_sizes_says_its_inputs_fix_the_bat
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * prediction) / tf.reduce_sum(w))
     average, why = loss_law.decide(g)
     assert average and why.startswith(loss_law.UNCHECKED), why
-    assert "the batch's size written in (weight:0 [4], x:0 [4, 3])" in why and "[None, ...]" in why
+    assert "a fixed first dimension (weight:0 [4], x:0 [4, 3])" in why and "[None, ...]" in why
 
 
 def test_time_major_inputs_are_named_as_such_where_the_loss_cannot_be_checked():
@@ -68,7 +68,19 @@ def test_time_major_inputs_are_named_as_such_where_the_loss_cannot_be_checked():
     average, why = loss_law.decide(g)
     assert average and why.startswith(loss_law.UNCHECKED), why
     assert "another axis than the first (x:0 [5, None]: time-major?)" in why and "batch-major" in why
-    assert "written in" not in why
+    assert "fixed first dimension" not in why
+
+
+def test_a_table_fed_alike_to_every_worker_is_named_until_it_is_marked_shared():
+    """A [3] placeholder of class weights is taken for examples (a per-worker input's first axis) and the loss's
+    parts cannot run on it; the warning names it and parallax.shared_input, and once marked nothing is warned."""
+    from parallax.startup import plan_warnings
+    from tests.equivalence.user_graphs_batchwise import fed_class_weights, fed_class_weights_shared
+    unmarked = parallax.explain(fed_class_weights(2, 4, 6, 4).graph, "localhost:2", print_table=False).plan
+    (warning,) = plan_warnings(unmarked)
+    assert "(class_weights:0 [3])" in warning and "parallax.shared_input" in warning, warning
+    marked = parallax.explain(fed_class_weights_shared(2, 4, 6, 4).graph, "localhost:2", print_table=False).plan
+    assert plan_warnings(marked) == []
 
 
 def test_none_is_decided_in_the_plan_and_a_set_value_is_kept():

@@ -278,6 +278,31 @@ def time_major_token_weighted(n, b, steps, graph_batch, lr_scale=1.0):
         train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
     return Case(g, train, _rows((x, y, lengths), (xp, yp, lp)))
 
+def fed_class_weights(n, b, steps, graph_batch, lr_scale=1.0, shared=False):
+    """Class weights fed as a [3] placeholder, the same in every worker, looked up by each example's class; the
+    mean weighted error. Not marked parallax.shared_input, the loss cannot be checked (it is exact, being a mean),
+    and the warning names the placeholder and the mark."""
+    x, y = _regression(1551, n, b, steps)
+    labels = np.digitize(y, [-0.5, 1.0]).astype(np.int32)
+    class_weights = np.array([0.5, 1.0, 2.0])
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp, pred = _regression_head(1552)
+        lp, cwp = tf1.placeholder(tf.int32, [None], "labels"), tf1.placeholder(F64, [3], "class_weights")
+        cwp = parallax.shared_input(cwp) if shared else cwp
+        loss = tf.reduce_mean(tf.gather(cwp, lp) * tf.square(pred - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+
+    def feeds(step, first, rows):
+        return {xp: x[first:first + rows], yp: y[first:first + rows], lp: labels[first:first + rows],
+                cwp: class_weights}
+    return Case(g, train, feeds)
+
+
+def fed_class_weights_shared(n, b, steps, graph_batch, lr_scale=1.0):
+    """The same, the class weights marked parallax.shared_input: the loss is checked, and nothing is warned of."""
+    return fed_class_weights(n, b, steps, graph_batch, lr_scale, shared=True)
+
 
 USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_over_distinct_ids,
                                                  rank_weighted_errors, predictions_over_batch_max,
@@ -287,6 +312,7 @@ USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_ove
                                                  features_l2_normalized_over_batch, losses_sum_by_nonzero_weights,
                                                  inputs_standardized_in_v1_cond, loss_over_batch_std_of_targets,
                                                  static_batch_summed, static_batch_weighted_mean,
-                                                 dropped_remainder_weighted_mean, time_major_token_weighted)}
+                                                 dropped_remainder_weighted_mean, time_major_token_weighted,
+                                                 fed_class_weights, fed_class_weights_shared)}
 # Not registered: inputs_standardized_in_cond (v2 control flow: the moments inside the cond's functions, which no
 # rule looks inside; listed with the way out, tests/test_gradient_check.py).
