@@ -25,6 +25,12 @@ The rewrite (one device's for every worker, in the plan as `paired_rows`):
   worker takes its own rows.
 With L_w worker w's loss, its gradient then reaches its examples' rows from every worker's loss, sum_v dL_v/du_w:
 the gradients the plan aggregates are one device's, as for a loss whose examples do not mix.
+A region also ends at a *share of the batch*, a value whose first axis follows the batch but is not its examples'
+(the hardest half's errors, top_k(e, k=n // 2); two views stacked along the batch, 2b rows): no OWN or PADDED
+entry, so what reads it reads one device's value and its gradient enters whole. Every worker's loss then holds
+one device's term T, the SUMMED gradient is N dT/du_w, and the workers' average makes it one device's. Only where
+every loss reads the batch through shares alone: beside a sum over the examples, the averaging would not be the
+loss's, so such a loss is left to the last check.
 
 Not rewritten: a region that draws, holds state, runs in a v1 loop or cond or a graph function, reads a value
 another rule rewrites, whose frontier does not have the batch on its first axis alone or whose values read outside
@@ -35,9 +41,10 @@ check (gradient_check.py) lists the variables whose gradients differ.
 """
 import tensorflow as tf
 
-from parallax import backward_ops, batch_draws, graph_utils, mixed_rows, statistics_combined
+from parallax import backward_ops, batch_draws, capture, graph_utils, mixed_rows, statistics_combined
 from parallax.batch_samples import WHOLE_AND_SPLITS, draw_as_split, same_in_every_part, sampled
 from parallax.batch_shapes import MARKERS
+from parallax.row_keys import reads_input
 from parallax.rewrite.reroute import reroute_consumers
 
 GATHERED, OWN, PADDED, SUMMED = "gathered", "own", "padded", "summed"
@@ -72,6 +79,9 @@ def find(graph, pairing, forward, probes, gradient_ops, valued, held=(), synchro
     rewritten = set(held_draws)
     # ...but its own rows end no region (tf.ones_like of the labels, counted per id): nothing there mixes.
     ends = _ends(forward, batch_ops, samples, rows_own, rewritten, probes)
+    shares = [t for t in ends.values() if _a_share_of_the_batch(t, probes)]
+    if shares and not _only_through(capture.loss_ops(graph), shares, batch_ops):
+        ends = {name: t for name, t in ends.items() if t not in shares}
     for p in pairing:  # a pair reduced away whole (a mean of the logits) ends its region itself
         ends.setdefault(p.name, p)
     entries, failed, covered = [], {}, set()
@@ -96,12 +106,22 @@ def _ends(forward, batch_ops, samples, own, rewritten, probes):
     ends = {}
     for op in sorted(forward & batch_ops, key=lambda o: o.name):
         for t in op.outputs:
-            if t.name in own or t.name not in samples or t.name in rewritten or not _rows(t, probes):
+            if t.name in own or t.name not in samples or t.name in rewritten or not (
+                    _rows(t, probes) or _a_share_of_the_batch(t, probes)):
                 continue
             if any(c in forward and c.outputs and all(_probed(o, probes) and not _on_batch(o, probes)
                                                       for o in c.outputs) for c in t.consumers()):
                 ends[t.name] = t
     return ends
+
+
+def _only_through(losses, shares, batch_ops):
+    """Whether the losses read the batch only through the values of shares of it: then each worker's loss is one
+    device's, whose gradient the workers' average makes one device's. A loss that also reads the batch another way
+    (a sum of the errors beside the hardest half's mean) is left to the last check (gradient_check.py)."""
+    stop = {t.op for t in shares}
+    reached = graph_utils.closure(set(losses) - stop, lambda op: [i.op for i in op.inputs if i.op not in stop])
+    return bool(losses) and not any(op in batch_ops and reads_input(op) for op in reached)
 
 
 def _regions(ends, own, held, batch_ops, failed):
@@ -150,6 +170,12 @@ def _entries(graph, region, frontier, held, batch_ops, forward, probes, gradient
             outside = [c for c in out.consumers() if c not in region and c not in backward and
                        (c in forward or getattr(c, "_original_op", None) is not None)]
             if not outside:
+                continue
+            # A value of a share of the batch's examples (its top half by loss) is no example's own: what reads
+            # it reads one device's value whole, and its gradient enters whole. Every worker's loss then holds one
+            # device's term, whose gradient leaves summed over the workers: N times the term's, which the
+            # workers' average (a loss that is no sum over the examples is averaged: loss_law.py) makes one's.
+            if _a_share_of_the_batch(out, probes):
                 continue
             # a worker's own rows of one device's value: those of its examples on the first axis, whatever the
             # others are (a pair's loss: each worker the pairs of its examples with the whole batch's)
@@ -231,6 +257,15 @@ def _probed(t, probes):
 
 def _on_batch(t, probes):
     return all(p.get(t.name) is not None and m in p[t.name] for p, m in zip(probes, MARKERS))
+
+
+def _a_share_of_the_batch(t, probes):
+    """Whether `t`'s first axis follows the batch but is not it (k = the batch's size // 2), and no other does."""
+    shapes = [p.get(t.name) for p in probes]
+    if not all(shapes) or None in shapes[0] or None in shapes[1] or len(shapes[0]) != len(shapes[1]):
+        return False
+    (first, *rest), (second, *rest_too) = shapes
+    return first != second and first not in MARKERS and second not in MARKERS and rest == rest_too
 
 
 def _rows(t, probes):

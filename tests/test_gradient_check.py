@@ -28,9 +28,13 @@ RUNNING_TOTAL = lambda e: tf.reduce_mean(tf.sqrt(tf.cumsum(e) + 1.0))  # noqa: E
 SOFTMAX_OVER_THE_BATCH = lambda e: tf.reduce_sum(tf.nn.softmax(-e) * e)  # noqa: E731 (weights over the examples)
 
 
+HARDER_HALF = lambda e: tf.math.top_k(e, k=tf.shape(e)[0] // 2).values  # noqa: E731 (hard-example mining)
+
+
 def test_a_graph_that_mixes_the_examples_in_an_unknown_way_is_listed():
-    """The batch's harder half (a top k of half the batch: no rows of the batch, so no region of paired_rows.py)."""
-    listed = _listed(lambda e: tf.reduce_mean(tf.math.top_k(e, k=tf.shape(e)[0] // 2).values))
+    """A summed error beside the mean of the batch's harder half (a top k of half the batch): the loss reads the
+    batch otherwise than through the share, so paired_rows.py makes no region of it, and the check lists it."""
+    listed = _listed(lambda e: tf.reduce_sum(e) + tf.reduce_mean(HARDER_HALF(e)))
     assert [entry.split(" (")[0] for entry in listed] == ["out/bias", "out/kernel"], listed
     # a mean's gradients start at each part's share and are summed (loss_seeds.py), a sum's are summed
     assert all("not the workers' sum" in entry for entry in listed)
@@ -91,8 +95,9 @@ def test_the_planner_warns_of_it(tmp_path):
     plan, stderr = plan_in_planner_role(tmp_path, [
         "x = tf1.placeholder(tf.float32, [None, 4])",
         "w = tf1.get_variable('w', [4, 1])",
+        "e = tf.matmul(x, w)[:, 0]",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(",
-        "    tf.reduce_mean(tf.math.top_k(tf.matmul(x, w)[:, 0], k=tf.shape(x)[0] // 2).values ** 2))"])
+        "    tf.reduce_sum(e) + tf.reduce_mean(tf.math.top_k(e, k=tf.shape(x)[0] // 2).values ** 2))"])
     assert "parallax: warning: value(s) of the batch that parallax cannot make one device's: w (its gradient on" \
         in stderr
     assert [entry.split(" (")[0] for entry in plan.uncombinable_statistics] == ["w"]
@@ -133,7 +138,7 @@ def _dropped(e):
 
 @pytest.mark.parametrize("loss_of, listed", [
     (lambda e: tf.reduce_mean(_dropped(e)), []),
-    (lambda e: tf.reduce_mean(tf.math.top_k(_dropped(e), k=tf.shape(e)[0] // 2).values), ["out/bias", "out/kernel"]),
+    (lambda e: (lambda d: tf.reduce_sum(d) + tf.reduce_mean(HARDER_HALF(d)))(_dropped(e)), ["out/bias", "out/kernel"]),
 ])
 def test_the_check_reads_split_draws_as_the_rewrite_makes_them(loss_of, listed):
     plan = parallax.explain(_graph(loss_of), "localhost:2", print_table=False).plan
