@@ -30,7 +30,8 @@ A region also ends at a *share of the batch*, a value whose first axis follows t
 entry, so what reads it reads one device's value and its gradient enters whole. Every worker's loss then holds
 one device's term T, the SUMMED gradient is N dT/du_w, and the workers' average makes it one device's. Only where
 every loss reads the batch through shares alone: beside a sum over the examples, the averaging would not be the
-loss's, so such a loss is left to the last check.
+loss's, so such a loss is left to the last check. A share whose rows are its parts' rows restacked (two views of
+each example, none mixing another) ends nothing: nothing there needs every worker's rows.
 
 Not rewritten: a region that draws, holds state, runs in a v1 loop or cond or a graph function, reads a value
 another rule rewrites, whose frontier does not have the batch on its first axis alone or whose values read outside
@@ -39,6 +40,7 @@ cannot be told. If it
 holds a value with the batch on two axes, that value is listed (batch_statistics.PAIRWISE); otherwise the last
 check (gradient_check.py) lists the variables whose gradients differ.
 """
+import numpy as np
 import tensorflow as tf
 
 from parallax import backward_ops, batch_draws, capture, graph_utils, mixed_rows, statistics_combined
@@ -109,6 +111,8 @@ def _ends(forward, batch_ops, samples, own, rewritten, probes):
             if t.name in own or t.name not in samples or t.name in rewritten or not (
                     _rows(t, probes) or _a_share_of_the_batch(t, probes)):
                 continue
+            if not _rows(t, probes) and all(_rows_of_the_parts(parts) for parts in samples[t.name]):
+                continue  # a share that mixes nothing: the examples' own rows restacked (two views of each)
             if any(c in forward and c.outputs and all(_probed(o, probes) and not _on_batch(o, probes)
                                                       for o in c.outputs) for c in t.consumers()):
                 ends[t.name] = t
@@ -266,6 +270,17 @@ def _a_share_of_the_batch(t, probes):
         return False
     (first, *rest), (second, *rest_too) = shapes
     return first != second and first not in MARKERS and second not in MARKERS and rest == rest_too
+
+
+def _rows_of_the_parts(parts):
+    """Whether a value on the whole batch holds the rows of its values on each split's two parts, in any order."""
+    whole, *splits = parts
+    if whole.ndim == 0:
+        return False
+    rows = np.sort(whole.reshape(len(whole), -1), axis=0)  # each column sorted: the rows' values, in any order
+    joined = [np.concatenate([a, b]) for a, b in zip(splits[::2], splits[1::2]) if a.ndim == b.ndim == whole.ndim]
+    return len(joined) == len(splits) // 2 > 0 and all(
+        j.shape == whole.shape and np.allclose(np.sort(j.reshape(len(j), -1), axis=0), rows) for j in joined)
 
 
 def _rows(t, probes):

@@ -54,6 +54,17 @@ def test_a_statistic_inside_a_v2_cond_is_listed_with_the_way_out():
     assert "graph function" not in " ".join(_listed(lambda e: tf.reduce_mean(tf.math.top_k(e, k=2).values)))
 
 
+def test_the_hardest_half_alone_is_a_share_of_the_batch_and_two_views_restacked_are_not():
+    """The mean of the batch's harder half reads the batch through a share of it alone: paired_rows.py computes it
+    on every worker's rows, nothing listed. Two views of each example stacked (2b rows, none mixing another
+    example) are no share that mixes: no region (no gathers), and the check finds the mean exact."""
+    plan = parallax.explain(_graph(lambda e: tf.reduce_mean(HARDER_HALF(e))), "localhost:2", print_table=False).plan
+    assert plan.paired_rows and plan.uncombinable_statistics == ()
+    stacked = lambda e: tf.reduce_mean(tf.concat([e, 2.0 * e], 0))  # noqa: E731
+    plan = parallax.explain(_graph(stacked), "localhost:2", print_table=False).plan
+    assert plan.paired_rows == () and plan.uncombinable_statistics == ()
+
+
 @pytest.mark.parametrize("loss_of", [RUNNING_TOTAL, SOFTMAX_OVER_THE_BATCH])
 def test_the_check_finds_what_mixes_the_examples(loss_of):
     """Run on its own: the planner computes these on every worker's rows (paired_rows.py), so lists nothing."""
