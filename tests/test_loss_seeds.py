@@ -204,8 +204,10 @@ def test_where_the_penalty_gradient_ops_cannot_be_told_the_loss_is_averaged():
 @pytest.mark.parametrize("shape", [None, []])
 def test_a_setting_fed_alike_in_every_worker_does_not_stop_the_check(shape):
     """A keep probability fed as a placeholder with no default (of no shape, as the TF1 tutorials make it, or a
-    scalar) is fed one value per trial, so the summed loss is found a sum, and a mixing one is listed."""
-    harder_half = lambda e: tf.reduce_sum(tf.math.top_k(e[:, 0], k=tf.shape(e)[0] // 2).values)  # noqa: E731
+    scalar) is fed one value per trial, so the summed loss is found a sum, and a mixing one is listed (a sum beside
+    the harder half's: the half alone is a share of the batch, which paired_rows.py computes on every worker's rows)."""
+    harder_half = lambda e: tf.reduce_sum(e) + tf.reduce_sum(  # noqa: E731
+        tf.math.top_k(e[:, 0], k=tf.shape(e)[0] // 2).values)
     for loss_of, law in ((tf.reduce_sum, loss_law.SUM), (harder_half, loss_law.MEAN)):
         g = tf.Graph()
         with g.as_default():
