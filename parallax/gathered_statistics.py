@@ -20,9 +20,6 @@ import tensorflow as tf
 from parallax import mixed_rows
 from parallax.keyed_writes import ROWS
 
-# the reasons batch_statistics.py and data_counts.py list a statistic for that gathering rows can remove
-_NO_LAW_PREFIXES = ("its value on the whole batch is no sum", "a count of the batch that its values set, whose value")
-
 
 def gathered(graph, uncombinable, gradient_ops, combined_names):
     """(ROWS entries (tensor, ROWS, readers) to add to the combined statistics, the names of the statistics they make
@@ -57,5 +54,7 @@ def _regions(graph, names, gradient_ops, combined_names):
 
 
 def _no_law(entry):
-    why = entry.split(" (", 1)[1] if " (" in entry else ""
-    return why.startswith(_NO_LAW_PREFIXES)
+    """Whether `entry` lists a statistic for having no law: batch_statistics.NO_LAW or data_counts.NOT_A_SUM, the
+    reasons gathering rows can remove (imported here: batch_statistics imports this module)."""
+    from parallax import batch_statistics, data_counts
+    return any(entry.endswith(f" ({why})") for why in (batch_statistics.NO_LAW, data_counts.NOT_A_SUM))
