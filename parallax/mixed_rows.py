@@ -121,8 +121,9 @@ def _sampleable(t):
     return t.dtype not in (tf.resource, tf.variant, tf.string) and not t.dtype._is_ref_dtype
 
 
-def _own_rows(parts):
-    """Whether a value on the whole batch is, row by row, its values on each split's two parts."""
+def _own_rows(parts, any_order=False):
+    """Whether a value on the whole batch is, row by row, its values on each split's two parts (with `any_order`,
+    their rows in some order: each column's values the same)."""
     whole, *splits = parts
     if whole.ndim == 0:
         return False
@@ -131,6 +132,12 @@ def _own_rows(parts):
                 first.shape[1:] != whole.shape[1:] or second.shape[1:] != whole.shape[1:]:
             return False
         joined = np.concatenate([first, second])
-        if joined.shape != whole.shape or not np.allclose(joined, whole, equal_nan=True):
+        if joined.shape != whole.shape:
+            return False
+        if any_order:
+            joined, whole_rows = (np.sort(v.reshape(len(v), -1), axis=0) for v in (joined, whole))
+        else:
+            whole_rows = whole
+        if not np.allclose(joined, whole_rows, equal_nan=True):
             return False
     return True

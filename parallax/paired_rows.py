@@ -40,7 +40,6 @@ cannot be told. If it
 holds a value with the batch on two axes, that value is listed (batch_statistics.PAIRWISE); otherwise the last
 check (gradient_check.py) lists the variables whose gradients differ.
 """
-import numpy as np
 import tensorflow as tf
 
 from parallax import backward_ops, batch_draws, capture, graph_utils, mixed_rows, statistics_combined
@@ -111,7 +110,7 @@ def _ends(forward, batch_ops, samples, own, rewritten, probes):
             if t.name in own or t.name not in samples or t.name in rewritten or not (
                     _rows(t, probes) or _a_share_of_the_batch(t, probes)):
                 continue
-            if not _rows(t, probes) and all(_rows_of_the_parts(parts) for parts in samples[t.name]):
+            if not _rows(t, probes) and all(mixed_rows._own_rows(parts, any_order=True) for parts in samples[t.name]):
                 continue  # a share that mixes nothing: the examples' own rows restacked (two views of each)
             if any(c in forward and c.outputs and all(_probed(o, probes) and not _on_batch(o, probes)
                                                       for o in c.outputs) for c in t.consumers()):
@@ -270,17 +269,6 @@ def _a_share_of_the_batch(t, probes):
         return False
     (first, *rest), (second, *rest_too) = shapes
     return first != second and first not in MARKERS and second not in MARKERS and rest == rest_too
-
-
-def _rows_of_the_parts(parts):
-    """Whether a value on the whole batch holds the rows of its values on each split's two parts, in any order."""
-    whole, *splits = parts
-    if whole.ndim == 0:
-        return False
-    rows = np.sort(whole.reshape(len(whole), -1), axis=0)  # each column sorted: the rows' values, in any order
-    joined = [np.concatenate([a, b]) for a, b in zip(splits[::2], splits[1::2]) if a.ndim == b.ndim == whole.ndim]
-    return len(joined) == len(splits) // 2 > 0 and all(
-        j.shape == whole.shape and np.allclose(np.sort(j.reshape(len(j), -1), axis=0), rows) for j in joined)
 
 
 def _rows(t, probes):
