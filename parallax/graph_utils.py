@@ -258,3 +258,46 @@ def v1_cond_ops(graph):
         inside.add(op)
         stack.extend((c, depth) for c in consumers(op))
     return inside
+
+
+class ops_added_after_run:
+    """Opens a finalized graph, which a session has already run, for the ops a new fetch set needs (built once, the
+    first time it runs), and finalizes it again. Inside, `tf.control_dependencies` leaves the ops it waits for as
+    they are: TF marks each control input with an attribute (`_has_manual_control_dependencies`, a statistic for
+    its MLIR bridge), and setting an attribute on an op a session ran has no effect and makes TF's C API warn, in
+    every worker, that the mutation "will trigger an error in the future". The new ops get their control inputs
+    as usual."""
+
+    def __init__(self, graph):
+        self._g = graph
+        self._ctx = None
+
+    def _control_dependencies(self, control_inputs):
+        if control_inputs is None:
+            return type(self._g).control_dependencies(self._g, None)
+        current = self._g._current_control_dependencies()
+        ops = []
+        for c in control_inputs:
+            if isinstance(c, tf.IndexedSlices) or (hasattr(c, "_handle") and hasattr(c, "op")):
+                c = c.op
+            c = self._g.as_graph_element(c)
+            c = c.op if isinstance(c, tf.Tensor) else c
+            if not isinstance(c, tf.Operation):
+                raise TypeError(f"Control input must be Operation or Tensor: {c}")
+            if c not in current:
+                ops.append(c)
+                current.add(c)
+        return self._g._ControlDependenciesController(self._g, ops)
+
+    def __enter__(self):
+        self._g._unsafe_unfinalize()
+        self._g.control_dependencies = self._control_dependencies  # shadows the method for this graph alone
+        self._ctx = self._g.as_default()
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._ctx.__exit__(*exc)
+        del self._g.control_dependencies
+        self._g.finalize()
+        return False

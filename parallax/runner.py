@@ -286,12 +286,8 @@ class Runner(SessionInterface):
             variant = Variant(list(leaves), [], {}, synchronized=collective and self.num_workers > 1,
                               ancestors=frozenset(ancestors), digest=fetch_digest(key), name=key[0] if key else "?")
             if self._fence_op and step_fence.needs_fence(variant, self._collectives):
-                self._graph._unsafe_unfinalize()
-                try:
-                    with self._graph.as_default():
-                        variant = step_fence.fence(variant, self._fence_op)
-                finally:
-                    self._graph.finalize()
+                with graph_utils.ops_added_after_run(self._graph):
+                    variant = step_fence.fence(variant, self._fence_op)
             self._variants[key] = variant
         return self._variants[key]
 

@@ -206,7 +206,7 @@ class SyncSteps:
                                    + self._deferred.get(op, []))
 
     def _building(self):
-        return _Unfinalized(self._g)
+        return graph_utils.ops_added_after_run(self._g)
 
 
 def _must_run(op, in_loops, collectives):
@@ -230,22 +230,3 @@ def _op_of(x):
 def _enqueue(queue_handle, value, name):
     from tensorflow.python.ops import gen_data_flow_ops
     return gen_data_flow_ops.queue_enqueue_v2(queue_handle, [value], name=name)
-
-
-class _Unfinalized:
-    """New ops for a fetch set are added to the (finalized) graph once, the first time it runs."""
-
-    def __init__(self, graph):
-        self._g = graph
-        self._ctx = None
-
-    def __enter__(self):
-        self._g._unsafe_unfinalize()
-        self._ctx = self._g.as_default()
-        self._ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self._ctx.__exit__(*exc)
-        self._g.finalize()
-        return False
