@@ -10,8 +10,9 @@ iterator, or from a queue that a queue runner of the graph fills, and no op in t
 functions shards the input. A pipeline that runs Python (from_generator, a py_func) may share the examples out
 itself, and is not judged; nor is a queue the script fills itself (its enqueue fed by a thread of its own).
 
-A sharded dataset that repeats after the shard (`parallax.shard(ds).repeat()`) over M examples, M not a multiple
-of N, goes out of step with one device from its second pass on: the shards hold M // N or M // N + 1 examples, so
+A dataset the script shards itself (by create_num_shards_and_shard_id's tensors) that repeats after the shard over
+M examples, M not a multiple of N, goes out of step with one device from its second pass on (parallax.shard cuts
+the stream after such a repeat, shard_placement.py): the shards hold M // N or M // N + 1 examples, so
 each worker's second pass starts at another of one device's examples. Every batch stays full, so no count shows it;
 the planner finds a repeat downstream of a shard in the graph and counts the examples before the shard (the
 dataset's cardinality, run in a throw-away session; where a feed or a file sets it, it is unknown, and nothing is
@@ -115,5 +116,6 @@ def repeat_note(plan):
                        for name, m in plan.repeated_shards)
     return (f"a dataset repeats after its shard, over a number of examples that is no multiple of the {n} workers "
             f"({shards}): from the second pass over the data on, each worker's batch is no longer its share of one "
-            f"device's batch (every batch stays full, so nothing else tells); repeat() before parallax.shard, or "
-            f"take a multiple of {n} examples (ds.take(M - M % {n})) before it")
+            f"device's batch (every batch stays full, so nothing else tells); repeat() before the shard, or take a "
+            f"multiple of {n} examples (ds.take(M - M % {n})) before it, or shard with parallax.shard(ds), which "
+            f"cuts the stream after a repeat")

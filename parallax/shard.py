@@ -3,11 +3,14 @@
 This module is itself callable (`parallax.shard(ds)`), and also offers the original Parallax's spelling:
 `parallax.shard.shard(ds)` and `shard.create_num_shards_and_shard_id()`.
 """
+import os
+
 import tensorflow as tf
 
 from parallax.callable_module import make_callable
 from parallax.errors import ParallaxError
 from parallax.launcher.protocol import current_role
+from parallax.shard_placement import DeferredShard
 
 tf1 = tf.compat.v1
 SCOPE = "parallax_shard"  # rewrite/fingerprint.py compares the values of this scope's constants by structure only
@@ -17,16 +20,16 @@ NUM_SHARDS, SHARD_ID = "num_shards", "shard_id"  # the original's graph collecti
 def shard(ds):
     """`ds.shard(num_workers, worker_id)` for this worker; `ds.shard(1, 0)`, every element, with one worker.
 
-    Shard element-wise *before* batching: the union of the workers' k-th batches of size b is then exactly the
-    single process's k-th batch of size N*b, which is what makes distributed training equivalent. One process
+    The union of the workers' k-th batches of size b is exactly the single process's k-th batch of size N*b,
+    which is what makes distributed training equivalent: the cut is made right before the batch, after every
+    transform written after `shard` that is not element-wise (a shuffle, filter, take: shard_placement.py). One process
     builds the same ops as a worker, so that the seeds TF derives from op positions, and the planner's view of how
     examples are shared (batch_draws.py), are the workers'.
     """
     if not isinstance(ds, tf.data.Dataset):
         raise ParallaxError(f"parallax.shard() takes a tf.data.Dataset, not {type(ds).__name__}")
     role = current_role()
-    with tf.name_scope(SCOPE):
-        return ds.shard(role.num_workers, role.worker_id)
+    return DeferredShard(ds, (), role.num_workers, role.worker_id, SCOPE, os.environ)
 
 
 def create_num_shards_and_shard_id():

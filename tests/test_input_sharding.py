@@ -84,14 +84,17 @@ def _repeating(examples, pipeline, iterator="one_shot"):
 
 
 @pytest.mark.parametrize("examples, pipeline, iterator, listed", [
-    (43, lambda ds: parallax.shard(ds).repeat(), "one_shot", True),
-    (43, lambda ds: parallax.shard(ds.map(lambda x: x * 2)).shuffle(8, seed=1).repeat(3), "initializable", True),
+    # parallax.shard cuts the stream after a repeat written after it (shard_placement.py): nothing to warn of
+    (43, lambda ds: parallax.shard(ds).repeat(), "one_shot", False),
+    (43, lambda ds: parallax.shard(ds.map(lambda x: x * 2)).shuffle(8, seed=1).repeat(3), "initializable", False),
     (44, lambda ds: parallax.shard(ds).repeat(), "one_shot", False),  # a multiple of N
     (43, lambda ds: parallax.shard(ds.repeat()), "one_shot", False),  # repeat before the shard: infinite
     (43, lambda ds: parallax.shard(ds).repeat(1), "one_shot", False),
     (43, lambda ds: parallax.shard(ds), "one_shot", False),
     (43, lambda ds: ds.shard(10, 3).repeat(), "one_shot", False),  # a tenth of the data: no shard over the workers
     (43, lambda ds: ds.shard(*parallax.shard.create_num_shards_and_shard_id()).repeat(), "one_shot", True),
+    (43, lambda ds: ds.shard(*parallax.shard.create_num_shards_and_shard_id()).map(lambda x: x * 2).shuffle(
+        8, seed=1).repeat(3), "initializable", True),
 ])
 def test_a_repeat_after_a_shard_over_examples_no_multiple_of_n_is_listed(examples, pipeline, iterator, listed):
     explanation = parallax.explain(_repeating(examples, pipeline, iterator), "localhost:2", print_table=False)
@@ -99,7 +102,7 @@ def test_a_repeat_after_a_shard_over_examples_no_multiple_of_n_is_listed(example
     if listed:
         (_, counted), = explanation.plan.repeated_shards
         assert counted == examples and "shards of 21 and 22" in explanation.premise
-        assert "repeat() before parallax.shard" in explanation.premise
+        assert "repeat() before the shard" in explanation.premise
 
 
 def test_a_fed_dataset_is_not_judged():
@@ -116,7 +119,7 @@ def test_a_fed_dataset_is_not_judged():
 def test_the_planner_warns_of_a_repeat_after_the_shard(tmp_path):
     from tests.planner_role import plan_in_planner_role
     plan, stderr = plan_in_planner_role(tmp_path, [
-        "ds = parallax.shard(tf.data.Dataset.range(43)).repeat().batch(4)",
+        "ds = tf.data.Dataset.range(43).shard(*parallax.shard.create_num_shards_and_shard_id()).repeat().batch(4)",
         "x = tf1.data.make_one_shot_iterator(ds).get_next()",
         "w = tf1.get_variable('w', [1], tf.float64)",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))"])

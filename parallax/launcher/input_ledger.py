@@ -16,7 +16,7 @@ STRANDED_S = 15.0  # after one worker's input ended, how long another may stay i
 MAX_WARNINGS = 3  # steps with differing batches that are named; the last named says later ones are not
 
 FIX = ("give every worker the same number of equal batches: batch(b, drop_remainder=True), a dataset whose size is a "
-       "multiple of N*b, or repeat() before parallax.shard with a fixed number of steps")
+       "multiple of N*b, or a repeat() of the dataset with a fixed number of steps")
 
 
 class InputLedger:

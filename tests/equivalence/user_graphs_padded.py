@@ -77,5 +77,26 @@ def padded_v1_loop_lookups(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def shuffled_and_filtered_after_the_shard(n, b, steps, graph_batch, lr_scale=1.0):
+    """A pipeline written around parallax.shard as a script has it: shuffle (op seed), filter, map, repeat, then
+    batch, all after the shard. parallax cuts the stream right before the batch (shard_placement.py); cut where
+    written, each worker shuffled and filtered its own share, and the batches were not one device's."""
+    rng = np.random.RandomState(121)
+    rows = 2 * n * b * steps
+    ids = rng.randint(0, VOCAB, size=(rows, 3)).astype(np.int64)
+    keep, y = rng.rand(rows) < 0.7, rng.randn(rows)
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices((ids, keep, y))).shuffle(16, seed=122)
+        ds = ds.filter(lambda i, k, t: k).map(lambda i, k, t: (i, t * 2.0)).repeat().batch(graph_batch)
+        idp, yp = tf1.data.make_one_shot_iterator(ds).get_next()
+        emb = tf1.get_variable("emb", [VOCAB, 4], F64, initializer=_init(123), use_resource=True)
+        pred = _dense(tf.reduce_mean(tf.nn.embedding_lookup(emb, idp), 1), 1, "out", 124)[:, 0]
+        loss = tf.reduce_mean(tf.square(pred - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
 USER_GRAPHS_PADDED = {"padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all,
-                      "padded_v1_loop_lookups": padded_v1_loop_lookups}
+                      "padded_v1_loop_lookups": padded_v1_loop_lookups,
+                      "shuffled_and_filtered_after_the_shard": shuffled_and_filtered_after_the_shard}
