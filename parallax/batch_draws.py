@@ -177,9 +177,34 @@ def _other_inputs_from_the_batch(op):
 
 
 def _layout(graph_def):
-    """Element-wise sharding (a ShardDataset, in the graph or in a dataset's function) gives each worker every N-th
-    example; otherwise each worker's examples are a block of the global batch (fed rows)."""
-    return INTERLEAVED if "ShardDataset" in node_types(graph_def) else BLOCKS
+    """Element-wise sharding (a ShardDataset over examples, in the graph or in a dataset's function) gives each
+    worker every N-th example; otherwise each worker's examples are a block of the global batch: fed rows, or a
+    shard over batches (`parallax.shard(ds.batch(b))`: worker i's k-th batch is one device's batch kN+i of b, so
+    its rows are block i of one device's k-th batch of N*b)."""
+    shards = [over for nodes in [graph_def.node] + [f.node_def for f in graph_def.library.function]
+              for over in _what_shards_cut(nodes)]
+    return INTERLEAVED if "examples" in shards else BLOCKS
+
+
+def _is_batching(op_type):
+    return ("Batch" in op_type and "Unbatch" not in op_type) or op_type == "GroupByWindowDataset"
+
+
+def _what_shards_cut(nodes):
+    """For each ShardDataset among `nodes` (one graph's or one function's), "batches" where a batching dataset
+    precedes it, through any unary dataset transforms (a map, a prefetch, a shuffle of the batches), else
+    "examples"."""
+    by_name = {n.name: n for n in nodes}
+    for node in nodes:
+        if node.op != "ShardDataset":
+            continue
+        source = by_name.get(node.input[0].split(":")[0]) if node.input else None
+        seen = set()
+        while source is not None and source.name not in seen and not _is_batching(source.op) \
+                and "Dataset" in source.op and source.op != "UnbatchDataset" and source.input:
+            seen.add(source.name)
+            source = by_name.get(source.input[0].split(":")[0])
+        yield "batches" if source is not None and _is_batching(source.op) else "examples"
 
 
 def node_types(graph_def):

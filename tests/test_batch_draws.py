@@ -91,6 +91,25 @@ def test_a_sharded_dataset_gives_the_interleaved_layout():
     assert len(found.split) == 1 and found.layout == batch_draws.INTERLEAVED
 
 
+@pytest.mark.parametrize("pipeline, iterator, layout", [
+    (lambda ds: parallax.shard(ds).batch(4), "one_shot", batch_draws.INTERLEAVED),
+    (lambda ds: parallax.shard(ds.batch(4)), "one_shot", batch_draws.BLOCKS),  # a shard over batches
+    (lambda ds: parallax.shard(ds.padded_batch(4).map(lambda x: x * 2).prefetch(1)), "initializable",
+     batch_draws.BLOCKS),
+    (lambda ds: parallax.shard(ds.batch(2).unbatch()).batch(4), "initializable", batch_draws.INTERLEAVED),
+    # parallax.shard cuts the stream after an unbatch written after it (shard_placement.py): over examples
+    (lambda ds: parallax.shard(ds.batch(2)).unbatch().batch(4), "one_shot", batch_draws.INTERLEAVED),
+    (lambda ds: ds.batch(2).shard(2, 0), "one_shot", batch_draws.BLOCKS),
+])
+def test_the_layout_follows_what_the_shard_cuts(pipeline, iterator, layout):
+    g = tf.Graph()
+    with g.as_default():
+        ds = pipeline(tf.data.Dataset.from_tensor_slices(np.zeros((8, 3))))
+        make = tf1.data.make_one_shot_iterator if iterator == "one_shot" else tf1.data.make_initializable_iterator
+        tf.nn.dropout(make(ds).get_next(), rate=0.5)
+    assert batch_draws.find(g).layout == layout
+
+
 def test_the_plan_carries_the_draws_through_json_and_explain_states_them():
     plan = Plan("HYBRID", 2, 1, (), batch_draws=(("dropout/random_uniform/RandomUniform", 0),),
                 batch_layout=batch_draws.INTERLEAVED, unsplittable_draws=("categorical/Multinomial",))

@@ -2,7 +2,8 @@
 one device pads its batch to the longest of all its sentences, a worker to the longest of its own. Each case reads
 the padded length: an RNN run over the padding (no sequence_length) whose final state is used, and a mean over
 every padded position. parallax pads each worker's batch further to the longest over the workers
-(padded_inputs.py). Same conventions as cases.py.
+(padded_inputs.py). Also pipelines written around parallax.shard otherwise than `shard(ds).batch(b)`. Same
+conventions as cases.py.
 """
 import numpy as np
 import tensorflow as tf
@@ -97,6 +98,23 @@ def shuffled_and_filtered_after_the_shard(n, b, steps, graph_batch, lr_scale=1.0
     return Case(g, train, None)
 
 
-USER_GRAPHS_PADDED = {"padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all,
+def dropout_over_sharded_batches(n, b, steps, graph_batch, lr_scale=1.0):
+    """parallax.shard over batches (`shard(ds.batch(b))`): worker i's k-th batch is one device's batch kN+i of b,
+    a block of one device's k-th batch of N*b, so each worker keeps a block of the whole batch's dropout draw, not
+    every N-th row (batch_draws._layout; taken for every N-th row, 1.07 off, relative, silently)."""
+    rng = np.random.RandomState(125)
+    x, y = rng.randn(n * b * steps, 6), rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        ds = parallax.shard(tf.data.Dataset.from_tensor_slices((x, y)).batch(graph_batch))
+        xb, yb = tf1.data.make_one_shot_iterator(ds).get_next()
+        h = tf.nn.dropout(_dense(xb, 8, "hidden", 126, tf.nn.relu), rate=0.3, seed=127)
+        loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 128) - yb))
+        train = tf1.train.AdamOptimizer(0.01 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
+USER_GRAPHS_PADDED = {"dropout_over_sharded_batches": dropout_over_sharded_batches,
+                      "padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all,
                       "padded_v1_loop_lookups": padded_v1_loop_lookups,
                       "shuffled_and_filtered_after_the_shard": shuffled_and_filtered_after_the_shard}
