@@ -12,6 +12,11 @@ stream, the same in every worker, and the shard moves after it; element-wise tra
 the share. Every worker then computes the whole stream up to the cut (its input's work grows N-fold there); a
 `repeat` or `take` before the shard costs the same.
 
+A transform asked for no deterministic order (`interleave(..., deterministic=False)`) takes the share, as written:
+each worker's order of the whole stream would be its own, and shares of different orders overlap. (Options that
+make the whole pipeline nondeterministic, `with_options` with `deterministic = False`, reorder the transforms
+before the cut too, as they reorder a parallel map before the shard: every worker must see one order.)
+
 A transform that draws random numbers with no seed at all (no graph seed, no op seed: `ds.shuffle(1000)`) would
 draw other numbers in every worker, and the shares of different permutations overlap: in a job, it is seeded
 with a number every worker derives from the job (the launcher's job directory); alone, it is left as written.
@@ -97,6 +102,9 @@ def _reordering(name):
     method = getattr(tf.data.Dataset, name)
 
     def transform(self, *args, **kwargs):
+        if kwargs.get("deterministic") is False:
+            # Its order is each process's own: on the whole stream, the workers' shares would overlap.
+            return getattr(self._share, name)(*args, **kwargs)
         stream = self._stream()
         return self._deferred(getattr(stream, name)(*args, **_seeded(method, args, kwargs, self._environ)))
     return transform

@@ -92,6 +92,16 @@ def test_element_wise_transforms_run_on_the_share_and_a_batch_ends_the_deferral(
     assert [op.inputs[0].op.type for op in mapped] == ["ShardDataset"]
 
 
+def test_a_transform_in_no_fixed_order_takes_the_share():
+    g = tf.Graph()
+    with g.as_default():
+        ds = shard_placement.DeferredShard(SOURCE(4), (), N, 0, "parallax_shard", {})
+        mixed = ds.interleave(lambda x: SOURCE(3), cycle_length=2, num_parallel_calls=2, deterministic=False)
+    assert not isinstance(mixed, shard_placement.DeferredShard)
+    interleave, = [op for op in g.get_operations() if "Interleave" in op.type]
+    assert interleave.inputs[0].op.type == "ShardDataset"
+
+
 def test_a_v1_dataset_keeps_its_v1_methods():
     g = tf.Graph()
     with g.as_default():
