@@ -61,10 +61,10 @@ FUZZ_ONLY = ("layer_norm", "rare_optimizers_ref", "keras_momentum_apply", "summe
 
 # With fewer than the three modes selected (CI: MPI and PS under make test on TF 2.15, HYBRID under make test TF=2.21),
 # each other case runs in one of the three (every third in name order in HYBRID, the others in MPI and PS in turn),
-# so that CI runs each case once (CI's 90 minutes:
-# the clean-clone CI of fd8956e, with each in two of the three, took 55.5 minutes for make test and about 45 for
-# make test TF=2.21). These run in every selected mode: cases that were ever inexact in one mode alone, or whose
-# state or order depends on who applies the step (the chief's servers against every worker's replica).
+# so that CI runs each case once (CI's 90 minutes: the clean-clone CI of fd8956e, with each in two of the three, took
+# 55.5 minutes for make test and 44.1 for make test TF=2.21; 106 in all). These run in every selected mode: cases
+# that were ever inexact in one mode alone, or whose state or order depends on who applies the step (the chief's
+# servers against every worker's replica).
 BOTH_FIXED_MODES = ("spectral_norm_power_iteration", "center_loss", "memory_bank_sharded", "in_batch_negatives_sharded",
                     "mixed_methods", "grad_accumulation", "ema_of_server_and_replicated_variables", "batch_renorm")
 
