@@ -57,9 +57,7 @@ class DeferredShard(dataset_ops.UnaryUnchangedStructureDataset):
         self._num_workers, self._worker_id, self._scope, self._environ = num_workers, worker_id, scope, environ
         with tf.name_scope(scope):
             share = whole.shard(num_workers, worker_id)
-        for name, args, kwargs in self._element_wise:
-            share = getattr(share, name)(*args, **kwargs)
-        self._share = share
+        self._share = share = _replayed(share, self._element_wise)
         super().__init__(share, share._variant_tensor)
 
     def __getattr__(self, name):
@@ -70,13 +68,16 @@ class DeferredShard(dataset_ops.UnaryUnchangedStructureDataset):
 
     def _stream(self):
         """The whole stream with the element-wise transforms so far: what a reordering transform takes."""
-        whole = self._whole
-        for name, args, kwargs in self._element_wise:
-            whole = getattr(whole, name)(*args, **kwargs)
-        return whole
+        return _replayed(self._whole, self._element_wise)
 
     def _deferred(self, whole, element_wise=()):
         return DeferredShard(whole, element_wise, self._num_workers, self._worker_id, self._scope, self._environ)
+
+
+def _replayed(ds, transforms):
+    for name, args, kwargs in transforms:
+        ds = getattr(ds, name)(*args, **kwargs)
+    return ds
 
 
 def _seeded(method, args, kwargs, environ):
