@@ -52,7 +52,11 @@ class SyncSteps:
         self._fence_op = fence_op  # the backend's step fence (step_fence.py), or None
         self._w, self._n = worker_id, num_workers
         op = graph.get_operation_by_name
-        self._broadcast_inputs = {op(b): graph.get_tensor_by_name(t) for t, b in sync_graph.broadcasts}
+        # A worker's copy of a chief-only value comes from the chief's send through a queue, not by an edge: the
+        # graph walks that decide who runs what follow it as one.
+        self._send_of = {op(copy): op(send) for _, copy, send in sync_graph.broadcasts}
+        self._copy_of = {send: copy for copy, send in self._send_of.items()}
+        self._worker_index = graph.get_tensor_by_name(sync_graph.worker_index) if sync_graph.worker_index else None
         self._deferred = {}
         for name, control in sync_graph.deferred:
             self._deferred.setdefault(op(name), []).append(op(control))
@@ -63,8 +67,9 @@ class SyncSteps:
         self._collectives = {op(c) for c in sync_graph.collectives}
         self.chief_only = self._chief_only({op(r) for r in sync_graph.roots})
         self._readiness = op(sync_graph.readiness)
-        # through broadcasts too; only the chief's variants read it
-        self._after_readiness = graph_utils.descendants([self._readiness]) if worker_id == 0 else frozenset()
+        # through the chief's sends too; only the chief's variants read it
+        self._after_readiness = graph_utils.closure([self._readiness], lambda o: graph_utils.consumers(o) + (
+            [self._copy_of[o]] if o in self._copy_of else [])) if worker_id == 0 else frozenset()
         self._in_loops = graph_utils.v1_loop_ops(graph)
         # A v1 cond's branch not taken is dead, and so is anything that waits for an op in it: a step may run
         # such ops (a replica's update under a loss scale's finiteness check), but its arrival and its release
@@ -171,7 +176,8 @@ class SyncSteps:
                                   name=f"{SYNC_SCOPE}/{digest}/release_{i}") for i in range(1, self._n)]
 
     def _check_runnable(self, seeds):
-        """Feeds for the chief-only inputs of broadcasts; refuses a step that needs other chief-only work."""
+        """The feeds of this worker's step (its index, when it takes copies of chief-only values); refuses a step
+        that needs other chief-only work."""
         feeds = {}
         seen, stack = set(), list(seeds)
         while stack:
@@ -181,11 +187,8 @@ class SyncSteps:
             seen.add(op)
             if op in self.chief_only:
                 raise self._refusal(op)
-            if op in self._broadcast_inputs:
-                t = self._broadcast_inputs[op]
-                feeds[t] = np.zeros(t.shape.as_list(), t.dtype.as_numpy_dtype)
-                stack.extend(op.control_inputs)
-                continue
+            if op in self._send_of:
+                feeds[self._worker_index] = np.int32(self._w)
             stack.extend([t.op for t in op.inputs] + list(op.control_inputs))
         return feeds
 
@@ -196,14 +199,14 @@ class SyncSteps:
 
     # ---- graph walks ------------------------------------------------------------------------------------------
     def _chief_only(self, roots):
-        """Everything downstream of the roots, except through broadcasts (their output is every worker's)."""
-        return graph_utils.closure(roots, lambda op: [c for c in graph_utils.consumers(op)
-                                                      if c not in self._broadcast_inputs])
+        """Everything downstream of the roots (a copy of a chief-only value is every worker's: it is no consumer)."""
+        return graph_utils.closure(roots, graph_utils.consumers)
 
     def _logical_ancestors(self, ops):
-        """Ancestors, also through the control edges sync_passes cut (the chief still runs what they reached)."""
+        """Ancestors, also through the control edges sync_passes cut (the chief still runs what they reached) and
+        from a copy to the chief's send (the chief sends what the others take; they contribute what it needs)."""
         return graph_utils.closure(ops, lambda op: [t.op for t in op.inputs] + list(op.control_inputs)
-                                   + self._deferred.get(op, []))
+                                   + self._deferred.get(op, []) + ([self._send_of[op]] if op in self._send_of else []))
 
     def _building(self):
         return graph_utils.ops_added_after_run(self._g)

@@ -61,17 +61,26 @@ def test_every_worker_updates_its_replicas_with_the_chiefs_collectives(hybrid):
         assert {op for op in chief_collectives if op.type == "HorovodAllreduce"} <= set(variant.targets)
 
 
-def test_the_global_norm_is_broadcast_from_the_chief(hybrid):
+def test_the_global_norm_is_sent_from_the_chief_through_the_coordinator(hybrid):
     """The clip scale of the replicated gradients depends on the server-held rows, which only the chief takes: the
-    chief broadcasts it, and the others feed zeros in its place (the broadcast replaces them)."""
+    chief sends it to every worker through one queue per worker on the coordinator (no collective), and each worker
+    takes the copy of its own index (the others feed it; the chief's is the default, 0)."""
     analysis, plan, out = hybrid
     g = out.graph
-    (chief_value, broadcast), = out.sync.broadcasts
-    t = g.get_tensor_by_name(chief_value)
-    assert g.get_operation_by_name(broadcast).type == "HorovodBroadcast" and t.shape.num_elements() == 1
-    _, *others = variants(out, "ExponentialMovingAverage", plan.num_workers)
-    for variant in others:
-        assert list(variant.feeds) == [t] and variant.feeds[t] == 0
+    (chief_value, copy, send), = out.sync.broadcasts
+    t, copy = g.get_tensor_by_name(chief_value), g.get_operation_by_name(copy)
+    assert copy.type == "QueueDequeueV2" and copy.device == plan.coordinator and t.shape.num_elements() == 1
+    enqueues = [e for e in g.get_operation_by_name(send).control_inputs if e.type == "QueueEnqueueV2"]
+    assert len(enqueues) == plan.num_workers
+    # taken only once this worker's gradients are computed (test_ps_rewrite: no take before the input yields)
+    assert any("gradients" in a.name and a.device == "" for a in graph_utils.ancestors([copy]))
+    assert all(e.inputs[1] is t for e in enqueues)
+    assert not [op for op in g.get_operations() if op.type == "HorovodBroadcast" and "parallax_sync" in op.name]
+    chief, *others = variants(out, "ExponentialMovingAverage", plan.num_workers)
+    assert set(enqueues) <= set(chief.targets) and not chief.feeds
+    index = g.get_tensor_by_name(out.sync.worker_index)
+    for w, variant in enumerate(others, 1):
+        assert variant.feeds == {index: w} and not set(enqueues) & set(variant.targets)
     assert not [op for op in g.get_operations() if "row_norm" in op.name]
 
 

@@ -212,10 +212,10 @@ def test_batch_norm_statistics_are_averaged_then_written_once_by_the_chief():
             assert value.op.type == "RealDiv" and value.op.inputs[0].op.name == f"parallax_ps/{writer}/take"
 
 
-def test_work_every_worker_must_do_on_chief_only_values_is_refused_naming_the_op():
-    """PS mode has no collective to send a chief-only value with: a local variable (each worker's own) written from
-    the aggregated global norm cannot be updated alike in every worker. The first run of that fetch in a worker
-    other than the chief raises UnsupportedError naming the write, before that step trains."""
+def test_a_chief_only_value_that_every_worker_writes_is_sent_through_the_coordinator():
+    """A local variable (each worker's own) written from the aggregated global norm: only the chief takes the
+    aggregated gradients, and PS mode has no collectives, so the chief sends the norm through a queue per worker on
+    the coordinator; every worker's step writes its own variable from its copy, and none runs the chief's work."""
     g = tf.Graph()
     with g.as_default():
         emb = tf.compat.v1.get_variable("emb", [10, 3], use_resource=True)
@@ -226,7 +226,17 @@ def test_work_every_worker_must_do_on_chief_only_values_is_refused_naming_the_op
         last_norm = tf.compat.v1.get_local_variable("last_norm", [], initializer=tf.compat.v1.zeros_initializer())
         train = tf.group(opt.apply_gradients(zip(clipped, variables)), last_norm.assign(norm), name="train")
     analysis, plan, out = _rewrite(g)
-    (write, why), = out.sync.unsupported
-    assert "no collective" in why
-    with pytest.raises(parallax.UnsupportedError, match=write):
-        variants(out, train, plan.num_workers)
+    assert not out.sync.unsupported and not out.sync.collectives
+    (_, copy, send), = out.sync.broadcasts
+    out_graph = out.graph
+    init = graph_utils.initialization_ops(out_graph)
+    write, = [op for op in out_graph.get_operations() if op.type == "AssignVariableOp"
+              and op.inputs[0].op.name == "last_norm" and op.name not in init]
+    assert out_graph.get_operation_by_name(copy) in graph_utils.ancestors([write])
+    chief, *others = variants(out, train, plan.num_workers)
+    index = out_graph.get_tensor_by_name(out.sync.worker_index)
+    takes = {out_graph.get_operation_by_name(o) for a in out.sync.aggregations for o in a.outputs}
+    assert write in runs(chief) and not chief.feeds
+    for w, variant in enumerate(others, 1):
+        assert write in runs(variant) and variant.feeds == {index: w}
+        assert not takes & runs(variant)

@@ -12,8 +12,11 @@ writes of state every worker holds (replicas, local variables). This pass makes 
 - a control edge from chief-only work into work every worker must do (the gradient ops that wait for batch-norm
   writes) is cut, and recorded, so that the chief still runs that work in the same step;
 - where work every worker must do reads a chief-only value (a dense replica clipped by a global norm that includes
-  server-held rows), the chief broadcasts that value: the others feed zeros in its place, which the broadcast
-  replaces with the chief's value. Without collectives (PS mode) such work is refused when it is fetched.
+  server-held rows), the chief sends that value to every worker through queues on the coordinator, one per worker
+  (`parallax_sync/broadcast/...`): the reader takes its copy from the queue of its worker's index. A queue, not a
+  collective: the step already runs a part on the coordinator, so a copy costs one tensor transfer, where TF's
+  collective gather cost each of the N processes a collective's CPU (measured in benchmarks/results/cpu_by_role.md),
+  and PS mode, which has no collectives, can send it too.
 """
 import dataclasses
 from typing import Tuple
@@ -25,6 +28,7 @@ from parallax.rewrite import min_cut
 
 tf1 = tf.compat.v1
 SYNC_SCOPE = "parallax_sync"
+RELEASE_CAPACITY = 1000  # values the chief may send ahead of a worker (it runs at most a step or so ahead)
 SHAPE_READS = {"VariableShape"}  # reads of a variable's shape, which no write in a step changes
 
 
@@ -37,10 +41,11 @@ class SyncGraph:
     chief_ready: str  # the queue op the chief's step puts one token in when its own part is done
     readiness: str  # the op that takes that token; the gate and the aggregations' takes wait for it
     deferred: Tuple[Tuple[str, str], ...]  # (op, chief-only control input it no longer waits for)
-    broadcasts: Tuple[Tuple[str, str], ...]  # (chief-only tensor, the broadcast op that every worker reads)
+    broadcasts: Tuple[Tuple[str, str, str], ...]  # (chief-only tensor, the copy every worker reads, the chief's send)
     unsupported: Tuple[Tuple[str, str], ...]  # (op, why no worker but the chief can run it)
     collectives: Tuple[str, ...] = ()  # collective ops: every worker runs those its step needs
     coordinator: str = ""  # the server device of the barrier and release queues
+    worker_index: str = ""  # the tensor a worker other than the chief feeds its index to, to take its copies
 
     @property
     def roots(self):
@@ -65,6 +70,7 @@ def prepare_sync_steps(ctx):
             arrivals = tf1.FIFOQueue(n, [tf.int64], shapes=[[]], shared_name=f"{SYNC_SCOPE}/arrivals",
                                      name="arrivals")
             gate = arrivals.dequeue_many(n - 1, name="gate").op
+        worker_index = tf1.placeholder_with_default(tf.constant(0, tf.int32), [], name="worker_index")
     for op in gated:
         op._add_control_inputs([gate])
     takes = {g.get_operation_by_name(name) for a in ctx.aggregations for name in a.outputs}
@@ -75,14 +81,14 @@ def prepare_sync_steps(ctx):
     collectives = [g.get_operation_by_name(name) for name in ctx.collectives]
     roots = takes | set(gated) | {gate, readiness}
     deferred, broadcasts, unsupported = _separate(ctx, roots, set(replicated + contributions + collectives),
-                                                  set(replicated), takes | {readiness})
+                                                  set(replicated), takes | {readiness}, worker_index)
     ctx.sync = SyncGraph(tuple(ctx.aggregations), tuple(op.name for op in gated), gate.name, arrivals.queue_ref.op.name,
                          ready.queue_ref.op.name, readiness.name,
                          tuple(deferred), tuple(broadcasts), tuple(unsupported), tuple(ctx.collectives),
-                         ctx.plan.coordinator)
+                         ctx.plan.coordinator, worker_index.name)
 
 
-def _separate(ctx, roots, everyone, own_writes, before_writes):
+def _separate(ctx, roots, everyone, own_writes, before_writes, worker_index):
     """Make every op in `everyone` runnable without chief-only values, in topological order over their ancestors:
     cut chief-only control inputs (the op still waits for the writes of every worker's own state that they waited
     for: an EMA of a replica after the replica's update); broadcast chief-only data inputs where they join other
@@ -140,13 +146,52 @@ def _separate(ctx, roots, everyone, own_writes, before_writes):
             waited[op] = inherited
         for i, t in data:
             if t.name not in sent:
-                with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/"):
-                    sent[t.name] = ctx.collective_ops.broadcast(t, name=t.op.name.replace(":", "_")
-                                                                + f"_{t.value_index}")
-                ctx.collectives += ctx.collective_ops.created()
-                broadcasts.append((t.name, sent[t.name].op.name))
+                with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/{t.op.name}_{t.value_index}/"), \
+                        tf.control_dependencies(_contributed_from(g, ctx.aggregations, t)):
+                    sent[t.name], send = _send_to_every_worker(t, ctx.plan.coordinator, ctx.plan.num_workers,
+                                                               worker_index)
+                broadcasts.append((t.name, sent[t.name].op.name, send.name))
             op._update_input(i, sent[t.name])
     return deferred, broadcasts, unsupported
+
+
+def _send_to_every_worker(t, coordinator, num_workers, worker_index):
+    """(the copy of `t` that the worker of index `worker_index` takes, the chief's send of a copy to each worker).
+    One queue per worker: a worker that runs ahead cannot take another's copy. The chief takes its own copy too, so
+    that every worker's graph is the same."""
+    with tf.device(coordinator):
+        queues = [tf1.FIFOQueue(RELEASE_CAPACITY, [t.dtype.base_dtype], shapes=[t.shape],
+                                shared_name=f"{tf.compat.v1.get_default_graph().get_name_scope()}/to_{w}",
+                                name=f"to_{w}") for w in range(num_workers)]
+        send = tf.group(*[q.enqueue(t) for q in queues], name="send")
+        copy = tf1.QueueBase.from_list(worker_index, queues).dequeue(name="copy")
+    copy.set_shape(t.shape)
+    return copy, send
+
+
+def _contributed_from(g, aggregations, t):
+    """The ops on a worker's own device, the same in every worker, that its contributions to the aggregations `t`
+    is computed from read (its gradients). A worker's copy of `t` is taken only after them: a step that fails
+    before (its input at its end) takes no copy, since TF may still start a failed step's part on the coordinator
+    after the step's abort, and a take left behind there takes the next step's copy."""
+    before = {op.name for op in graph_utils.ancestors([t.op])}
+    read = set()
+    for a in aggregations:
+        if not before & set(a.outputs):
+            continue
+        common = None  # what every worker's contribution reads: not a worker's own ops
+        for names in a.contributions.values():
+            starts = {g.get_operation_by_name(n) for n in names}  # they run on a task: a server, a host's queues
+            walked = graph_utils.closure(starts, lambda op: [i.op for i in op.inputs]
+                                         if op in starts or _on_a_task(op) else [])
+            local = {op for op in walked if op not in starts and not _on_a_task(op)}
+            common = local if common is None else common & local
+        read |= common or set()
+    return sorted(read, key=lambda op: op.name)
+
+
+def _on_a_task(op):
+    return "/job:" in op.device
 
 
 def _reads_back(op, written):
@@ -212,10 +257,6 @@ def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
 def _not_broadcastable(ctx, t, after_writes):
     if t is None or len(t.op.outputs) != 1:
         return f"{t.op.name if t is not None else 'it'} has no single output to broadcast"
-    if not ctx.plan.uses_collectives:
-        return (f"it reads {t.name}, which only the chief computes (it depends on aggregated gradients or on "
-                f"server-held state written in the same step), and this mode has no collective to send it to the "
-                f"other workers; use run_option='HYBRID' or 'MPI', or make the written variable a global variable")
     if not t.shape.is_fully_defined():
         return (f"it reads {t.name} of shape {t.shape}, which only the chief computes; the chief can broadcast it to "
                 f"the other workers only when its shape is static")
