@@ -14,7 +14,7 @@ Bytes follow the Parallax paper's Table 3, counted per host link and per server 
   every worker's value first; and workers pull what they read of it. Without servers each worker updates its own
   copy, at no cost beyond its compute.
 The rewrite's own rules per backend are modelled too: with TF's collectives a step that uses collectives and
-servers ends with a fence (one more scalar allreduce), and local aggregation is off (collectives/__init__.py).
+servers ends with a fence (one more scalar gather), and local aggregation is off (collectives/__init__.py).
 Time combines two bounds:
 - the critical path: one worker's compute, its own communication CPU, the link time and the message rounds *
   latency. The link time has two phases, pushes and collectives, then pulls: each takes its busiest host's
@@ -34,7 +34,7 @@ import math
 from typing import Dict, Optional, Tuple
 
 AR, AG, PS = "AR", "AG", "PS"
-FENCED_BACKENDS = ("tf",)  # steps with collectives and servers end with a scalar allreduce (step_fence.py)
+FENCED_BACKENDS = ("tf",)  # steps with collectives and servers end with a scalar gather (step_fence.py)
 LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES = ("tf",)  # planning.py turns local aggregation off with these backends
 
 
@@ -178,8 +178,8 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
         _allgather(load, [VariableLoad(f"statistic {k}", "dense", b) for k, b in enumerate(workload.statistics)],
                    workers_per_host, machine, backend, applied=False)
         if collectives and by_method[PS] and backend in FENCED_BACKENDS:
-            # the fence: one scalar allreduce per worker and step, after all its work
-            _allreduce(load, [VariableLoad("fence", "dense", 0)], workers_per_host, machine, backend)
+            # the fence: one scalar gather per worker and step, after all its work
+            _allgather(load, [VariableLoad("fence", "dense", 0)], workers_per_host, machine, backend, applied=False)
     link = [max(o, i) for o, i in zip(load.out, load.into)]
     link_seconds = load.link_seconds()
     network = link_seconds + load.waits

@@ -46,7 +46,7 @@ def test_each_statistic_of_the_batch_is_one_gather_in_every_mode_and_turns_local
     plain, with_statistics = _workload(emb), cm.Workload(0.1, 0.1, (emb,), statistics=(4_000, 4_000))
     choices = {"e": cm.Choice(cm.PS, (0,), local_aggregation=True)}
     before, after = (cm.predict(w, choices, TWO_BY_TWO, NET) for w in (plain, with_statistics))
-    # two gathers of 3 other workers' 4 kB each, one round of 3 latencies each, and the fence's allreduce
+    # two gathers of 3 other workers' 4 kB each, one round of 3 latencies each, and the fence's gather
     assert after.link_bytes[0] - before.link_bytes[0] == pytest.approx(2 * 3 * 4_000, rel=0.05)
     assert after.seconds - before.seconds >= 2 * 3 * 1e-4 + 2 * 3 * 4_000 / 1e8
     machine = dataclasses.replace(NET, cpu_per_message={"ps": 1e-3})
@@ -164,14 +164,16 @@ def test_the_step_waits_for_the_busiest_parts_serial_work_so_partitions_help():
 
 
 def test_tf_collectives_with_servers_fence_the_step_and_turn_local_aggregation_off():
-    machine = cm.Machine(1e12, 0, cores=64, cpu_per_byte={"ps": 1e-6}, cpu_per_message={"allreduce/tf": 1e-3,
-                                                                              "allreduce/horovod": 1e-3, "ps": 1e-4},
-                         round_seconds={"allreduce/tf": 1e-2, "allreduce/horovod": 1e-2, "ps": 0.0})
+    machine = cm.Machine(1e12, 0, cores=64, cpu_per_byte={"ps": 1e-6},
+                         cpu_per_message={"allreduce/tf": 1e-3, "allreduce/horovod": 1e-3, "allgather/tf": 1e-3,
+                                          "ps": 1e-4},
+                         round_seconds={"allreduce/tf": 1e-2, "allreduce/horovod": 1e-2, "allgather/tf": 1e-2,
+                                        "ps": 0.0})
     w = _workload(cm.VariableLoad("d", "dense", 8), cm.VariableLoad("e", "sparse", 800, 0.5), compute=0.0)
     mixed = {"d": cm.Choice(cm.AR), "e": cm.Choice(cm.PS, (0,), local_aggregation=True)}
     tf, horovod = (cm.predict(w, mixed, TWO_BY_TWO, machine, backend) for backend in ("tf", "horovod"))
-    # the fence: one more allreduce per worker (4 x 1 ms of CPU) and its 6 rounds of 10 ms
-    assert tf.critical_path - horovod.critical_path == pytest.approx(1e-3 + 6 * 1e-2)
+    # the fence: one more gather per worker (4 x 1 ms of CPU) and its 3 rounds of 10 ms (an allreduce's would be 6)
+    assert tf.critical_path - horovod.critical_path == pytest.approx(1e-3 + 3 * 1e-2)
     # with tf the host's rows take no local hop (local aggregation is off): its bytes are not charged
     no_hop = dict(mixed, e=cm.Choice(cm.PS, (0,)))
     assert sum(tf.host_cpu) == pytest.approx(sum(cm.predict(w, no_hop, TWO_BY_TWO, machine, "horovod").host_cpu)

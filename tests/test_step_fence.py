@@ -41,7 +41,7 @@ def test_a_tf_collectives_step_that_touches_servers_ends_with_a_fence_after_all_
     leaves = _fetches(case, g)
     variant = sync.variant(tuple(x.name for x in leaves), leaves)
     fences = [op for op in variant.targets if op.name.startswith(step_fence.FENCE_SCOPE)]
-    assert len(fences) == 1 and fences[0].type == "CollectiveReduceV2"
+    assert len(fences) == 1 and fences[0].type == "CollectiveGatherV2"
     before = graph_utils.ancestors([fences[0]])
     ran = [x for x in variant.targets if x is not fences[0]]
     ran += [x for x in variant.leaves if isinstance(x, tf.Operation)]

@@ -121,10 +121,12 @@ class TFCollectives:
 
 def step_fence(num_workers, digest, name):
     """A collective of a scalar that every worker runs at the end of the step of the fetch set `digest` (its key
-    comes from the digest, so workers agree whatever order they first ran their fetch sets in)."""
+    comes from the digest, so workers agree whatever order they first ran their fetch sets in). A gather, not an
+    allreduce: either ends in a worker only once every worker has given its value, and TF's ring gather does it in
+    N-1 transfers a worker, where its ring allreduce takes 2(N-1)."""
     key = FENCE_BASE + int(digest, 16) % ((1 << 31) - 1 - FENCE_BASE)
-    return collective_ops.all_reduce_v2(tf.constant(0, tf.int32), num_workers, GROUP_KEY, key, merge_op="Add",
-                                        final_op="Id", communication_hint="auto", name=name).op
+    return collective_ops.all_gather_v2(tf.constant([0], tf.int32), num_workers, GROUP_KEY, key,
+                                        communication_hint="auto", name=name).op
 
 
 def server_config():

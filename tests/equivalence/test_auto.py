@@ -15,7 +15,7 @@ MACHINES = {
     "servers": cost_model.Machine(1e9, 1e-4, cores=64, cpu_per_byte={"allreduce/tf": 1e-6, "allgather/tf": 1e-6},
                                   cpu_per_message={"allreduce/tf": 1e-2, "allgather/tf": 1e-2}),
     # An allreduce costs more per byte than a server round trip, an allgather nothing: dense on servers, sparse
-    # allgathered (the step fence, a scalar allreduce, costs next to nothing).
+    # allgathered (the step fence, a scalar gather, costs next to nothing).
     "inverted": cost_model.Machine(1e9, 0.0, cores=64, cpu_per_byte={"allreduce/tf": 1e-3, "ps": 1e-4},
                                    cpu_per_message={}),
 }
