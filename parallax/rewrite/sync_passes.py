@@ -146,25 +146,28 @@ def _separate(ctx, roots, everyone, own_writes, before_writes, worker_index):
             waited[op] = inherited
         for i, t in data:
             if t.name not in sent:
-                with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/{t.op.name}_{t.value_index}/"), \
-                        tf.control_dependencies(_contributed_from(g, ctx.aggregations, t)):
+                with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/{t.op.name}_{t.value_index}/"):
                     sent[t.name], send = _send_to_every_worker(t, ctx.plan.coordinator, ctx.plan.num_workers,
-                                                               worker_index)
+                                                               worker_index, _contributed_from(g, ctx.aggregations, t))
                 broadcasts.append((t.name, sent[t.name].op.name, send.name))
             op._update_input(i, sent[t.name])
     return deferred, broadcasts, unsupported
 
 
-def _send_to_every_worker(t, coordinator, num_workers, worker_index):
-    """(the copy of `t` that the worker of index `worker_index` takes, the chief's send of a copy to each worker).
-    One queue per worker: a worker that runs ahead cannot take another's copy. The chief takes its own copy too, so
-    that every worker's graph is the same."""
+def _send_to_every_worker(t, coordinator, num_workers, worker_index, after):
+    """(the copy of `t` that the worker of index `worker_index` takes once the ops `after` have run, the chief's
+    send of a copy to each worker). One queue per worker: a worker that runs ahead cannot take another's copy. The
+    chief takes its own copy too, so that every worker's graph is the same. The index carries the wait for `after`
+    to the coordinator: one tensor crosses there, not a control edge per op."""
     with tf.device(coordinator):
         queues = [tf1.FIFOQueue(RELEASE_CAPACITY, [t.dtype.base_dtype], shapes=[t.shape],
                                 shared_name=f"{tf.compat.v1.get_default_graph().get_name_scope()}/to_{w}",
                                 name=f"to_{w}") for w in range(num_workers)]
         send = tf.group(*[q.enqueue(t) for q in queues], name="send")
-        copy = tf1.QueueBase.from_list(worker_index, queues).dequeue(name="copy")
+    with tf.control_dependencies(after):
+        index = tf.identity(worker_index, name="index")
+    with tf.device(coordinator):
+        copy = tf1.QueueBase.from_list(index, queues).dequeue(name="copy")
     copy.set_shape(t.shape)
     return copy, send
 
