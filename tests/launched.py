@@ -26,3 +26,12 @@ def run_script(args, timeout, env=None):
                              f"{proc.returncode})\n--- stdout (tail) ---\n{out[-4000:]}\n"
                              f"--- stderr (tail) ---\n{err[-6000:]}") from None
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def script_output(name, args, timeout):
+    """What tests/launcher_scripts/`name` printed (stdout, then stderr) when run with `args`; fails the test, with
+    the tail of it, unless the script exited 0."""
+    proc = run_script([os.path.join(ROOT, "tests", "launcher_scripts", name), *args], timeout)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    return output

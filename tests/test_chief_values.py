@@ -3,22 +3,16 @@ by work every worker does (its own local variable's write): the chief sends it t
 worker on the coordinator (sync_passes._send_to_every_worker). PS mode, which has no collectives, refused such a
 step before; every worker's variable now holds one device's value, step by step."""
 import json
-import os
 import re
 
 import pytest
 
-from tests.launched import run_script
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "chief_values.py")
+from tests.launched import script_output
 
 
 @pytest.mark.parametrize("mode", ["PS", "HYBRID"])
 def test_every_workers_own_state_written_from_the_chiefs_value_is_one_devices(mode):
-    proc = run_script([SCRIPT, mode], timeout=240)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-3000:]
+    output = script_output("chief_values.py", [mode], timeout=240)
     expected = json.loads(re.search(r"one device norms (\[.*\])", output).group(1))
     found = dict(re.findall(r"worker (\d) norms (\[.*\])", output))
     assert sorted(found) == ["0", "1"], output[-3000:]
