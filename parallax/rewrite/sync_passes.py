@@ -14,9 +14,9 @@ writes of state every worker holds (replicas, local variables). This pass makes 
 - where work every worker must do reads a chief-only value (a dense replica clipped by a global norm that includes
   server-held rows), the chief sends that value to every worker through queues on the coordinator, one per worker
   (`parallax_sync/broadcast/...`): the reader takes its copy from the queue of its worker's index. A queue, not a
-  collective: the step already runs a part on the coordinator, so a copy costs one tensor transfer, where TF's
-  collective gather cost each of the N processes a collective's CPU (measured in benchmarks/results/cpu_by_role.md),
-  and PS mode, which has no collectives, can send it too.
+  collective: the step already runs a part on the coordinator, so a copy costs one tensor transfer, where a
+  collective costs each of the N processes about 1 ms of CPU (the calibration's figure for TF's), and PS mode,
+  which has no collectives, can send it too.
 """
 import dataclasses
 from typing import Tuple
@@ -28,7 +28,7 @@ from parallax.rewrite import min_cut
 
 tf1 = tf.compat.v1
 SYNC_SCOPE = "parallax_sync"
-RELEASE_CAPACITY = 1000  # values the chief may send ahead of a worker (it runs at most a step or so ahead)
+COPY_CAPACITY = 1000  # copies the chief may send ahead of a worker (it runs at most a step or so ahead)
 SHAPE_READS = {"VariableShape"}  # reads of a variable's shape, which no write in a step changes
 
 
@@ -160,7 +160,7 @@ def _send_to_every_worker(t, coordinator, num_workers, worker_index, after):
     chief takes its own copy too, so that every worker's graph is the same. The index carries the wait for `after`
     to the coordinator: one tensor crosses there, not a control edge per op."""
     with tf.device(coordinator):
-        queues = [tf1.FIFOQueue(RELEASE_CAPACITY, [t.dtype.base_dtype], shapes=[t.shape],
+        queues = [tf1.FIFOQueue(COPY_CAPACITY, [t.dtype.base_dtype], shapes=[t.shape],
                                 shared_name=f"{tf.compat.v1.get_default_graph().get_name_scope()}/to_{w}",
                                 name=f"to_{w}") for w in range(num_workers)]
         send = tf.group(*[q.enqueue(t) for q in queues], name="send")
