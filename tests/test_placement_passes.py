@@ -55,7 +55,7 @@ def test_hybrid_keeps_the_norm_of_replicated_gradients_in_the_workers():
     analysis, plan, out = _rewrite("HYBRID")
     g = out.graph
     # The global norm joins the servers' rows with the replicated gradients: it runs on server 0, and the chief
-    # broadcasts the clip scale to the other workers (sync_passes).
+    # sends the clip scale to the other workers (sync_passes: a queue each on the coordinator).
     assert g.get_operation_by_name("global_norm/global_norm").device == "/job:ps/task:0"
     assert len(out.sync.broadcasts) == 1
     # The scale comes from the workers but is a scalar: each server's aggregated rows are scaled where they are.
