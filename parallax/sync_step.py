@@ -56,7 +56,7 @@ class SyncSteps:
         # graph walks that decide who runs what follow it as one.
         self._send_of = {op(copy): op(send) for _, copy, send in sync_graph.broadcasts}
         self._copy_of = {send: copy for copy, send in self._send_of.items()}
-        self._worker_index = graph.get_tensor_by_name(sync_graph.worker_index) if sync_graph.worker_index else None
+        self._worker_index = graph.get_tensor_by_name(sync_graph.worker_index)
         self._deferred = {}
         for name, control in sync_graph.deferred:
             self._deferred.setdefault(op(name), []).append(op(control))

@@ -95,7 +95,7 @@ def _separate(ctx, roots, everyone, own_writes, before_writes, worker_index):
     data."""
     g = ctx.graph
     after_writes = graph_utils.descendants(roots - before_writes)
-    cut = _cheapest_broadcasts(ctx, roots, everyone, after_writes)
+    cut = _cheapest_broadcasts(roots, everyone, after_writes)
     # A worker's contribution reaches the aggregation's outputs through its accumulator or queue, not by an edge.
     onward = {}
     for a in ctx.aggregations:
@@ -121,7 +121,7 @@ def _separate(ctx, roots, everyone, own_writes, before_writes, worker_index):
                 read_back_from[op] = origin
             if op in everyone:
                 unsupported.append((op.name, _read_back_refusal(origin) if origin else
-                                    _not_broadcastable(ctx, data[0][1], after_writes) if data else
+                                    _not_broadcastable(data[0][1], after_writes) if data else
                                     "it is work only the chief may do"))
             continue
         late = sorted((c for c in op.control_inputs if c in chief), key=lambda c: c.name)
@@ -161,7 +161,7 @@ def _send_to_every_worker(t, coordinator, num_workers, worker_index, after):
     to the coordinator: one tensor crosses there, not a control edge per op."""
     with tf.device(coordinator):
         queues = [tf1.FIFOQueue(COPY_CAPACITY, [t.dtype.base_dtype], shapes=[t.shape],
-                                shared_name=f"{tf.compat.v1.get_default_graph().get_name_scope()}/to_{w}",
+                                shared_name=f"{tf1.get_default_graph().get_name_scope()}/to_{w}",
                                 name=f"to_{w}") for w in range(num_workers)]
         send = tf.group(*[q.enqueue(t) for q in queues], name="send")
     with tf.control_dependencies(after):
@@ -237,7 +237,7 @@ def _cut(op, late, own_writes, chief, needed, onward):
                                       and _same_frame(c, consumer)])
 
 
-def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
+def _cheapest_broadcasts(roots, everyone, after_writes):
     """The chief-only ops whose outputs to broadcast: the fewest bytes that separate the aggregated values from the
     work every worker must do (one clip scale rather than each shard's norm). Values of unknown shape, or computed
     after the step's writes, cannot be sent."""
@@ -249,7 +249,7 @@ def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
     edges = [(t.op, op) for op in nodes for t in op.inputs if t.op in region]
 
     def cost(op):
-        if op in everyone or _not_broadcastable(ctx, op.outputs[0] if op.outputs else None, after_writes):
+        if op in everyone or _not_broadcastable(op.outputs[0] if op.outputs else None, after_writes):
             return min_cut.INFINITE
         return sum(t.shape.num_elements() * t.dtype.size for t in op.outputs)
     cut = min_cut.min_vertex_cut(nodes, edges, [op for op in nodes if op in roots], [op for op in nodes
@@ -257,7 +257,7 @@ def _cheapest_broadcasts(ctx, roots, everyone, after_writes):
     return set(cut or ())
 
 
-def _not_broadcastable(ctx, t, after_writes):
+def _not_broadcastable(t, after_writes):
     if t is None or len(t.op.outputs) != 1:
         return f"{t.op.name if t is not None else 'it'} has no single output to broadcast"
     if not t.shape.is_fully_defined():
