@@ -6,7 +6,8 @@ the shaped test bed (testbed.py).
     python benchmarks/cpu_by_role.py [--model LM] [--rate 1gbit] [--modes PS,HYBRID] [--repeats 5]
 
 A mode may name its optimizations after a colon, with + between them (PS:OPAU+OPSW is PS without local
-aggregation); the default is all of them. Each process's CPU time (user + system, /proc/<pid>/stat) is read when
+aggregation); the default is all of them. It may name its collective backend after an @ (HYBRID@horovod); the
+default is --backend. Each process's CPU time (user + system, /proc/<pid>/stat) is read when
 worker 0 logs the end of the warm-up and the last step, as testbed.run_job reads the total.
 """
 import argparse
@@ -73,11 +74,13 @@ def main():
         with LocalCluster(2, 2, rate=args.rate) as cluster:
             for round_ in range(args.repeats):
                 for config in configs:
-                    mode, _, opts = config.partition(":")
+                    config_, _, backend = config.partition("@")
+                    mode, _, opts = config_.partition(":")
                     script, script_arguments = script_args(args.model, data_dirs, opts.replace("+", ",") or ALL)
                     seen = {}
-                    m = testbed.run_job(cluster, work, script, [*script_arguments, "--collective-backend", args.backend],
-                                        mode, steps, every, every,
+                    backend_arguments = ["--collective-backend", backend or args.backend]
+                    m = testbed.run_job(cluster, work, script, [*script_arguments, *backend_arguments], mode, steps,
+                                        every, every,
                                         at_snapshot=lambda step: seen.__setitem__(step, cpu_by_role(cluster)))
                     per_step = {r: (seen[steps][r] - seen[every][r]) / (steps - every) for r in ROLES}
                     runs[config].append((m, per_step))
@@ -86,7 +89,8 @@ def main():
                                      ", ".join(f"{r} {v:.3f}" for r, v in per_step.items() if v))
     lines = common.header(f"CPU per step by kind of process: {args.model} at {args.rate}", {
         "hosts": "2 (network namespaces)", "workers per host": 2, "servers": "1 per host where the mode has servers",
-        "collective backend": args.backend, "steps": f"{steps}, the first {every} for warm-up",
+        "collective backend": f"{args.backend} (where a configuration names none after @)",
+        "steps": f"{steps}, the first {every} for warm-up",
         "rounds": f"{args.repeats}, each round every configuration once"})
     lines += ["Medians over the rounds. CPU: user + system time of every process on the hosts, per step.", "",
               "| configuration | ms/step | CPU s/step, all | " + " | ".join(ROLES) + " | CPU s/step per round |",
