@@ -334,7 +334,7 @@ def fit_machine(results):
             costs[field][key] = float(value)
     shared = machine_of_host if len(set(machine_of_host)) < len(hosts) else ()
     machine = cost_model.Machine(bandwidth, latency, float(min(r["cores"] for r in everything)),
-                                 machine_of_host=shared, **costs)
+                                 machine_of_host=shared, link_burst=_burst(everything, bandwidth, latency), **costs)
     return dataclasses.replace(machine, round_seconds=_round_seconds(results, machine, per_host))
 
 
@@ -355,6 +355,17 @@ def _round_seconds(results, machine, per_host):
             if key.startswith("allreduce/"):  # the allgather's rounds are the same ring's
                 out[key.replace("allreduce/", "allgather/")] = out[key]
     return out
+
+
+def _burst(results, bandwidth, latency):
+    """Bytes the link passed at once after idling: what of the burst probe's read its time at `bandwidth` does not
+    account for (0 to the probe's size; 0 without the probe, as in calibrations made before it)."""
+    reads = [r for r in results if "read_burst" in r["probes"]]
+    if not reads or bandwidth == LOOPBACK_BANDWIDTH:
+        return 0.0
+    size = reads[0]["bytes"]["burst"]
+    moved_at_rate = max(reads[0]["probes"]["read_burst"]["wall"] - latency, 0.0) * bandwidth
+    return float(min(max(size - moved_at_rate, 0.0), size))
 
 
 def _link(results):

@@ -11,6 +11,9 @@ Probes (each loss has its own input, so that no two share a fused collective):
                from what every step costs once
   sparse_few   FEW rows of an embedding             sparse_many  MANY rows of it
   read_small, read_large (chief, PS mode, on a server on another host): fetch the variables' values
+  read_burst   (the same) fetch a BURST_MB variable after the link has idled long enough to move it twice: a
+               shaper that lets a burst through after idling (a token bucket) makes it faster than read_large's
+               rate says
 Each probe's CPU is measured twice: this process's (CPU time), and the whole machine's (/proc/stat, less the rate
 at which it is busy while the job sleeps), which also counts the servers and every other worker there. The workers
 run each synchronous probe in lockstep, so the machine's CPU per step is what every process of the job spends.
@@ -35,6 +38,7 @@ FEW, MANY = 64, 4096
 MANY_VARIABLES = 16
 WARMUP, STEPS = 3, 20
 IDLE_SECONDS = 1.0
+BURST_MB, BURST_STEPS, MAX_BURST_IDLE = 1, 10, 1.0
 
 
 def build():
@@ -48,6 +52,10 @@ def build():
                                  use_resource=True)
         smalls = [tf1.get_variable(f"small_{i}", [256], initializer=tf1.zeros_initializer(), use_resource=True)
                   for i in range(MANY_VARIABLES)]
+        # read only (read_burst); trained, by an op no probe runs, so that the plan puts it on a server
+        burst = tf1.get_variable("burst", [BURST_MB * 2 ** 18], initializer=tf1.zeros_initializer(),
+                                 use_resource=True)
+        xb = tf1.placeholder(tf.float32, [None], "x_burst")
         xm = tf1.placeholder(tf.float32, [None], "x_many")
         emb = tf1.get_variable("embedding", [ROWS, WIDTH], initializer=tf1.zeros_initializer(), use_resource=True)
         loss_small = tf.reduce_sum(small * tf.reduce_mean(xs), name="loss_small")
@@ -55,10 +63,11 @@ def build():
         loss_sparse = tf.reduce_sum(tf.nn.embedding_lookup(emb, ids), name="loss_sparse")
         loss_many = tf.add_n([tf.reduce_sum(v * tf.reduce_mean(xm)) for v in smalls], name="loss_many")
         sgd = tf1.train.GradientDescentOptimizer(0.0)
+        sgd.minimize(tf.reduce_sum(burst * tf.reduce_mean(xb)), name="burst_unrun")
         probes = {"compute": (loss_small, xs), "dense_small": (sgd.minimize(loss_small), xs),
                   "dense_large": (sgd.minimize(loss_large), xl), "dense_many": (sgd.minimize(loss_many), xm),
                   "sparse": (sgd.minimize(loss_sparse), ids)}
-    return g, probes, {"small": small, "large": large}
+    return g, probes, {"small": small, "large": large, "burst": burst}
 
 
 def timed(run, steps=STEPS, idle_rate=0.0):
@@ -78,6 +87,18 @@ def timed(run, steps=STEPS, idle_rate=0.0):
     return result
 
 
+def timed_after_idle(run, idle_seconds, steps=BURST_STEPS):
+    """The median wall time of `run`, each time after `idle_seconds` of sleep."""
+    run()
+    walls = []
+    for _ in range(steps):
+        time.sleep(idle_seconds)
+        start = time.perf_counter()
+        run()
+        walls.append(time.perf_counter() - start)
+    return {"wall": float(np.median(walls)), "idle": idle_seconds}
+
+
 def idle_rate():
     """CPU seconds per second this machine spends while the job's workers sleep (other processes' load)."""
     busy, start = machine_busy(), time.perf_counter()
@@ -87,7 +108,7 @@ def idle_rate():
 
 
 MARKER = "parallax-calibration: "
-VARIABLES = ("small", "large", *(f"small_{i}" for i in range(MANY_VARIABLES)), "embedding")
+VARIABLES = ("small", "large", "burst", *(f"small_{i}" for i in range(MANY_VARIABLES)), "embedding")
 
 
 def main(mode, backend):
@@ -98,7 +119,8 @@ def main(mode, backend):
     rng = np.random.RandomState(runner.worker_id)
     result = {"worker": runner.worker_id, "workers": runner.num_workers, "mode": mode, "backend": runner.plan.backend,
               "cores": os.cpu_count(), "boot_id": boot_id(), "host": runner.plan.worker_hosts[runner.worker_id],
-              "bytes": {"dense_small": 256 * 4, "dense_large": DENSE_MB * 2 ** 20, "row": WIDTH * 4},
+              "bytes": {"dense_small": 256 * 4, "dense_large": DENSE_MB * 2 ** 20, "row": WIDTH * 4,
+                        "burst": BURST_MB * 2 ** 20},
               "variables": {"dense_many": MANY_VARIABLES},
               "rows": {"sparse_few": FEW, "sparse_many": MANY}, "embedding_rows": ROWS, "probes": {}}
     ones = np.ones(8, np.float32)
@@ -114,9 +136,17 @@ def main(mode, backend):
     result["local_aggregation"] = {name: runner.plan.variable(name).local_aggregation for name in VARIABLES}
     result["workers_per_host"] = [runner.plan.worker_hosts.count(h) for h in range(runner.plan.num_hosts)]
     if mode == "PS" and runner.is_chief:
-        for name, v in variables.items():
-            if any(t != 0 for t in runner.plan.variable(v.op.name).ps_tasks):  # a server on another host
-                result["probes"][f"read_{name}"] = timed(lambda: runner.run(v))
+        remote = {name: v for name, v in variables.items()  # on a server on another host
+                  if any(t != 0 for t in runner.plan.variable(v.op.name).ps_tasks)}
+        probes = result["probes"]
+        for name in ("small", "large"):
+            if name in remote:
+                probes[f"read_{name}"] = timed(lambda: runner.run(remote[name]))
+        if {"small", "large", "burst"} <= set(remote):
+            seconds_per_byte = max(probes["read_large"]["wall"] - probes["read_small"]["wall"], 0.0) / \
+                (DENSE_MB * 2 ** 20)
+            idle = min(2 * BURST_MB * 2 ** 20 * seconds_per_byte, MAX_BURST_IDLE)
+            probes["read_burst"] = timed_after_idle(lambda: runner.run(remote["burst"]), idle)
     print(MARKER + json.dumps(result), flush=True)
     runner.close()
 

@@ -18,10 +18,11 @@ servers ends with a fence (one more scalar gather), and local aggregation is off
 Time combines two bounds:
 - the critical path: one worker's compute, its own communication CPU, the link time and the message rounds *
   latency. The link time has two phases, pushes and collectives, then pulls: each takes its busiest host's
-  busier direction (bytes / bandwidth), since the pulls wait for the update. A worker sends its server messages
-  of one round (push, then pull) concurrently, so a round costs its largest message, or all of them over the
-  host's cores when that is more; between the rounds, the busiest part's server work (taking every worker's push,
-  then the update), which runs serially;
+  busier direction (bytes / bandwidth, less a shaper's burst the idle link has refilled: Machine.link_burst),
+  since the pulls wait for the update. A worker sends its server messages of one round (push, then pull)
+  concurrently, so a round costs its largest message, or all of them over the host's cores when that is more;
+  between the rounds, the busiest part's server work (taking every worker's push, then the update), which runs
+  serially;
 - the CPU bound: every process's CPU seconds on a host (compute, and a per-byte and per-message cost of each
   method, which `parallax calibrate` measures) / the host's cores. This is the bound the 2-core test bed hits.
 Their max holds only if the two overlap perfectly: no worker ever waits for a core, and no core ever idles. A host's
@@ -57,6 +58,9 @@ class Machine:
     link_bandwidth: Dict[str, float] = dataclasses.field(default_factory=dict)
     # p of the p-norm that combines the critical path and the CPU bound (combine_bounds); None: their max
     overlap_exponent: Optional[float] = None
+    # bytes a link direction passes at once after it has idled (a shaper's token bucket; 0: none), refilled at
+    # `bandwidth` while the step does anything but use that link
+    link_burst: float = 0.0
 
     def round_time(self, key, rounds):
         return rounds * self.round_seconds.get(key, self.latency)
@@ -153,12 +157,23 @@ class _Load:
             self.out_seconds[phase][src] += nbytes / bandwidth
             self.into_seconds[phase][dst] += nbytes / bandwidth
 
-    def link_seconds(self):
+    def link_seconds(self, burst_seconds=0.0):
         """The phases follow each other (the pulls wait for the update the pushes feed), so each phase takes its
         busiest link direction: a server whose variables are larger than the other's sends its pulls while the
-        other direction idles, which the step's total bytes per direction would hide."""
-        return sum(max(max(o, i) for o, i in zip(self.out_seconds[phase], self.into_seconds[phase]))
-                   for phase in PHASES)
+        other direction idles, which the step's total bytes per direction would hide. Each direction's burst
+        (`burst_seconds` of its traffic that passes at once) goes to its first traffic of the step."""
+        left = {}
+        total = 0.0
+        for phase in PHASES:
+            busiest = 0.0
+            for direction, per_host in (("out", self.out_seconds[phase]), ("in", self.into_seconds[phase])):
+                for h, seconds in enumerate(per_host):
+                    key = (direction, h)
+                    spent = min(left.setdefault(key, burst_seconds), seconds)
+                    left[key] -= spent
+                    busiest = max(busiest, seconds - spent)
+            total += busiest
+        return total
 
 
 def predict(workload, choices, workers_per_host, machine, backend="tf"):
@@ -181,9 +196,10 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
             # the fence: one scalar gather per worker and step, after all its work
             _allgather(load, [VariableLoad("fence", "dense", 0)], workers_per_host, machine, backend, applied=False)
     link = [max(o, i) for o, i in zip(load.out, load.into)]
-    link_seconds = load.link_seconds()
-    network = link_seconds + load.waits
     compute = workload.compute_seconds + load.worker_cpu
+    # the bucket refills while the step computes and waits on rounds, at most to its depth
+    link_seconds = load.link_seconds(min(machine.link_burst / machine.bandwidth, compute + load.waits))
+    network = link_seconds + load.waits
     critical = compute + network
     host_cpu = [w * workload.compute_cpu + c for w, c in zip(workers_per_host, load.cpu)]
     cpu_bound = max(per_machine(host_cpu, machine.machines_of(hosts)).values()) / machine.cores

@@ -68,6 +68,27 @@ def test_the_fit_inverts_the_cost_model_on_the_machines_cpu_and_the_walls():
     assert m.machine_of_host == (0, 0) and m.cores == 2  # two hosts, one kernel: the test bed
 
 
+def _with_burst_read(results, wall):
+    for r in results:
+        r["bytes"]["burst"] = 1 << 20
+        if r["worker"] == 0:
+            r["probes"]["read_burst"] = {"wall": wall, "idle": 0.02}
+    return results
+
+
+def test_the_links_burst_is_what_the_read_after_idling_moved_beyond_the_links_rate():
+    reads = {"read_small": {"wall": 0.002, "cpu": 0.001}, "read_large": {"wall": 0.002 + (8 << 20) / 1e8, "cpu": 0}}
+
+    def runs(wall):
+        return [_with_burst_read(_run("PS", "none", TRUTH, reads=reads), wall), _run("MPI", "tf", TRUTH)]
+    m = calibration.fit_machine(runs(0.002 + (768 << 10) / 1e8))  # 1 MB in the time 768 KB take at the rate
+    assert m.link_burst == pytest.approx(256 << 10, rel=1e-3)
+    assert calibration.fit_machine(runs(0.002 + (2 << 20) / 1e8)).link_burst == 0.0  # slower than the rate: none
+    assert calibration.fit_machine(runs(0.0)).link_burst == 1 << 20  # at most what the probe moved
+    without = calibration.fit_machine([_run("PS", "none", TRUTH, reads=reads), _run("MPI", "tf", TRUTH)])
+    assert without.link_burst == 0.0  # a job without the probe (an older calibration's): no burst
+
+
 def test_the_fit_keeps_costs_non_negative():
     noisy = _run("MPI", "tf", TRUTH)
     for r in noisy:  # the large allreduce cheaper than the small one: no positive per-byte cost explains it

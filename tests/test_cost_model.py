@@ -262,3 +262,30 @@ def test_pushes_and_pulls_are_phases_so_an_unbalanced_servers_link_is_busy_twice
     hot = cm.predict(w, {"a": cm.Choice(cm.PS, (0,)), "b": cm.Choice(cm.PS, (0,))}, one_each, net)
     assert hot.link_bytes == balanced.link_bytes == pytest.approx((2e6, 2e6))
     assert hot.link_seconds == pytest.approx(4.0)
+
+
+def test_a_links_burst_passes_at_once_up_to_what_the_idle_link_refills():
+    w = _workload(cm.VariableLoad("w", "dense", 1_000_000), compute=0.1)
+    plain = cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, NET)
+    assert plain.link_seconds == pytest.approx(1.5e6 / 1e8)
+    burst = dataclasses.replace(NET, link_burst=500_000)
+    assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, burst).link_seconds == pytest.approx(1e6 / 1e8)
+    # a bucket deeper than the step's traffic: the link time is gone, not negative
+    deep = dataclasses.replace(NET, link_burst=10_000_000)
+    assert cm.predict(w, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, deep).link_seconds == 0.0
+    # the bucket refills at the link's rate only while the step does anything else: 1 ms here (compute and rounds)
+    busy = cm.Workload(0.0004, 0.0004, w.variables)
+    refilled = cm.predict(busy, {"w": cm.Choice(cm.AR)}, TWO_BY_TWO, deep)
+    assert refilled.link_seconds == pytest.approx(1.5e6 / 1e8 - (0.0004 + 6 * 1e-4))
+
+
+def test_a_burst_is_spent_once_per_direction_over_both_phases():
+    one_each = (1, 1)
+    net = cm.Machine(bandwidth=1e6, latency=0, cores=64, cpu_per_byte={}, cpu_per_message={}, link_burst=250_000)
+    w = _workload(cm.VariableLoad("a", "dense", 1_000_000), cm.VariableLoad("b", "dense", 1_000_000), compute=10.0)
+    # balanced servers: each phase uses every direction; the bucket's 0.25 s goes to the pushes, none to the pulls
+    balanced = cm.predict(w, {"a": cm.Choice(cm.PS, (0,)), "b": cm.Choice(cm.PS, (1,))}, one_each, net)
+    assert balanced.link_seconds == pytest.approx(2.0 - 0.25)
+    # one hot server: each phase uses other directions, so each phase has its own full bucket
+    hot = cm.predict(w, {"a": cm.Choice(cm.PS, (0,)), "b": cm.Choice(cm.PS, (0,))}, one_each, net)
+    assert hot.link_seconds == pytest.approx(4.0 - 0.5)

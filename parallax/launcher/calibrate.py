@@ -127,9 +127,13 @@ def measure_workload(python, command, compute_seconds=None):
             return json.load(f)
 
 
-def measure_machine(python, where, env, timeout=JOB_TIMEOUT):
+def measure_machine(python, where, env, timeout=JOB_TIMEOUT, runs=None):
     """The calibration job's results, one list per (mode, backend) run, on the hosts that `where` (parallax-launch
-    arguments) names."""
+    arguments) names. `runs`: those (mode, backend) pairs only (default: PS, MPI with tf, MPI with Horovod where it
+    loads)."""
+    if runs is not None:
+        return [_calibration_job(python, where, env, timeout, mode, backend, i, len(runs))
+                for i, (mode, backend) in enumerate(runs, start=1)]
     runs = [("PS", "tf"), ("MPI", "tf")]
     try:
         probe = subprocess.run([python, "-c", "from parallax.collectives import horovod_problem as p; "
@@ -138,19 +142,20 @@ def measure_machine(python, where, env, timeout=JOB_TIMEOUT):
             runs.append(("MPI", "horovod"))
     except subprocess.TimeoutExpired:
         _progress(f"loading Horovod did not end within {timeout:g} s: it is left out of the calibration")
-    results = []
-    for i, (mode, backend) in enumerate(runs, start=1):
-        _progress(f"[{i}/{len(runs)}] the calibration job in {mode} with backend {backend}")
-        cmd = [python, "-m", "parallax.launcher.cli", *where, "--run-option", mode, "--",
-               python, "-m", "parallax.calibration_job", mode, backend]
-        code, out = _run_job(cmd, env, timeout)
-        found = [json.loads(line.split(MARKER, 1)[1]) for line in out.splitlines() if MARKER in line]
-        if code != 0 or not found:
-            tail = "\n".join(out.strip().splitlines()[-15:])
-            what = f"did not end within {timeout:g} s (stopped)" if code is None else f"failed (exit status {code})"
-            raise ParallaxError(f"the calibration job in {mode}/{backend} {what}; its output ends:\n{tail}")
-        results.append(sorted(found, key=lambda r: r["worker"]))
-    return results
+    return measure_machine(python, where, env, timeout, runs)
+
+
+def _calibration_job(python, where, env, timeout, mode, backend, i, count):
+    _progress(f"[{i}/{count}] the calibration job in {mode} with backend {backend}")
+    cmd = [python, "-m", "parallax.launcher.cli", *where, "--run-option", mode, "--",
+           python, "-m", "parallax.calibration_job", mode, backend]
+    code, out = _run_job(cmd, env, timeout)
+    found = [json.loads(line.split(MARKER, 1)[1]) for line in out.splitlines() if MARKER in line]
+    if code != 0 or not found:
+        tail = "\n".join(out.strip().splitlines()[-15:])
+        what = f"did not end within {timeout:g} s (stopped)" if code is None else f"failed (exit status {code})"
+        raise ParallaxError(f"the calibration job in {mode}/{backend} {what}; its output ends:\n{tail}")
+    return sorted(found, key=lambda r: r["worker"])
 
 
 def _run_job(cmd, env, timeout):
@@ -203,7 +208,8 @@ def _summary(result, path):
     lines = [f"parallax-calibrate: wrote {path}",
              f"  one worker step: {result.compute_seconds * 1000:.1f} ms ({result.compute_cpu * 1000:.1f} ms CPU)",
              ("  one host: no link between hosts" if m.bandwidth == calibration.LOOPBACK_BANDWIDTH else
-              f"  link: {m.bandwidth * 8 / 1e9:.2f} Gbit/s, latency {m.latency * 1000:.2f} ms")
+              f"  link: {m.bandwidth * 8 / 1e9:.2f} Gbit/s, latency {m.latency * 1000:.2f} ms, "
+              f"burst {m.link_burst / 1024:.0f} KB")
              + f"; {m.cores:g} cores per machine"
              + (f"; machine of each host: {list(m.machine_of_host)}" if m.machine_of_host else "")]
     for key in sorted(m.cpu_per_byte):

@@ -23,6 +23,8 @@ _SHAPE = re.compile(r"^(?P<hosts>\d+)x(?P<slots>\d+)(?:@(?P<rate>\d+(?:\.\d+)?[k
 _TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux", "sshd": "openssh-server",
           "ssh-keygen": "openssh-client", "ssh": "openssh-client"}
 SSH_PORT = 22
+# the shaper's bucket: bytes a link passes at once after idling (tbf needs one of at least rate / HZ)
+LINK_BURST_BYTES = 256 * 1024
 
 
 def parse_shape(text):
@@ -111,7 +113,7 @@ class LocalCluster:
             if self.rate:
                 for dev, where in ((veth, []), ("eth0", inside)):
                     _run(where + ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
-                                  "burst", "256kb", "latency", "100ms"])
+                                  "burst", str(LINK_BURST_BYTES), "latency", "100ms"])
             self._start_sshd(i)
         with open(self.known_hosts, "w") as f:
             f.writelines(f"{a} {self._host_public_key(i)}\n" for i, a in enumerate(self.hosts))
