@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import parallax  # noqa: E402
+from parallax import calibration  # noqa: E402
 from parallax.step_measure import boot_id, machine_busy  # noqa: E402
 
 tf1 = tf.compat.v1
@@ -143,9 +144,8 @@ def main(mode, backend):
             if name in remote:
                 probes[f"read_{name}"] = timed(lambda: runner.run(remote[name]))
         if {"small", "large", "burst"} <= set(remote):
-            seconds_per_byte = max(probes["read_large"]["wall"] - probes["read_small"]["wall"], 0.0) / \
-                (DENSE_MB * 2 ** 20)
-            idle = min(2 * BURST_MB * 2 ** 20 * seconds_per_byte, MAX_BURST_IDLE)
+            bandwidth, _ = calibration._link([result])  # the rate the fit will take, from the reads above
+            idle = min(2 * BURST_MB * 2 ** 20 / bandwidth, MAX_BURST_IDLE)
             probes["read_burst"] = timed_after_idle(lambda: runner.run(remote["burst"]), idle)
     print(MARKER + json.dumps(result), flush=True)
     runner.close()

@@ -131,9 +131,12 @@ def measure_machine(python, where, env, timeout=JOB_TIMEOUT, runs=None):
     """The calibration job's results, one list per (mode, backend) run, on the hosts that `where` (parallax-launch
     arguments) names. `runs`: those (mode, backend) pairs only (default: PS, MPI with tf, MPI with Horovod where it
     loads)."""
-    if runs is not None:
-        return [_calibration_job(python, where, env, timeout, mode, backend, i, len(runs))
-                for i, (mode, backend) in enumerate(runs, start=1)]
+    runs = _default_runs(python, env, timeout) if runs is None else runs
+    return [_calibration_job(python, where, env, timeout, mode, backend, i, len(runs))
+            for i, (mode, backend) in enumerate(runs, start=1)]
+
+
+def _default_runs(python, env, timeout):
     runs = [("PS", "tf"), ("MPI", "tf")]
     try:
         probe = subprocess.run([python, "-c", "from parallax.collectives import horovod_problem as p; "
@@ -142,7 +145,7 @@ def measure_machine(python, where, env, timeout=JOB_TIMEOUT, runs=None):
             runs.append(("MPI", "horovod"))
     except subprocess.TimeoutExpired:
         _progress(f"loading Horovod did not end within {timeout:g} s: it is left out of the calibration")
-    return measure_machine(python, where, env, timeout, runs)
+    return runs
 
 
 def _calibration_job(python, where, env, timeout, mode, backend, i, count):
