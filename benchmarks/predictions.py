@@ -139,7 +139,8 @@ def run_rate(rate, models, data_dirs, workloads, work, repeats, backend, runs, p
             for model in models:
                 script, args = script_args(model, data_dirs, ALL)
                 steps, every = MODELS[model][3]
-                for mode in MODES:
+                # each round starts one mode later, so no mode always runs after the same one
+                for mode in MODES[round_ % len(MODES):] + MODES[:round_ % len(MODES)]:
                     extra = ["--calibration", saved[model]] if mode == "AUTO" else []
                     m = testbed.run_job(cluster, work, script, [*args, *extra, "--collective-backend", backend],
                                         mode, steps, every, every)
@@ -281,7 +282,7 @@ def plot(runs, predictions, rates, models, path):
 def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
     """Write what this run measured to SAVED. A run of some models (--only) at the saved rates keeps the other
     models' saved measurements, each model's rows from one run: returns the models kept that way."""
-    data = {"repeats": repeats, "rates": rates, "models": models, "workloads": workloads, "specs": specs,
+    data = {"repeats": {m: repeats for m in models}, "rates": rates, "models": models, "workloads": workloads, "specs": specs,
             "runs": [{"rate": r, "model": m, "mode": mode, "measurements": [dataclasses.asdict(x) for x in xs],
                       "measured_at": common.commit(), "measured_on": common.machine(with_commit=False)}
                      for (r, m, mode), xs in runs.items()],
@@ -295,11 +296,26 @@ def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
         data["models"] = [m for m in old["models"] if m in models or m in kept] + \
             [m for m in models if m not in old["models"]]
         data["workloads"] = {**{m: old["workloads"][m] for m in kept}, **workloads}
+        data["repeats"] = {**{m: rounds_of(old, m) for m in kept}, **data["repeats"]}
         data["runs"] += [r for r in old["runs"] if r["model"] in kept]
         data["predictions"] += [p for p in old["predictions"] if p["model"] in kept]
     with open(SAVED, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
     return kept
+
+
+def rounds_of(data, model):
+    """How many rounds the saved run measured `model` in (older runs recorded one count for every model)."""
+    repeats = data["repeats"]
+    return repeats[model] if isinstance(repeats, dict) else repeats
+
+
+def rounds_cell(data):
+    """The header's rounds: one count, or each model's where they differ."""
+    counts = {m: rounds_of(data, m) for m in data["models"]}
+    if len(set(counts.values())) == 1:
+        return next(iter(counts.values()))
+    return ", ".join(f"{m} {n}" for m, n in counts.items())
 
 
 def saved_points(data, work):
@@ -345,7 +361,7 @@ def from_saved():
         machines_of.setdefault(r.get("measured_on", "not recorded"), set()).add(r["model"])
     measured_on = [f"{', '.join(m for m in data['models'] if m in models_)} on {where}"
                    for where, models_ in sorted(machines_of.items())]
-    return (runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, data["repeats"],
+    return (runs, predictions, plans, data["rates"], data["models"], data["workloads"], machines, rounds_cell(data),
             now, measured_on)
 
 
