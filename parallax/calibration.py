@@ -326,7 +326,7 @@ def fit_machine(results):
     machine_of_host = tuple(boots.setdefault(next(r["boot_id"] for r in everything if r["host"] == h), len(boots))
                             for h in hosts)
     per_host = tuple(everything[0]["workers_per_host"])
-    bandwidth, latency = _link(everything)
+    bandwidth, latency = link_of(everything)
     costs = {"cpu_per_byte": {}, "cpu_per_message": {}, "cpu_per_step": {}}
     for run in results:
         parameters, rows = _machine_rows(run, machine_of_host, per_host)
@@ -368,7 +368,7 @@ def _burst(results, bandwidth, latency):
     return float(min(max(size - moved_at_rate, 0.0), size))
 
 
-def _link(results):
+def link_of(results):
     """Bandwidth and latency from the chief's reads of variables on a server on another host (PS run)."""
     reads = [r for r in results if "read_large" in r["probes"] and "read_small" in r["probes"]]
     if not reads:

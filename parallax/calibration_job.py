@@ -144,7 +144,7 @@ def main(mode, backend):
             if name in remote:
                 probes[f"read_{name}"] = timed(lambda: runner.run(remote[name]))
         if {"small", "large", "burst"} <= set(remote):
-            bandwidth, _ = calibration._link([result])  # the rate the fit will take, from the reads above
+            bandwidth, _ = calibration.link_of([result])  # the rate the fit will take, from the reads above
             idle = min(2 * BURST_MB * 2 ** 20 / bandwidth, MAX_BURST_IDLE)
             probes["read_burst"] = timed_after_idle(lambda: runner.run(remote["burst"]), idle)
     print(MARKER + json.dumps(result), flush=True)

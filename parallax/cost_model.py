@@ -34,6 +34,8 @@ import dataclasses
 import math
 from typing import Dict, Optional, Tuple
 
+from parallax.step_load import StepLoad
+
 AR, AG, PS = "AR", "AG", "PS"
 FENCED_BACKENDS = ("tf",)  # steps with collectives and servers end with a scalar gather (step_fence.py)
 LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES = ("tf",)  # planning.py turns local aggregation off with these backends
@@ -136,50 +138,10 @@ class Prediction:
     link_seconds: float = 0.0  # the links' time per step (both phases), each method's bytes at its transport's rate
 
 
-PHASES = ("push", "pull")  # a step's traffic before the servers' update (gradients, collectives), and after it
-
-
-class _Load:
-    def __init__(self, hosts):
-        self.out, self.into = [0.0] * hosts, [0.0] * hosts
-        # per phase and host: seconds of its link's outgoing and incoming traffic
-        self.out_seconds = {phase: [0.0] * hosts for phase in PHASES}
-        self.into_seconds = {phase: [0.0] * hosts for phase in PHASES}
-        self.cpu = [0.0] * hosts
-        self.server = [0.0] * hosts
-        self.worker_cpu = 0.0  # communication CPU of one worker (the busiest), on the critical path
-        self.waits = 0.0  # seconds of message rounds on the critical path
-
-    def send(self, src, dst, nbytes, bandwidth, phase="push"):
-        if src != dst:
-            self.out[src] += nbytes
-            self.into[dst] += nbytes
-            self.out_seconds[phase][src] += nbytes / bandwidth
-            self.into_seconds[phase][dst] += nbytes / bandwidth
-
-    def link_seconds(self, burst_seconds=0.0):
-        """The phases follow each other (the pulls wait for the update the pushes feed), so each phase takes its
-        busiest link direction: a server whose variables are larger than the other's sends its pulls while the
-        other direction idles, which the step's total bytes per direction would hide. Each direction's burst
-        (`burst_seconds` of its traffic that passes at once) goes to its first traffic of the step."""
-        left = {}
-        total = 0.0
-        for phase in PHASES:
-            busiest = 0.0
-            for direction, per_host in (("out", self.out_seconds[phase]), ("in", self.into_seconds[phase])):
-                for h, seconds in enumerate(per_host):
-                    key = (direction, h)
-                    spent = min(left.setdefault(key, burst_seconds), seconds)
-                    left[key] -= spent
-                    busiest = max(busiest, seconds - spent)
-            total += busiest
-        return total
-
-
 def predict(workload, choices, workers_per_host, machine, backend="tf"):
     """Prediction for `choices` ({variable name: Choice}) with `workers_per_host` (one entry per host)."""
     hosts, n = len(workers_per_host), sum(workers_per_host)
-    load = _Load(hosts)
+    load = StepLoad(hosts)
     by_method = {AR: [], AG: [], PS: []}
     for v in workload.variables:
         by_method[choices[v.name].method].append(v)

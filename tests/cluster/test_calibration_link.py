@@ -24,7 +24,7 @@ def test_the_calibration_finds_the_links_rate_and_its_shapers_burst(slow_cluster
     [ps] = calibrate.measure_machine(sys.executable, slow_cluster.launch_options(), env, runs=[("PS", "tf")])
     chief = next(r for r in ps if r["worker"] == 0)
     assert {"read_small", "read_large", "read_burst"} <= set(chief["probes"]), chief["probes"]
-    bandwidth, latency = calibration._link(ps)
+    bandwidth, latency = calibration.link_of(ps)
     burst = calibration._burst(ps, bandwidth, latency)
     print(f"bandwidth {bandwidth / 1e6:.2f} MB/s, latency {latency * 1000:.2f} ms, burst {burst / 1024:.0f} KB")
     assert 0.8 * RATE_BYTES < bandwidth < 1.05 * RATE_BYTES
