@@ -31,6 +31,7 @@ than either bound, most so where the two are close. The step is their p-norm (co
 script's own short real jobs measure (calibration.fit_in_job): p = 1 adds them (no overlap), p -> inf is the max.
 """
 import dataclasses
+import itertools
 import math
 from typing import Dict, Optional, Tuple
 
@@ -39,6 +40,7 @@ from parallax.step_load import StepLoad
 AR, AG, PS = "AR", "AG", "PS"
 FENCED_BACKENDS = ("tf",)  # steps with collectives and servers end with a scalar gather (step_fence.py)
 LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES = ("tf",)  # planning.py turns local aggregation off with these backends
+EXHAUSTIVE_PLANS = 1 << 12  # search predicts every plan up to this many (methods x local aggregation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,9 +335,11 @@ def assign_servers(workload, methods, hosts, local_aggregation=True):
 
 def search(workload, workers_per_host, machine, backend="tf", allowed=None):
     """The choices that minimize the predicted step time: from the best fixed mode, move one variable at a time to
-    its other method (largest variables first) while that helps, and try local aggregation on and off.
-    `allowed(variable) -> methods` restricts a variable's methods (default: AR or PS for dense, AG or PS for
-    sparse). Returns (choices, prediction)."""
+    its other method (largest variables first) while that helps, and try local aggregation on and off. Where there
+    are at most EXHAUSTIVE_PLANS plans, every one is predicted too, and a plan faster than the moves' end wins: a
+    move can pay only together with another (the test bed's machine had workloads the moves missed by 0.8%,
+    benchmarks/mixed_plans.py). `allowed(variable) -> methods` restricts a variable's methods (default: AR or PS
+    for dense, AG or PS for sparse). Returns (choices, prediction)."""
     hosts = len(workers_per_host)
     allowed = allowed or (lambda v: (AG, PS) if v.kind == "sparse" else (AR, PS))
     starts = [fixed_choices(workload, o, hosts, la) for o in ("PS", "MPI", "HYBRID") for la in (True, False)]
@@ -360,6 +364,15 @@ def search(workload, workers_per_host, machine, backend="tf", allowed=None):
                         methods, current, current_time, improved = trial, choices, t, True
         if current_time < best_time:
             best, best_time = current, current_time
+    options = [allowed(v) for v in workload.variables]
+    if 2 * math.prod(len(o) for o in options) <= EXHAUSTIVE_PLANS:
+        names = [v.name for v in workload.variables]
+        for methods in itertools.product(*options):
+            for la in (True, False):
+                choices = assign_servers(workload, dict(zip(names, methods)), hosts, la)
+                t = predict(workload, choices, workers_per_host, machine, backend).seconds
+                if t < best_time * (1 - 1e-9):
+                    best, best_time = choices, t
     return best, predict(workload, best, workers_per_host, machine, backend)
 
 
