@@ -159,9 +159,11 @@ def tables(runs, predictions, plans, rates, models, now=None):
 
     lines = ["## Predicted against measured step time", "",
              "Milliseconds per step, median over the rounds; ratio = predicted / measured. AUTO / best: AUTO's "
-             "measured throughput over the best fixed mode's.", "",
-             "| model | rate | mode | predicted ms | measured ms | predicted / measured | units/s | CPU s/step |",
-             "|---|---|---|---|---|---|---|---|"]
+             "measured throughput over the best fixed mode's. Each round's step is listed in the order of the "
+             "rounds: a machine whose speed drifts during the run (a shared host) shows there.", "",
+             "| model | rate | mode | predicted ms | measured ms | predicted / measured | units/s | CPU s/step | "
+             "each round's ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for model in models:
         for rate in rates:
             for mode in MODES:
@@ -170,17 +172,22 @@ def tables(runs, predictions, plans, rates, models, now=None):
                 predicted_cells = f"- | {measured * 1000:.0f} | - |" if p is None else \
                     f"{p * 1000:.0f} | {measured * 1000:.0f} | {p / measured:.2f} |"
                 lines.append(f"| {model} | {rate} | {mode} | {predicted_cells} {med(key, 'rate'):,.0f} | "
-                             f"{med(key, 'cpu_seconds'):.2f} |")
+                             f"{med(key, 'cpu_seconds'):.2f} | "
+                             f"{', '.join(f'{m.step_seconds * 1000:.0f}' for m in runs[key])} |")
     ratios = [predictions[(rate, model)][mode] / med((rate, model, mode), "step_seconds")
               for model in models for rate in rates for mode in MODES if predictions[(rate, model)][mode]]
     within = sum(1 for r in ratios if abs(r - 1) <= 0.2)
     lines += ["", f"Within 20%: {within} of {len(ratios)} points (predicted / measured from {min(ratios):.2f} to "
               f"{max(ratios):.2f})."]
     lines += ["", "## AUTO against the best fixed mode", "",
-              "| model | rate | best fixed (measured) | AUTO / best | AUTO's plan (variables per method; local "
-              "aggregation where a fixed mode's differs) | chosen by | calibration's in-job step ms (PS, MPI, HYBRID) |"
+              "AUTO / best: the medians' ratio; per round: the median of each round's AUTO over the same round's "
+              "best fixed mode (the modes of a round run back to back, so a machine's drift between rounds "
+              "cancels).",
+              "",
+              "| model | rate | best fixed (measured) | AUTO / best | per round | AUTO's plan (variables per method; "
+              "local aggregation where a fixed mode's differs) | chosen by | calibration's in-job step ms (PS, MPI, HYBRID) |"
               + (" AUTO's plan now: the rounds of the mode that ran it / best |" if now else ""),
-              "|---|---|---|---|---|---|---|" + ("---|" if now else "")]
+              "|---|---|---|---|---|---|---|---|" + ("---|" if now else "")]
     for model in models:
         for rate in rates:
             fixed = {mode: med((rate, model, mode), "rate") for mode in MODES[:3]}
@@ -190,8 +197,10 @@ def tables(runs, predictions, plans, rates, models, now=None):
                                for m in MODES[:3])
             auto = med((rate, model, "AUTO"), "rate")
             now_cell = f" {_now_cell(now[(rate, model)], plan, fixed, best, auto)} |" if now else ""
-            lines.append(f"| {model} | {rate} | {best} | {auto / fixed[best]:.2f}x | {describe(plan)} | "
-                         f"{plan['basis']} | {in_job} |{now_cell}")
+            per_round = common.median([a.rate / b.rate for a, b in zip(runs[(rate, model, "AUTO")],
+                                                                        runs[(rate, model, best)])])
+            lines.append(f"| {model} | {rate} | {best} | {auto / fixed[best]:.2f}x | {per_round:.2f}x | "
+                         f"{describe(plan)} | {plan['basis']} | {in_job} |{now_cell}")
     inferred = sorted({p["local_aggregation_from"] for p in plans.values() if "local_aggregation_from" in p})
     if inferred:
         lines += ["", f"Where a run recorded its plan's methods only (before local aggregation was recorded), the "
@@ -282,7 +291,8 @@ def plot(runs, predictions, rates, models, path):
 def save(runs, predictions, plans, rates, models, workloads, specs, repeats):
     """Write what this run measured to SAVED. A run of some models (--only) at the saved rates keeps the other
     models' saved measurements, each model's rows from one run: returns the models kept that way."""
-    data = {"repeats": {m: repeats for m in models}, "rates": rates, "models": models, "workloads": workloads, "specs": specs,
+    data = {"repeats": {m: repeats for m in models}, "rates": rates, "models": models, "workloads": workloads,
+            "specs": specs,
             "runs": [{"rate": r, "model": m, "mode": mode, "measurements": [dataclasses.asdict(x) for x in xs],
                       "measured_at": common.commit(), "measured_on": common.machine(with_commit=False)}
                      for (r, m, mode), xs in runs.items()],
