@@ -70,32 +70,24 @@ def fixed_plans(workload, hosts, backend):
 
 
 def _key(workload, choices, backend):
-    """(methods, whether local aggregation takes effect: a sparse variable on a server, and no backend rule
-    against it; as benchmarks/plan_space.py counts it)."""
-    methods = tuple(sorted((n, c.method) for n, c in choices.items()))
-    collectives = any(c.method != cm.PS for c in choices.values())
-    la = any(c.local_aggregation and c.method == cm.PS and v.kind == "sparse"
-             for v, c in ((v, choices[v.name]) for v in workload.variables))
-    return methods, la and not (collectives and backend in cm.LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES)
+    """(methods, whether local aggregation takes effect)."""
+    return tuple(sorted((n, c.method) for n, c in choices.items())), cm.aggregates_locally(workload, choices, backend)
 
 
 def best_plans(workload, machine, backend):
     """((best fixed mode's seconds, the mode), (best mixed plan's seconds, its methods, its local aggregation))
     over every plan."""
-    hosts, names = len(PER_HOST), [v.name for v in workload.variables]
+    hosts = len(PER_HOST)
     fixed = fixed_plans(workload, hosts, backend)
-    options = [(cm.AG, cm.PS) if v.kind == "sparse" else (cm.AR, cm.PS) for v in workload.variables]
     best_fixed, best_mixed = (float("inf"), None), (float("inf"), None, False)
-    for methods in itertools.product(*options):
-        for la in (True, False):
-            choices = cm.assign_servers(workload, dict(zip(names, methods)), hosts, la)
-            seconds = cm.predict(workload, choices, PER_HOST, machine, backend).seconds
-            key = _key(workload, choices, backend)
-            mode = fixed.get(key)
-            if mode and seconds < best_fixed[0]:
-                best_fixed = (seconds, mode)
-            elif mode is None and seconds < best_mixed[0]:
-                best_mixed = (seconds, dict(zip(names, methods)), key[1])
+    for choices in cm.every_plan(workload, hosts):
+        seconds = cm.predict(workload, choices, PER_HOST, machine, backend).seconds
+        key = _key(workload, choices, backend)
+        mode = fixed.get(key)
+        if mode and seconds < best_fixed[0]:
+            best_fixed = (seconds, mode)
+        elif mode is None and seconds < best_mixed[0]:
+            best_mixed = (seconds, {v.name: choices[v.name].method for v in workload.variables}, key[1])
     return best_fixed, best_mixed
 
 

@@ -29,7 +29,6 @@ import common  # noqa: E402
 from paper_tables import ALL, script_args  # noqa: E402
 from predictions import SAVED, saved_points  # noqa: E402
 
-MAX_EXHAUSTIVE = 1 << 12
 FIXED = ("PS", "MPI", "HYBRID")
 
 
@@ -42,22 +41,16 @@ def plan_space(graph, analysis, spec, config):
     w, machine = auto.workload, auto.machine
     per_host, backend, hosts = auto_plan.workers_per_host(spec), auto_plan.backend_for(config), spec.num_hosts
     names = [v.name for v in w.variables]
-    sparse = {v.name for v in w.variables if v.kind == "sparse"}
-
-    def aggregates(methods, la):
-        """Whether local aggregation takes effect: a sparse variable on a server, and no backend rule against it."""
-        collectives = any(m != cm.PS for m in methods)
-        return la and any(m == cm.PS and n in sparse for n, m in zip(names, methods)) and not (
-            collectives and backend in cm.LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES)
-    fixed_methods, fixed, fixed_plans = {}, {}, {}
+    fixed_methods, fixed_la, fixed, fixed_plans = {}, {}, {}, {}
     for mode in FIXED:
         choices = cm.fixed_choices(w, mode, hosts, config.local_aggregation)
         fixed_methods[mode] = tuple(choices[n].method for n in names)
-        fixed_plans.setdefault((fixed_methods[mode], aggregates(fixed_methods[mode], config.local_aggregation)), mode)
+        fixed_la[mode] = cm.aggregates_locally(w, choices, backend)  # where it takes effect
+        fixed_plans.setdefault((fixed_methods[mode], fixed_la[mode]), mode)
         fixed[mode] = cm.predict(w, choices, per_host, machine, backend).seconds
-    options = [(cm.AG, cm.PS) if v.kind == "sparse" else (cm.AR, cm.PS) for v in w.variables]
+    options = [cm.default_methods(v) for v in w.variables]
     count = 2 * 2 ** len(names)
-    if count <= MAX_EXHAUSTIVE:
+    if count <= cm.EXHAUSTIVE_PLANS:
         combos = [(m, la) for m in itertools.product(*options) for la in (True, False)]
         searched = "every plan"
     else:
@@ -71,12 +64,13 @@ def plan_space(graph, analysis, spec, config):
     for methods, la in combos:
         choices = cm.assign_servers(w, dict(zip(names, methods)), hosts, la)
         seconds = cm.predict(w, choices, per_host, machine, backend).seconds
-        mode = fixed_plans.get((methods, aggregates(methods, la)))  # a fixed mode's plan, in effect
-        rows.append({"seconds": seconds, "fixed": mode, "la": aggregates(methods, la),
+        in_effect = cm.aggregates_locally(w, choices, backend)
+        mode = fixed_plans.get((methods, in_effect))  # a fixed mode's plan, in effect
+        rows.append({"seconds": seconds, "fixed": mode, "la": in_effect,
                      "methods": {n: m for n, m in zip(names, methods)}})
     return {"plans": count, "searched": searched, "fixed": fixed, "rows": rows,
             "fixed_methods": {m: dict(zip(names, fixed_methods[m])) for m in FIXED},
-            "fixed_la": {m: aggregates(fixed_methods[m], config.local_aggregation) for m in FIXED}}
+            "fixed_la": fixed_la}
 
 
 def child(script, args, spec_path, calibration_path, out):

@@ -147,7 +147,7 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     by_method = {AR: [], AG: [], PS: []}
     for v in workload.variables:
         by_method[choices[v.name].method].append(v)
-    collectives = bool(by_method[AR] or by_method[AG] or workload.statistics)
+    collectives = _uses_collectives(workload, choices)
     if collectives and backend in LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES:
         choices = {name: dataclasses.replace(c, local_aggregation=False) for name, c in choices.items()}
     if n > 1:
@@ -170,6 +170,17 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     bound = "cpu" if cpu_bound > critical else ("network" if network > compute else "compute")
     return Prediction(combine_bounds(critical, cpu_bound, machine.overlap_exponent), critical, cpu_bound, tuple(link),
                       tuple(host_cpu), tuple(load.server), bound, link_seconds)
+
+
+def _uses_collectives(workload, choices):
+    return bool(workload.statistics) or any(c.method != PS for c in choices.values())
+
+
+def aggregates_locally(workload, choices, backend):
+    """Whether a host's local aggregation takes effect in `choices` (a sparse variable on a server has it), as
+    predict applies the backend's rule against it beside collectives."""
+    return any(c.local_aggregation for c in choices.values()) and not (
+        _uses_collectives(workload, choices) and backend in LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES)
 
 
 def combine_bounds(critical, cpu_bound, exponent=None):
@@ -333,6 +344,19 @@ def assign_servers(workload, methods, hosts, local_aggregation=True):
     return choices
 
 
+def default_methods(variable):
+    """The methods a variable may take: AR or PS (dense), AG or PS (sparse)."""
+    return (AG, PS) if variable.kind == "sparse" else (AR, PS)
+
+
+def every_plan(workload, hosts, allowed=default_methods):
+    """The choices of every plan: each variable with each of `allowed(variable)`, local aggregation on and off."""
+    names = [v.name for v in workload.variables]
+    for methods in itertools.product(*(allowed(v) for v in workload.variables)):
+        for la in (True, False):
+            yield assign_servers(workload, dict(zip(names, methods)), hosts, la)
+
+
 def search(workload, workers_per_host, machine, backend="tf", allowed=None):
     """The choices that minimize the predicted step time: from the best fixed mode, move one variable at a time to
     its other method (largest variables first) while that helps, and try local aggregation on and off. Where there
@@ -341,7 +365,7 @@ def search(workload, workers_per_host, machine, backend="tf", allowed=None):
     benchmarks/mixed_plans.py). `allowed(variable) -> methods` restricts a variable's methods (default: AR or PS
     for dense, AG or PS for sparse). Returns (choices, prediction)."""
     hosts = len(workers_per_host)
-    allowed = allowed or (lambda v: (AG, PS) if v.kind == "sparse" else (AR, PS))
+    allowed = allowed or default_methods
     starts = [fixed_choices(workload, o, hosts, la) for o in ("PS", "MPI", "HYBRID") for la in (True, False)]
     best, best_time = None, math.inf
     for start in starts:
@@ -364,15 +388,11 @@ def search(workload, workers_per_host, machine, backend="tf", allowed=None):
                         methods, current, current_time, improved = trial, choices, t, True
         if current_time < best_time:
             best, best_time = current, current_time
-    options = [allowed(v) for v in workload.variables]
-    if 2 * math.prod(len(o) for o in options) <= EXHAUSTIVE_PLANS:
-        names = [v.name for v in workload.variables]
-        for methods in itertools.product(*options):
-            for la in (True, False):
-                choices = assign_servers(workload, dict(zip(names, methods)), hosts, la)
-                t = predict(workload, choices, workers_per_host, machine, backend).seconds
-                if t < best_time * (1 - 1e-9):
-                    best, best_time = choices, t
+    if 2 * math.prod(len(allowed(v)) for v in workload.variables) <= EXHAUSTIVE_PLANS:
+        for choices in every_plan(workload, hosts, allowed):
+            t = predict(workload, choices, workers_per_host, machine, backend).seconds
+            if t < best_time * (1 - 1e-9):
+                best, best_time = choices, t
     return best, predict(workload, best, workers_per_host, machine, backend)
 
 
