@@ -12,6 +12,7 @@ Normalized throughput is the paper's: throughput on 48 GPUs over one GPU's, the 
 figure is 48 x (one GPU's step time) / (the predicted step time on 48).
 """
 import argparse
+import collections
 import dataclasses
 import math
 import os
@@ -116,6 +117,28 @@ def predicted(model, step_scale, cpu_per_gb, **assumed):
     return out
 
 
+def auto(model, step_scale, cpu_per_gb, **assumed):
+    """(normalized throughput, its gain over the best fixed mode, the plan's name) of the plan the planner's search
+    (cost_model.search, which run_option AUTO runs) picks at 48 GPUs."""
+    w, m, per_host = workload(model, step_scale), machine(cpu_per_gb, **assumed), (GPUS,) * MACHINES
+    choices, p = cm.search(w, per_host, m, backend="horovod")
+    fixed = predicted(model, step_scale, cpu_per_gb, **assumed)
+    best = max(norm for norm, _ in fixed.values())
+    norm = MACHINES * GPUS * w.compute_seconds / p.seconds
+    return norm, norm / best, plan_name(w, choices)
+
+
+def plan_name(w, choices):
+    """"MPI's plan" (and the others' that make the same), or the variables per method of a mixed plan."""
+    methods = {name: c.method for name, c in choices.items()}
+    same = [mode for mode in ("PS", "MPI", "HYBRID")
+            if {n: c.method for n, c in cm.fixed_choices(w, mode, MACHINES).items()} == methods]
+    if same:
+        return " and ".join(same) + "'s plan"
+    counts = collections.Counter(methods.values())
+    return "mixed: " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts))
+
+
 def responsible(p, w, m):
     """The terms of a prediction: one GPU's compute, the busiest link's bytes, the rest of the critical path (the
     worker's communication CPU and the message rounds), and the CPU bound of the busiest machine."""
@@ -165,6 +188,24 @@ def main():
                                                                    allgather_vs_grpc=allgather).items()})
                      for name, model in MODELS.items()]
             lines.append(f"| {share:g} | {allgather:g} | " + " | ".join(cells) + " |")
+    lines += ["", "## AUTO at the paper's scale", "",
+              "The planner's search (run_option AUTO's) at 48 GPUs, every set of assumed inputs above: its predicted "
+              "throughput over the best fixed mode's, and its plan.", "",
+              "| step x | CPU s per GB | gRPC share | allgather / gRPC | " + " | ".join(MODELS) + " |",
+              "|---|---|---|---|" + "---|" * len(MODELS)]
+    gains = []
+    for scale, cpu, share, allgather in [(s, c, GRPC_SHARE, ALLGATHER_VS_GRPC) for s in (0.5, 1.0, 2.0)
+                                         for c in (0.25, 1.0, 4.0)] + \
+            [(1.0, 1.0, s, a) for s in (0.3, 1.0) for a in (0.25, 1.0)] + [(1.0, 1.0, GRPC_SHARE, 0.25)]:
+        cells = []
+        for model in MODELS.values():
+            _, gain, plan = auto(model, scale, cpu, grpc_share=share, allgather_vs_grpc=allgather)
+            gains.append((gain, plan))
+            cells.append(f"{gain:.3f}x, {plan}")
+        lines.append(f"| {scale:g} | {cpu:g} | {share:g} | {allgather:g} | " + " | ".join(cells) + " |")
+    mixed = [g for g, plan in gains if plan.startswith("mixed")]
+    lines += ["", f"A mixed plan in {len(mixed)} of {len(gains)} cases, at most "
+              f"{max(mixed, default=1.0):.3f}x the best fixed mode."]
     lines += ["", f"At the central inputs: {central}"]
     text = "\n".join(lines) + "\n"
     print(text)
@@ -199,6 +240,8 @@ def predicted_table(lines, scale, cpu):
             norm, p = got[mode]
             lines.append(f"| {name} | {mode} | {PAPER[name][i]} | {norm:.1f} | {norm / PAPER[name][i]:.2f} | "
                          f"{responsible(p, workload(model, scale), machine(cpu))} |")
+        norm, gain, plan = auto(model, scale, cpu)
+        lines.append(f"| {name} | AUTO | - | {norm:.1f} | - | {plan}; {gain:.3f}x the best fixed mode |")
         g = {k: v[0] for k, v in got.items()}
         lines.append(f"| {name} | HYBRID/PS, HYBRID/MPI | {PAPER[name][2] / PAPER[name][0]:.2f}, "
                      f"{PAPER[name][2] / PAPER[name][1]:.2f} | {g['HYBRID'] / g['PS']:.2f}, "

@@ -27,6 +27,8 @@ def test_the_benchmark_writes_every_model_and_mode_beside_the_paper(tmp_path, mo
     for name, figures in paper_scale.PAPER.items():
         for mode, figure in zip(("PS", "MPI", "HYBRID"), figures):
             assert f"| {name} | {mode} | {figure} |" in text
+        assert f"| {name} | AUTO | - |" in text
+    assert "## AUTO at the paper's scale" in text and "A mixed plan in " in text
 
 
 def test_sparse_rows_are_counted_as_the_gradient_carries_them():
@@ -45,3 +47,23 @@ def test_at_the_central_inputs_the_model_ranks_the_modes_as_figure_13_does():
     for name, model in paper_scale.MODELS.items():
         got = {mode: norm for mode, (norm, _) in paper_scale.predicted(model, 1.0, 1.0).items()}
         assert paper_scale.verdict(name, got) == "yes, yes", (name, got, paper_scale.PAPER[name])
+
+
+def test_auto_is_never_slower_than_a_fixed_mode_and_names_its_plan():
+    """AUTO's search starts from every fixed mode, so at the paper's scale it predicts at least the best one's
+    throughput; its plan is named after the fixed modes that make it, or counted as mixed."""
+    for name, model in paper_scale.MODELS.items():
+        for cpu in (0.25, 4.0):
+            norm, gain, plan = paper_scale.auto(model, 1.0, cpu)
+            fixed = paper_scale.predicted(model, 1.0, cpu)
+            assert gain >= 1 - 1e-9, (name, cpu, gain)
+            assert abs(norm / gain - max(n for n, _ in fixed.values())) < 1e-9
+            assert plan.endswith("'s plan") or plan.startswith("mixed: "), plan
+    w = paper_scale.workload(paper_scale.MODELS["LM"], 1.0)
+    hybrid = paper_scale.cm.fixed_choices(w, "HYBRID", paper_scale.MACHINES)
+    assert paper_scale.plan_name(w, hybrid) == "HYBRID's plan"
+    mixed = dict(hybrid, embedding=paper_scale.cm.Choice(paper_scale.cm.AG))
+    assert paper_scale.plan_name(w, mixed) == "mixed: AG 1, AR 3, PS 2"
+    resnet = paper_scale.workload(paper_scale.MODELS["ResNet-50"], 1.0)
+    both = paper_scale.cm.fixed_choices(resnet, "MPI", paper_scale.MACHINES)
+    assert paper_scale.plan_name(resnet, both) == "MPI and HYBRID's plan"
