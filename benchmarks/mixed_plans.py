@@ -9,7 +9,7 @@ each rate (the saved calibration of the predictions run), and predicts every pla
 - one worker's compute per step (its CPU the same).
 A plan gives each variable AR or PS (dense) or AG or PS (sparse), with local aggregation on or off: every one
 is predicted. A workload's gain is the best fixed mode's predicted step over the best mixed plan's; below 1, every
-mixed plan is slower. The last column checks the planner's own search (cost_model.search, which AUTO runs): the
+mixed plan is slower. The last column checks the planner's own search (plan_search.search, which AUTO runs): the
 workloads where it ends on a plan slower than the best one.
 
 To see which term stands in the way, the same sweep runs on the machine with parts of its measured costs set
@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
-from parallax import calibration, cost_model as cm  # noqa: E402
+from parallax import calibration, cost_model as cm, plan_search  # noqa: E402
 
 MB = 1 << 20
 PER_HOST = (2, 2)  # the predictions run's test bed: 2 hosts x 2 workers
@@ -64,7 +64,7 @@ def fixed_plans(workload, hosts, backend):
     plans = {}
     for mode in ("PS", "MPI", "HYBRID"):
         for la in (True, False):
-            choices = cm.fixed_choices(workload, mode, hosts, la)
+            choices = plan_search.fixed_choices(workload, mode, hosts, la)
             plans.setdefault(_key(workload, choices, backend), mode)
     return plans
 
@@ -80,7 +80,7 @@ def best_plans(workload, machine, backend):
     hosts = len(PER_HOST)
     fixed = fixed_plans(workload, hosts, backend)
     best_fixed, best_mixed = (float("inf"), None), (float("inf"), None, False)
-    for choices in cm.every_plan(workload, hosts):
+    for choices in plan_search.every_plan(workload, hosts):
         seconds = cm.predict(workload, choices, PER_HOST, machine, backend).seconds
         key = _key(workload, choices, backend)
         mode = fixed.get(key)
@@ -106,12 +106,12 @@ def variants(machine, backend):
 
 def sweep(machine, backend):
     """{"count", "gains" (count at or above each of GAINS), "best" (gain, workload, plan), "missed" (workloads
-    where the planner's own search, cost_model.search, ends more than SEARCH_SLACK slower than the best plan)}."""
+    where the planner's own search, plan_search.search, ends more than SEARCH_SLACK slower than the best plan)}."""
     count, at_least, best, missed = 0, [0] * len(GAINS), (-1.0, None, None), 0
     for description, workload in workloads():
         (fixed, mode), (mixed, methods, la) = best_plans(workload, machine, backend)
         count += 1
-        searched = cm.search(workload, PER_HOST, machine, backend)[1].seconds
+        searched = plan_search.search(workload, PER_HOST, machine, backend)[1].seconds
         missed += searched > min(fixed, mixed) * (1 + SEARCH_SLACK)
         gain = fixed / mixed if methods else 0.0
         at_least = [n + (gain >= g) for n, g in zip(at_least, GAINS)]

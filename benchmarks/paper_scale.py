@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from parallax import cost_model as cm  # noqa: E402
+from parallax import cost_model as cm, plan_search  # noqa: E402
 
 MACHINES, GPUS = 8, 6
 LINK = 100e9 / 8  # bytes/s: 100 Gbit/s InfiniBand (paper)
@@ -107,9 +107,9 @@ def machine(cpu_per_gb, grpc_share=GRPC_SHARE, allgather_vs_grpc=ALLGATHER_VS_GR
 def predicted(model, step_scale, cpu_per_gb, **assumed):
     """{mode: (normalized throughput, prediction)} for TF-PS, Horovod and Parallax at 48 GPUs."""
     w, m, per_host = workload(model, step_scale), machine(cpu_per_gb, **assumed), (GPUS,) * MACHINES
-    plans = {"PS": cm.fixed_choices(w, "PS", MACHINES, local_aggregation=False),  # TF-PS: no local aggregation
-             "MPI": cm.fixed_choices(w, "MPI", MACHINES),
-             "HYBRID": cm.fixed_choices(w, "HYBRID", MACHINES, local_aggregation=True)}
+    plans = {"PS": plan_search.fixed_choices(w, "PS", MACHINES, local_aggregation=False),  # TF-PS: no local aggregation
+             "MPI": plan_search.fixed_choices(w, "MPI", MACHINES),
+             "HYBRID": plan_search.fixed_choices(w, "HYBRID", MACHINES, local_aggregation=True)}
     out = {}
     for mode, choices in plans.items():
         p = cm.predict(w, choices, per_host, m, backend="horovod")
@@ -119,9 +119,9 @@ def predicted(model, step_scale, cpu_per_gb, **assumed):
 
 def auto(model, step_scale, cpu_per_gb, **assumed):
     """(normalized throughput, its gain over the best fixed mode, the plan's name) of the plan the planner's search
-    (cost_model.search, which run_option AUTO runs) picks at 48 GPUs."""
+    (plan_search.search, which run_option AUTO runs) picks at 48 GPUs."""
     w, m, per_host = workload(model, step_scale), machine(cpu_per_gb, **assumed), (GPUS,) * MACHINES
-    choices, p = cm.search(w, per_host, m, backend="horovod")
+    choices, p = plan_search.search(w, per_host, m, backend="horovod")
     fixed = predicted(model, step_scale, cpu_per_gb, **assumed)
     best = max(norm for norm, _ in fixed.values())
     norm = MACHINES * GPUS * w.compute_seconds / p.seconds
@@ -132,7 +132,7 @@ def plan_name(w, choices):
     """"MPI's plan" (and the others' that make the same), or the variables per method of a mixed plan."""
     methods = {name: c.method for name, c in choices.items()}
     same = [mode for mode in ("PS", "MPI", "HYBRID")
-            if {n: c.method for n, c in cm.fixed_choices(w, mode, MACHINES).items()} == methods]
+            if {n: c.method for n, c in plan_search.fixed_choices(w, mode, MACHINES).items()} == methods]
     if same:
         return " and ".join(same) + "'s plan"
     counts = collections.Counter(methods.values())

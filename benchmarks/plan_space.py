@@ -6,7 +6,7 @@ calibrations).
 A plan gives each variable AR or PS (dense) or AG or PS (sparse), with local aggregation on or off (where it takes
 effect: a sparse variable on a server, and not with TF's collectives in the step). Where a model
 has at most 4,096 plans, every one is predicted; otherwise the plan the planner's own search ends on
-(cost_model.search, from every fixed mode's plan) and every plan one variable's method away from it. The table
+(plan_search.search, from every fixed mode's plan) and every plan one variable's method away from it. The table
 sets the best plan no fixed mode makes (a *mixed* plan) beside the best fixed mode, and beside the model's error
 on the fixed modes' real jobs at the same point: a mixed plan predicted faster by less than that error is not a
 gain the test bed could confirm.
@@ -36,25 +36,25 @@ def plan_space(graph, analysis, spec, config):
     """For the graph explain built: {"plans": how many there are, "searched": which of them were predicted,
     "rows": each predicted plan's step and methods, "fixed": each fixed mode's predicted step, "fixed_methods" and
     "fixed_la": the fixed modes' methods and local aggregation}."""
-    from parallax import auto_plan, cost_model as cm
+    from parallax import auto_plan, cost_model as cm, plan_search
     auto = auto_plan.choose(graph, analysis, spec, config)
     w, machine = auto.workload, auto.machine
     per_host, backend, hosts = auto_plan.workers_per_host(spec), auto_plan.backend_for(config), spec.num_hosts
     names = [v.name for v in w.variables]
     fixed_methods, fixed_la, fixed, fixed_plans = {}, {}, {}, {}
     for mode in FIXED:
-        choices = cm.fixed_choices(w, mode, hosts, config.local_aggregation)
+        choices = plan_search.fixed_choices(w, mode, hosts, config.local_aggregation)
         fixed_methods[mode] = tuple(choices[n].method for n in names)
         fixed_la[mode] = cm.aggregates_locally(w, choices, backend)  # where it takes effect
         fixed_plans.setdefault((fixed_methods[mode], fixed_la[mode]), mode)
         fixed[mode] = cm.predict(w, choices, per_host, machine, backend).seconds
-    options = [cm.default_methods(v) for v in w.variables]
+    options = [plan_search.default_methods(v) for v in w.variables]
     count = 2 * 2 ** len(names)
-    if count <= cm.EXHAUSTIVE_PLANS:
+    if count <= plan_search.EXHAUSTIVE_PLANS:
         combos = [(m, la) for m in itertools.product(*options) for la in (True, False)]
         searched = "every plan"
     else:
-        best, _ = cm.search(w, per_host, machine, backend)
+        best, _ = plan_search.search(w, per_host, machine, backend)
         start = tuple(best[n].method for n in names)
         moves = [start] + [start[:i] + (o[0] if m == cm.PS else cm.PS,) + start[i + 1:]
                            for i, (m, o) in enumerate(zip(start, options))]
@@ -62,7 +62,7 @@ def plan_space(graph, analysis, spec, config):
         searched = "the search's end and each one-variable move from it"
     rows = []
     for methods, la in combos:
-        choices = cm.assign_servers(w, dict(zip(names, methods)), hosts, la)
+        choices = plan_search.assign_servers(w, dict(zip(names, methods)), hosts, la)
         seconds = cm.predict(w, choices, per_host, machine, backend).seconds
         in_effect = cm.aggregates_locally(w, choices, backend)
         mode = fixed_plans.get((methods, in_effect))  # a fixed mode's plan, in effect

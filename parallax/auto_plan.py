@@ -1,5 +1,5 @@
 """run_option="AUTO": each variable's method (AR, AG or PS), local aggregation and servers chosen by minimizing the
-cost model's predicted step time (cost_model.search) on the calibration of the job's own hosts. The choice becomes
+cost model's predicted step time (plan_search.search) on the calibration of the job's own hosts. The choice becomes
 Config.methods of an ordinary plan, so AUTO runs on exactly the passes every fixed mode runs."""
 import collections
 import dataclasses
@@ -8,7 +8,7 @@ import os
 import statistics
 from typing import Optional
 
-from parallax import calibration, cost_model, placement
+from parallax import calibration, cost_model, placement, plan_search
 from parallax.analysis import static_sparsity
 from parallax.config import Config
 from parallax.errors import ParallaxError
@@ -126,7 +126,7 @@ def choose(graph, analysis, spec, config, statistics=None):
     for parts in sorted(counts, key=lambda p: p != built):  # the graph's own count first
         trial = workload if parts is None else dataclasses.replace(workload, variables=tuple(
             dataclasses.replace(v, parts=parts) if v.name in split else v for v in workload.variables))
-        choices, prediction = cost_model.search(trial, per_host, machine, backend, allowed)
+        choices, prediction = plan_search.search(trial, per_host, machine, backend, allowed)
         if best is None or prediction.seconds < best[2].seconds * (1 - REPARTITION_GAIN):
             best = (parts, choices, prediction, trial)
     parts, choices, prediction, trial = best
@@ -171,7 +171,7 @@ def expected_seconds(measured, predicted):
 
 
 def _fixed(workload, mode, spec, config):
-    return cost_model.fixed_choices(workload, mode, spec.num_hosts, config.local_aggregation)
+    return plan_search.fixed_choices(workload, mode, spec.num_hosts, config.local_aggregation)
 
 
 def partitioned_variables(graph, analysis):
@@ -196,6 +196,6 @@ def predictions(graph, analysis, spec, config):
     seconds = {mode: cost_model.predict(workload, _fixed(workload, mode, spec, config), per_host, machine,
                                         backend).seconds for mode in ("PS", "MPI", "HYBRID")}
     seconds["AUTO"] = prediction.seconds
-    return (seconds, cost_model.reasons(workload, choices, per_host, machine, backend), prediction.bound,
+    return (seconds, plan_search.reasons(workload, choices, per_host, machine, backend), prediction.bound,
             calibration.measured_seconds(auto.calibration, per_host), auto.basis, auto.cpu_scales,
             auto.overlap_exponent)

@@ -12,7 +12,7 @@ import os
 import statistics
 from typing import Optional
 
-from parallax import cost_model
+from parallax import cost_model, plan_search
 from parallax.errors import ConfigError
 
 FILE = "calibration.json"
@@ -212,7 +212,7 @@ def _scaled(machine, scales):
 def _job_plan(workload, report):
     """(workers per host, the model's choices) of the real job that `report` (one worker's) comes from."""
     per_host = tuple(report["workers_per_host"])
-    return per_host, cost_model.fixed_choices(workload, report["mode"], len(per_host))
+    return per_host, plan_search.fixed_choices(workload, report["mode"], len(per_host))
 
 
 def _compute_cpu(calibrated, workload, reports, machine):

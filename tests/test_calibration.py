@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from parallax import calibration, cost_model
+from parallax import calibration, cost_model, plan_search
 from parallax.errors import ConfigError
 
 N = 4
@@ -118,7 +118,7 @@ def _reports(mode, wall, machine_cpu, backend="tf"):
 
 def test_the_in_job_compute_is_what_the_job_spent_beyond_the_models_communication():
     workload = cost_model.Workload(0.01, 0.01, (cost_model.VariableLoad("d", "dense", 1 << 20),))
-    comm = cost_model.predict(workload, cost_model.fixed_choices(workload, "MPI", 2), (2, 2), TRUTH, "tf")
+    comm = cost_model.predict(workload, plan_search.fixed_choices(workload, "MPI", 2), (2, 2), TRUTH, "tf")
     spent = sum(comm.host_cpu) - 4 * 0.01  # the communication of all four workers, on the one machine
     cal = calibration.Calibration(dataclasses.replace(TRUTH, machine_of_host=(0, 0)), 0.01, 0.01, {}, 2,
                                   in_job={"MPI": _reports("MPI", 0.05, spent + 4 * 0.03), "PS": None})
@@ -137,7 +137,7 @@ def _scaled_truth(machine, factors):
 
 def _machine_cpu(workload, mode, machine):
     """The one machine's CPU per step that `machine` predicts for `mode`'s job of `workload` (2 x 2 workers)."""
-    return sum(cost_model.predict(workload, cost_model.fixed_choices(workload, mode, 2), (2, 2), machine,
+    return sum(cost_model.predict(workload, plan_search.fixed_choices(workload, mode, 2), (2, 2), machine,
                                   "tf").host_cpu)
 
 
@@ -179,7 +179,7 @@ def test_the_in_job_fit_measures_how_the_two_bounds_overlap_from_the_jobs_step_t
     def jobs(exponent):
         """Real jobs whose step times the model explains with `exponent` (and their CPU, with the probes' costs)."""
         machine = dataclasses.replace(probed, overlap_exponent=exponent)
-        return {m: _reports(m, cost_model.predict(workload, cost_model.fixed_choices(workload, m, 2), (2, 2),
+        return {m: _reports(m, cost_model.predict(workload, plan_search.fixed_choices(workload, m, 2), (2, 2),
                                                   machine, "tf").seconds, cpu[m]) for m in cpu}
     for exponent in (2.0, 1.25, None):
         cal = calibration.Calibration(probed, 0.01, 0.01, {}, 2, in_job=jobs(exponent))

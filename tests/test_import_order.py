@@ -17,6 +17,7 @@ def test_importing_parallax_and_its_launcher_does_not_import_tensorflow():
     assert _run("""
         import sys, parallax, parallax.launcher.resource_spec, parallax.launcher.role, parallax.plan
         import parallax.launcher.cli, parallax.launcher.calibrate, parallax.cost_model, parallax.calibration
+        import parallax.plan_search
         print('tensorflow' in sys.modules)""") == "False"
 
 

@@ -11,7 +11,7 @@ spec = importlib.util.spec_from_file_location("mixed_plans", os.path.join(ROOT, 
 mixed_plans = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mixed_plans)
 
-from parallax import cost_model as cm  # noqa: E402
+from parallax import cost_model as cm, plan_search  # noqa: E402
 
 MB = 1 << 20
 MACHINE = cm.Machine(bandwidth=125e6, latency=1e-4, cores=2.0,
@@ -23,13 +23,13 @@ KERNEL = cm.VariableLoad("K", "dense", MB, 1.0, 1, (1, MB))
 
 def test_local_aggregation_counts_where_it_takes_effect():
     w = cm.Workload(0.01, 0.01, (KERNEL, TABLE))
-    hybrid = cm.assign_servers(w, {"K": cm.AR, "E": cm.PS}, 2, True)
+    hybrid = plan_search.assign_servers(w, {"K": cm.AR, "E": cm.PS}, 2, True)
     methods = (("E", cm.PS), ("K", cm.AR))
     # with TF's collectives in the step the rewrite turns a host's aggregation off; with Horovod it stays
     assert mixed_plans._key(w, hybrid, "tf") == (methods, False)
     assert mixed_plans._key(w, hybrid, "horovod") == (methods, True)
     # only a sparse variable on a server aggregates: all on servers but the table all-gathered has none
-    dense_on_servers = cm.assign_servers(w, {"K": cm.PS, "E": cm.AG}, 2, True)
+    dense_on_servers = plan_search.assign_servers(w, {"K": cm.PS, "E": cm.AG}, 2, True)
     assert mixed_plans._key(w, dense_on_servers, "horovod")[1] is False
     # every fixed mode, with its aggregation on and off, is one of the fixed plans
     fixed = mixed_plans.fixed_plans(w, 2, "horovod")
@@ -45,7 +45,7 @@ def test_every_plan_is_predicted_and_the_best_of_each_kind_returned():
     for k in (cm.AR, cm.PS):
         for e in (cm.AG, cm.PS):
             for la in (True, False):
-                choices = cm.assign_servers(w, dict(zip(names, (k, e))), 2, la)
+                choices = plan_search.assign_servers(w, dict(zip(names, (k, e))), 2, la)
                 every.append(cm.predict(w, choices, mixed_plans.PER_HOST, MACHINE, "tf").seconds)
     assert min(fixed, mixed) == min(every)
     assert mode in ("PS", "MPI", "HYBRID")

@@ -60,10 +60,10 @@ def test_auto_is_never_slower_than_a_fixed_mode_and_names_its_plan():
             assert abs(norm / gain - max(n for n, _ in fixed.values())) < 1e-9
             assert plan.endswith("'s plan") or plan.startswith("mixed: "), plan
     w = paper_scale.workload(paper_scale.MODELS["LM"], 1.0)
-    hybrid = paper_scale.cm.fixed_choices(w, "HYBRID", paper_scale.MACHINES)
+    hybrid = paper_scale.plan_search.fixed_choices(w, "HYBRID", paper_scale.MACHINES)
     assert paper_scale.plan_name(w, hybrid) == "HYBRID's plan"
     mixed = dict(hybrid, embedding=paper_scale.cm.Choice(paper_scale.cm.AG))
     assert paper_scale.plan_name(w, mixed) == "mixed: AG 1, AR 3, PS 2"
     resnet = paper_scale.workload(paper_scale.MODELS["ResNet-50"], 1.0)
-    both = paper_scale.cm.fixed_choices(resnet, "MPI", paper_scale.MACHINES)
+    both = paper_scale.plan_search.fixed_choices(resnet, "MPI", paper_scale.MACHINES)
     assert paper_scale.plan_name(resnet, both) == "MPI and HYBRID's plan"
