@@ -89,6 +89,27 @@ def test_the_links_burst_is_what_the_read_after_idling_moved_beyond_the_links_ra
     assert without.link_burst == 0.0  # a job without the probe (an older calibration's): no burst
 
 
+def test_the_latency_and_the_burst_come_from_the_fastest_reads_where_the_probes_kept_them():
+    """A loaded machine delays some reads; the link's latency is the uncontended read's, and the burst read's
+    fastest time is set against it, so a typical read's delay moves neither into the burst."""
+    delayed = 0.006  # a typical read's scheduling delay, on top of the link's
+    reads = {"read_small": {"wall": 0.002 + delayed, "min_wall": 0.002, "cpu": 0.001},
+             "read_large": {"wall": 0.002 + delayed + (8 << 20) / 1e8, "min_wall": 0.002 + (8 << 20) / 1e8, "cpu": 0}}
+    results = _with_burst_read(_run("PS", "none", TRUTH, reads=reads), 0.002 + delayed + (768 << 10) / 1e8)
+    for r in results:
+        if "read_burst" in r["probes"]:
+            r["probes"]["read_burst"]["min_wall"] = 0.002 + (768 << 10) / 1e8
+    m = calibration.fit_machine([results, _run("MPI", "tf", TRUTH)])
+    assert m.latency == pytest.approx(0.002)
+    assert m.bandwidth == pytest.approx(((8 << 20) - 1024) / ((8 << 20) / 1e8))
+    assert m.link_burst == pytest.approx(256 << 10, rel=1e-3)
+    # the medians alone (an older calibration's probes) put the delay into the latency
+    for r in results:
+        for probe in r["probes"].values():
+            probe.pop("min_wall", None)
+    assert calibration.fit_machine([results, _run("MPI", "tf", TRUTH)]).latency == pytest.approx(0.002 + delayed)
+
+
 def test_the_fit_keeps_costs_non_negative():
     noisy = _run("MPI", "tf", TRUTH)
     for r in noisy:  # the large allreduce cheaper than the small one: no positive per-byte cost explains it
