@@ -36,6 +36,7 @@ from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 MODES = ("PS", "MPI", "HYBRID", "AUTO")
 SAVED = os.path.join(common.RESULTS, "predictions.json")
 CALIBRATIONS = os.path.join(common.RESULTS, "predictions")
+DRIFT_SPREAD = 1.2  # rounds of one point further apart than this flag the machine, not the model (drift_line)
 
 
 def predicted(model, data_dirs, spec, path, backend):
@@ -179,6 +180,7 @@ def tables(runs, predictions, plans, rates, models, now=None):
     within = sum(1 for r in ratios if abs(r - 1) <= 0.2)
     lines += ["", f"Within 20%: {within} of {len(ratios)} points (predicted / measured from {min(ratios):.2f} to "
               f"{max(ratios):.2f})."]
+    lines += ["", drift_line(runs, predictions, rates, models)]
     lines += ["", "## AUTO against the best fixed mode", "",
               "AUTO / best: the medians' ratio; per round: the median of each round's AUTO over the same round's "
               "best fixed mode (the modes of a round run back to back, so a machine's drift between rounds "
@@ -206,6 +208,24 @@ def tables(runs, predictions, plans, rates, models, now=None):
         lines += ["", f"Where a run recorded its plan's methods only (before local aggregation was recorded), the "
                       f"plan's local aggregation is {inferred[0]}'s for the same methods."]
     return lines
+
+
+def drift_line(runs, predictions, rates, models, spread=DRIFT_SPREAD):
+    """The points whose rounds disagree by more than `spread` (slowest over fastest round), and how many of them
+    the model misses by more than 20%: a miss at such a point may be the machine's, not the model's."""
+    drifted, missed = [], 0
+    for model in models:
+        for rate in rates:
+            for mode in MODES:
+                steps = [m.step_seconds for m in runs[(rate, model, mode)]]
+                if len(steps) > 1 and max(steps) > spread * min(steps):
+                    drifted.append(f"{model} {rate} {mode} ({max(steps) / min(steps):.2f}x)")
+                    p = predictions[(rate, model)][mode]
+                    missed += bool(p) and abs(p / common.median(steps) - 1) > 0.2
+    if not drifted:
+        return f"Every point's rounds are within {spread:g}x of each other."
+    return (f"Rounds more than {spread:g}x apart (slowest over fastest): {len(drifted)} points, {', '.join(drifted)}; "
+            f"{missed} of them outside 20%.")
 
 
 def _now_cell(plan, ran, fixed, best, auto):
