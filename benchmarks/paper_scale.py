@@ -32,6 +32,10 @@ GRPC_SHARE = 0.5
 # (assumed) Horovod of 2018 (v0.11, the paper's) allreduces dense tensors with NCCL on the GPUs (a quarter of
 # gRPC's host CPU per byte) but allgathers sparse ones with MPI through host memory, costing the host what gRPC does
 ALLGATHER_VS_GRPC = 1.0
+# the sweeps of the assumed inputs: a GPU step's scale and CPU per GB; gRPC's share of the link and the allgather's
+# CPU per byte against gRPC's
+STEP_SCALES, CPU_PER_GB = (0.5, 1.0, 2.0), (0.25, 1.0, 4.0)
+GRPC_SHARES, ALLGATHER_RATIOS = (0.3, 0.5, 1.0), (0.25, 1.0)
 
 # Figure 13 of the paper, normalized throughput at 48 GPUs: TF-PS, Horovod (MPI), Parallax (HYBRID)
 PAPER = {"ResNet-50": (30.2, 39.5, 39.8), "Inception-v3": (28.4, 44.0, 43.6), "LM": (3.4, 1.3, 9.4),
@@ -171,8 +175,8 @@ def main():
               "three modes as Figure 13 does; ratios within 30% = HYBRID/PS and HYBRID/MPI both.", "",
               "| step x | CPU s per GB | " + " | ".join(f"{n} ranking, ratios" for n in MODELS) + " |",
               "|---|---|" + "---|" * len(MODELS)]
-    for scale in (0.5, 1.0, 2.0):
-        for cpu in (0.25, 1.0, 4.0):
+    for scale in STEP_SCALES:
+        for cpu in CPU_PER_GB:
             cells = []
             for name, model in MODELS.items():
                 got = {k: v[0] for k, v in predicted(model, scale, cpu).items()}
@@ -182,8 +186,8 @@ def main():
               "Central step and CPU per GB; gRPC's share of the link, and Horovod's allgather CPU per byte against "
               "gRPC's.", "", "| gRPC share | allgather / gRPC | " + " | ".join(f"{n} ranking, ratios" for n in MODELS)
               + " |", "|---|---|" + "---|" * len(MODELS)]
-    for share in (0.3, 0.5, 1.0):
-        for allgather in (0.25, 1.0):
+    for share in GRPC_SHARES:
+        for allgather in ALLGATHER_RATIOS:
             cells = [verdict(name, {k: v[0] for k, v in predicted(model, 1.0, 1.0, grpc_share=share,
                                                                    allgather_vs_grpc=allgather).items()})
                      for name, model in MODELS.items()]
@@ -194,9 +198,9 @@ def main():
               "| step x | CPU s per GB | gRPC share | allgather / gRPC | " + " | ".join(MODELS) + " |",
               "|---|---|---|---|" + "---|" * len(MODELS)]
     gains = []
-    for scale, cpu, share, allgather in [(s, c, GRPC_SHARE, ALLGATHER_VS_GRPC) for s in (0.5, 1.0, 2.0)
-                                         for c in (0.25, 1.0, 4.0)] + \
-            [(1.0, 1.0, s, a) for s in (0.3, 1.0) for a in (0.25, 1.0)] + [(1.0, 1.0, GRPC_SHARE, 0.25)]:
+    transports = (GRPC_SHARE, ALLGATHER_VS_GRPC)  # the central ones
+    for scale, cpu, share, allgather in [(s, c, *transports) for s in STEP_SCALES for c in CPU_PER_GB] + \
+            [(1.0, 1.0, s, a) for s in GRPC_SHARES for a in ALLGATHER_RATIOS if (s, a) != transports]:
         cells = []
         for model in MODELS.values():
             _, gain, plan = auto(model, scale, cpu, grpc_share=share, allgather_vs_grpc=allgather)

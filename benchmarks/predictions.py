@@ -36,6 +36,7 @@ from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 MODES = ("PS", "MPI", "HYBRID", "AUTO")
 SAVED = os.path.join(common.RESULTS, "predictions.json")
 CALIBRATIONS = os.path.join(common.RESULTS, "predictions")
+WITHIN = 0.2  # the bound on predicted / measured - 1
 DRIFT_SPREAD = 1.2  # rounds of one point further apart than this flag the machine, not the model (drift_line)
 
 
@@ -177,7 +178,7 @@ def tables(runs, predictions, plans, rates, models, now=None):
                              f"{', '.join(f'{m.step_seconds * 1000:.0f}' for m in runs[key])} |")
     ratios = [predictions[(rate, model)][mode] / med((rate, model, mode), "step_seconds")
               for model in models for rate in rates for mode in MODES if predictions[(rate, model)][mode]]
-    within = sum(1 for r in ratios if abs(r - 1) <= 0.2)
+    within = sum(1 for r in ratios if abs(r - 1) <= WITHIN)
     lines += ["", f"Within 20%: {within} of {len(ratios)} points (predicted / measured from {min(ratios):.2f} to "
               f"{max(ratios):.2f})."]
     lines += ["", drift_line(runs, predictions, rates, models)]
@@ -221,7 +222,7 @@ def drift_line(runs, predictions, rates, models, spread=DRIFT_SPREAD):
                 if len(steps) > 1 and max(steps) > spread * min(steps):
                     drifted.append(f"{model} {rate} {mode} ({max(steps) / min(steps):.2f}x)")
                     p = predictions[(rate, model)][mode]
-                    missed += bool(p) and abs(p / common.median(steps) - 1) > 0.2
+                    missed += bool(p) and abs(p / common.median(steps) - 1) > WITHIN
     if not drifted:
         return f"Every point's rounds are within {spread:g}x of each other."
     return (f"Rounds more than {spread:g}x apart (slowest over fastest): {len(drifted)} points, {', '.join(drifted)}; "

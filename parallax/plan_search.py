@@ -94,7 +94,7 @@ def reasons(workload, choices, workers_per_host, machine, backend="tf"):
     for v in workload.variables:
         other = {cm.AR: cm.PS, cm.AG: cm.PS, cm.PS: cm.AG if v.kind == "sparse" else cm.AR}[methods[v.name]]
         t = cm.predict(workload, assign_servers(workload, dict(methods, **{v.name: other}), hosts, la),
-                    workers_per_host, machine, backend).seconds
+                       workers_per_host, machine, backend).seconds
         out[v.name] = (f"{other} would take {1000 * (t - base):+.1f} ms per step" if abs(t - base) >= 5e-5 else
                        f"{other} would take the same time (tie: the run option's rule)")
     return out
