@@ -91,6 +91,7 @@ bench: install
 	$(PY) benchmarks/predictions.py
 	$(PY) benchmarks/paper_scale.py
 	$(PY) benchmarks/plan_space.py
+	$(PY) benchmarks/cpu_floor.py
 	$(PY) benchmarks/mixed_plans.py
 	$(PY) benchmarks/cpu_by_role.py
 

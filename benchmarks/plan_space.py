@@ -73,9 +73,10 @@ def plan_space(graph, analysis, spec, config):
             "fixed_la": fixed_la}
 
 
-def child(script, args, spec_path, calibration_path, out):
+def child(script, args, spec_path, calibration_path, out, compute=plan_space):
     """In the explain role (the script builds its graph and stops at get_runner), with AUTO's predictions
-    replaced by plan_space's, which writes `out`."""
+    replaced by `compute(graph, analysis, spec, config)` (plan_space's by default), whose result it writes to `out`
+    as JSON."""
     import tensorflow as tf
     tf.compat.v1.disable_eager_execution()
     from parallax import auto_plan
@@ -87,7 +88,7 @@ def child(script, args, spec_path, calibration_path, out):
 
     def predictions(graph, analysis, spec, config):
         with open(out, "w") as f:
-            json.dump(plan_space(graph, analysis, spec, config), f)
+            json.dump(compute(graph, analysis, spec, config), f)
         return original(graph, analysis, spec, config)
     auto_plan.predictions = predictions  # explain looks it up when it runs; its own table is not used here
     role = {protocol.ENV_ROLE: "explain", protocol.ENV_EXPLAIN: json.dumps({"measure_sparsity": 0, "json": True}),
@@ -100,6 +101,38 @@ def child(script, args, spec_path, calibration_path, out):
         finally:
             sys.stdout = stdout
     return 0 if ran and os.path.exists(out) else 1
+
+
+def add_child_arguments(parser):
+    """The hidden arguments each_saved_point gives a benchmark's child."""
+    parser.add_argument("--child", nargs=4, metavar=("MODEL", "SPEC", "CALIBRATION", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--data-dir", help=argparse.SUPPRESS)
+
+
+def child_of(args, compute):
+    """child() for the point `args` name (add_child_arguments)."""
+    model, spec, calibration_path, out = args.child
+    script, script_arguments = script_args(model, {model: args.data_dir} if args.data_dir else {}, ALL)
+    return child(os.path.join(common.ROOT, script), script_arguments, spec, calibration_path, out, compute)
+
+
+def each_saved_point(data, benchmark):
+    """(rate, model, what `benchmark`'s child wrote) for each point of the saved predictions run `data`: the child
+    (`python benchmark --child MODEL SPEC CALIBRATION OUT [--data-dir DIR]`) builds the model's graph in the
+    explain role, in a process of its own, one point at a time."""
+    name = os.path.splitext(os.path.basename(benchmark))[0]
+    with tempfile.TemporaryDirectory(prefix=f"parallax-{name}-") as work:
+        for rate, model, spec, calibration_path, data_dirs in saved_points(data, work):
+            out = os.path.join(work, f"{rate}-{model}.json")
+            cmd = [sys.executable, os.path.abspath(benchmark), "--child", model, spec, calibration_path, out]
+            if model in data_dirs:
+                cmd += ["--data-dir", data_dirs[model]]
+            done = subprocess.run(cmd, cwd=common.ROOT, capture_output=True, text=True,
+                                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT))
+            if done.returncode != 0:
+                raise RuntimeError(f"{name} {model} {rate} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+            with open(out) as f:
+                yield rate, model, json.load(f)
 
 
 def measured_error(data, rate, model, fixed):
@@ -125,13 +158,10 @@ def describe(row, fixed_methods, fixed_la):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(common.RESULTS, "plan_space.md"))
-    parser.add_argument("--child", nargs=4, metavar=("MODEL", "SPEC", "CALIBRATION", "OUT"), help=argparse.SUPPRESS)
-    parser.add_argument("--data-dir", help=argparse.SUPPRESS)
+    add_child_arguments(parser)
     args = parser.parse_args()
     if args.child:
-        model, spec, calibration_path, out = args.child
-        script, script_arguments = script_args(model, {model: args.data_dir} if args.data_dir else {}, ALL)
-        return child(os.path.join(common.ROOT, script), script_arguments, spec, calibration_path, out)
+        return child_of(args, plan_space)
     with open(SAVED) as f:
         data = json.load(f)
     lines = ["# The plans AUTO chooses from, as the cost model ranks them", "", __doc__.split("\n\n")[2], "",
@@ -140,20 +170,9 @@ def main():
              "| model | rate | plans | ranked | best fixed (predicted ms) | best mixed plan | predicted ms | "
              "best fixed / mixed | the model's predicted / measured, fixed modes here |",
              "|---|---|---|---|---|---|---|---|---|"]
-    with tempfile.TemporaryDirectory(prefix="parallax-plan-space-") as work:
-        for rate, model, spec, calibration_path, data_dirs in saved_points(data, work):
-            out = os.path.join(work, f"{rate}-{model}.json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--child", model, spec, calibration_path, out]
-            if model in data_dirs:
-                cmd += ["--data-dir", data_dirs[model]]
-            done = subprocess.run(cmd, cwd=common.ROOT, capture_output=True, text=True,
-                                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=common.ROOT))
-            if done.returncode != 0:
-                raise RuntimeError(f"plan_space {model} {rate} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
-            with open(out) as f:
-                space = json.load(f)
-            lines.append(row_of(model, rate, space, measured_error(data, rate, model, space["fixed"])))
-            print(lines[-1], flush=True)
+    for rate, model, space in each_saved_point(data, __file__):
+        lines.append(row_of(model, rate, space, measured_error(data, rate, model, space["fixed"])))
+        print(lines[-1], flush=True)
     lines += ["", "Predicted / measured: the fixed modes' predictions at that point over their measured medians; "
               "a mixed plan's predicted gain smaller than their spread is within the model's error."]
     with open(args.out, "w") as f:
