@@ -73,10 +73,9 @@ def plan_space(graph, analysis, spec, config):
             "fixed_la": fixed_la}
 
 
-def child(script, args, spec_path, calibration_path, out, compute=plan_space):
+def child(script, args, spec_path, calibration_path, out, compute):
     """In the explain role (the script builds its graph and stops at get_runner), with AUTO's predictions
-    replaced by `compute(graph, analysis, spec, config)` (plan_space's by default), whose result it writes to `out`
-    as JSON."""
+    replaced by `compute(graph, analysis, spec, config)`, whose result it writes to `out` as JSON."""
     import tensorflow as tf
     tf.compat.v1.disable_eager_execution()
     from parallax import auto_plan
