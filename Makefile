@@ -42,8 +42,8 @@ LONG_MODEL_RUNS := tests/convergence/test_nmt.py::test_nmt_two_hybrid_workers_re
                    "tests/convergence/test_resume.py::test_a_killed_and_restarted_run_equals_an_uninterrupted_one[nmt]" \
                    "tests/convergence/test_resume.py::test_a_killed_and_restarted_run_equals_an_uninterrupted_one[resnet]"
 SUITE  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster $(addprefix --deselect ,$(LONG_MODEL_RUNS)),\
-            tests/equivalence $(NEWEST_TF_EQUIVALENCE) \
-            $(NEWEST_TF_TESTS))
+            $(NEWEST_TF_TESTS) \
+            tests/equivalence $(NEWEST_TF_EQUIVALENCE))
 
 .PHONY: install test test-cluster demo convergence bench fuzz drill clean
 
