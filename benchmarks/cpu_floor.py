@@ -34,7 +34,8 @@ def without_collective_fixed_cpu(machine):
     return dataclasses.replace(machine, cpu_per_message=per_message)
 
 
-def with_allreduce_cpu_per_byte(machine, key, value):
+def with_cpu_per_byte(machine, key, value):
+    """`machine` with method `key`'s CPU per byte set to `value`."""
     return dataclasses.replace(machine, cpu_per_byte={**machine.cpu_per_byte, key: value})
 
 
@@ -51,7 +52,7 @@ def floor_of(workload, plans, per_host, machine, backend):
     bare = without_collective_fixed_cpu(machine)
     out = {"cpu": {mode: cpu(plans[mode], machine) for mode in plans}, "floor": cpu(plans["HYBRID"], bare),
            "per_gb": calibrated * 1e9}
-    at_zero = cpu(plans["HYBRID"], with_allreduce_cpu_per_byte(bare, key, 0.0))
+    at_zero = cpu(plans["HYBRID"], with_cpu_per_byte(bare, key, 0.0))
     slope = (out["floor"] - at_zero) / calibrated if calibrated > 0 else 0.0
     ps = out["cpu"]["PS"]
     out["break_even"] = None if at_zero > ps else (ps - at_zero) / slope * 1e9 if slope > 0 else float("inf")

@@ -47,7 +47,7 @@ def test_at_the_break_even_cost_per_byte_the_floor_equals_ps():
     assert floor["floor"] > floor["cpu"]["PS"]  # this machine's allreduce bytes cost 4x a server's
     even = floor["break_even"]
     assert 0 < even < floor["per_gb"]
-    bare = cpu_floor.with_allreduce_cpu_per_byte(cpu_floor.without_collective_fixed_cpu(MACHINE), "allreduce/tf",
+    bare = cpu_floor.with_cpu_per_byte(cpu_floor.without_collective_fixed_cpu(MACHINE), "allreduce/tf",
                                                  even / 1e9)
     assert all_hosts_cpu(WORKLOAD, plans(WORKLOAD)["HYBRID"], bare) == pytest.approx(floor["cpu"]["PS"])
 
