@@ -19,15 +19,27 @@ from parallax.errors import CollectiveError
 from parallax.sync_step import fetch_digest
 
 tf1 = tf.compat.v1
-STEPS_GRAPH_KEY = 0x7a11a0  # every synchronized step with TF's collectives runs under it
+STEPS_GRAPH_KEY = 0x7a11a0  # every synchronized step with TF's collectives runs under it (group 1's: a launched job's)
 MEETING_GRAPH_KEY = STEPS_GRAPH_KEY - 1
 MEETING_TIMEOUT_S = 120  # the launcher ends a job whose workers' inputs end in different steps sooner (STRANDED_S)
 
 
+def graph_keys(group):
+    """(the steps' graph key, the meeting's, the initial broadcast's) of collective group `group`. The group leader
+    hands out step ids per graph key and every worker keeps its place in that sequence: the jobs a thread job's
+    servers run one after another (thread_job.py, one group each) must not share a sequence, or a task that sat out
+    the last job would start at another step id than the others. (Left to TF, the broadcast's key is a hash of the
+    graph's instance keys: the same for two jobs of one graph.)"""
+    steps = STEPS_GRAPH_KEY + 3 * (group - 1)
+    return steps, steps - 1, steps - 2
+
+
 class InputEnds:
-    def __init__(self, graph, num_workers, scalar_collective):
+    def __init__(self, graph, num_workers, scalar_collective, group=1):
         """`scalar_collective(digest, name)`: the backend's (collectives.step_fence_for), or None when the steps
-        share no ids (no TF collectives, or one worker). Call before the graph is finalized."""
+        share no ids (no TF collectives, or one worker); `group`: the job's collective group. Call before the graph
+        is finalized."""
+        self._steps_key, self._meeting_key, self._start_key = graph_keys(group)
         self._meeting = self._moving_on = None
         if scalar_collective is not None and num_workers > 1:
             with graph.as_default():
@@ -42,7 +54,12 @@ class InputEnds:
         """`options` (or None) for a step that runs TF's collectives: under the steps' graph key."""
         if self._meeting is None:
             return options
-        return _keyed(options, STEPS_GRAPH_KEY)
+        return _keyed(options, self._steps_key)
+
+    def broadcast_options(self):
+        """RunOptions for the initial broadcast of the chief's values (before the first step): under a graph key
+        of the job's own. None without TF's collectives between workers."""
+        return None if self._meeting is None else _keyed(None, self._start_key)
 
     def ended(self, session, where):
         """This worker's input ended in the step `where` names: meet the others, and move the step id on."""
@@ -56,7 +73,7 @@ class InputEnds:
     def _run_both(self, session):
         if self._meeting is not None:
             session.run(self._meeting, options=_keyed(tf1.RunOptions(timeout_in_ms=MEETING_TIMEOUT_S * 1000),
-                                                      MEETING_GRAPH_KEY))
+                                                      self._meeting_key))
             session.run(self._moving_on, options=self.keyed(None))
 
 

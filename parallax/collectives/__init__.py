@@ -48,15 +48,15 @@ def resolve(choice, dense_only=False):
     return TF if problem else HOROVOD
 
 
-def ops_for(plan):
+def ops_for(plan, group=1):
     """The collective-op factory for a rewrite of `plan`: a fresh one per rewrite (the tf backend numbers its
-    collectives in the order the passes create them, the same in every worker)."""
+    collectives in the order the passes create them, the same in every worker; `group` is their group key)."""
     if plan.backend == HOROVOD:
         from parallax.collectives.horovod_ops import HorovodCollectives
         return HorovodCollectives(plan.num_workers)
     if plan.backend == TF:
         from parallax.collectives.tf_ops import TFCollectives
-        return TFCollectives(plan.num_workers)
+        return TFCollectives(plan.num_workers, group)
     raise ConfigError(f"the plan's collective backend {plan.backend!r} is not one of {', '.join(NAMES)}")
 
 
@@ -65,7 +65,7 @@ def uses_worker_servers(plan):
     return plan.uses_servers or (plan.uses_collectives and plan.backend == TF)
 
 
-def step_fence_for(plan):
+def step_fence_for(plan, group=1):
     """The step fence of `plan`'s backend (step_fence.py), or None when its steps need none. TF's collectives run
     every worker's step under one step id (the group leader hands out a sequence, so that the workers' collectives
     meet), and when one worker's step ends TF cleans that step id up on every task it touched: also on a server or
@@ -74,7 +74,7 @@ def step_fence_for(plan):
     if plan.backend != TF or plan.num_workers < 2:
         return None
     from parallax.collectives.tf_ops import step_fence
-    return lambda digest, name: step_fence(plan.num_workers, digest, name)
+    return lambda digest, name: step_fence(plan.num_workers, digest, name, group)
 
 
 def allows_local_aggregation(backend):

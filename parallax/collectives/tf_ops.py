@@ -14,7 +14,7 @@ import tensorflow as tf
 from tensorflow.python.ops import collective_ops
 
 tf1 = tf.compat.v1
-GROUP_KEY = 1
+GROUP_KEY = 1  # a job's group, unless it runs on servers that outlive it (thread_job.py gives each job its own)
 GROUP_LEADER = "/job:worker/replica:0/task:0"
 DYNAMIC_BASE = 1 << 20  # static keys count up from 1, per-step keys from here
 FENCE_BASE = 1 << 30  # step fences' keys (step_fence.py), from here to 2^31 - 1
@@ -29,13 +29,13 @@ _GATHERED = {d: d for d in (tf.float16, tf.float32, tf.float64, tf.int32, tf.int
 class TFCollectives:
     name = "tf"
 
-    def __init__(self, num_workers):
-        self.num_workers = num_workers
+    def __init__(self, num_workers, group=GROUP_KEY):
+        self.num_workers, self.group = num_workers, group
         self._static, self._dynamic = 0, 0
         self._created = []
 
     def allreduce_sum(self, tensor, name):
-        total = collective_ops.all_reduce_v2(tensor, self.num_workers, GROUP_KEY, self._key(tensor, name),
+        total = collective_ops.all_reduce_v2(tensor, self.num_workers, self.group, self._key(tensor, name),
                                              merge_op="Add", final_op="Id", communication_hint="auto", name=name)
         self._created.append(total.op.name)
         return total
@@ -95,7 +95,7 @@ class TFCollectives:
 
     # ---- keys -----------------------------------------------------------------------------------------------------
     def _gather(self, tensor, key, name):
-        gathered = collective_ops.all_gather_v2(tensor, self.num_workers, GROUP_KEY, key, communication_hint="auto",
+        gathered = collective_ops.all_gather_v2(tensor, self.num_workers, self.group, key, communication_hint="auto",
                                                 name=name)
         self._created.append(gathered.op.name)
         return gathered
@@ -119,13 +119,13 @@ class TFCollectives:
         return DYNAMIC_BASE + j + MAX_DYNAMIC * runs
 
 
-def step_fence(num_workers, digest, name):
+def step_fence(num_workers, digest, name, group=GROUP_KEY):
     """A collective of a scalar that every worker runs at the end of the step of the fetch set `digest` (its key
     comes from the digest, so workers agree whatever order they first ran their fetch sets in). A gather, not an
     allreduce: either ends in a worker only once every worker has given its value, and TF's ring gather does it in
     N-1 transfers a worker, where its ring allreduce takes 2(N-1)."""
     key = FENCE_BASE + int(digest, 16) % ((1 << 31) - 1 - FENCE_BASE)
-    return collective_ops.all_gather_v2(tf.constant([0], tf.int32), num_workers, GROUP_KEY, key,
+    return collective_ops.all_gather_v2(tf.constant([0], tf.int32), num_workers, group, key,
                                         communication_hint="auto", name=name).op
 
 

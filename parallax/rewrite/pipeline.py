@@ -50,10 +50,11 @@ class RewriteContext:
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
     worker_id: int = 0  # this process's worker: its share of the batch
     example_counts: Tuple[Tuple[str, str, str], ...] = ()  # (input op, its count in a run, their total)
+    collective_group: int = 1  # the group key of TF's collectives (a thread job's servers outlive its jobs)
 
     def __post_init__(self):
         if self.collective_ops is None and self.plan.uses_collectives:
-            self.collective_ops = collectives.ops_for(self.plan)
+            self.collective_ops = collectives.ops_for(self.plan, self.collective_group)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,9 +194,10 @@ def check_order(passes):
             provided_by.setdefault(fact, p.name)
 
 
-def rewrite(source_graph, plan, config, pipeline=PIPELINE, worker_id=0):
-    """Run the plan's passes on a copy of `source_graph`, for worker `worker_id`."""
-    ctx = RewriteContext(source_graph, plan, config, worker_id=worker_id)
+def rewrite(source_graph, plan, config, pipeline=PIPELINE, worker_id=0, collective_group=1):
+    """Run the plan's passes on a copy of `source_graph`, for worker `worker_id`; TF's collectives, if any, in
+    group `collective_group`."""
+    ctx = RewriteContext(source_graph, plan, config, worker_id=worker_id, collective_group=collective_group)
     for p in passes_for(plan, pipeline):
         start = time.perf_counter()
         p.run(ctx)
