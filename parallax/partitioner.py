@@ -1,11 +1,10 @@
 """`parallax.get_partitioner`: split a large variable (an embedding) over the parameter servers."""
 import json
-import os
 
 import tensorflow as tf
 
 from parallax.errors import ParallaxError
-from parallax.launcher.protocol import ENV_NUM_SERVERS, ENV_PARTITIONS
+from parallax.launcher.protocol import ENV_NUM_SERVERS, ENV_PARTITIONS, this_process
 
 COLLECTION = "parallax_partitioned"  # JSON {"shape", "parts"} of each variable get_partitioner split
 
@@ -21,8 +20,9 @@ def get_partitioner(min_partitions=1):
     """
     if isinstance(min_partitions, bool) or not isinstance(min_partitions, int) or min_partitions < 1:
         raise ParallaxError(f"get_partitioner(min_partitions={min_partitions!r}): min_partitions must be an int >= 1")
-    chosen = os.environ.get(ENV_PARTITIONS)  # run_option AUTO chose for this job (auto_plan.py)
-    parts = int(chosen) if chosen else max(min_partitions, int(os.environ.get(ENV_NUM_SERVERS, "1")))
+    environ = this_process().environ
+    chosen = environ.get(ENV_PARTITIONS)  # run_option AUTO chose for this job (auto_plan.py)
+    parts = int(chosen) if chosen else max(min_partitions, int(environ.get(ENV_NUM_SERVERS, "1")))
     split = tf.compat.v1.fixed_size_partitioner(parts)
 
     def partitioner(shape, dtype=None, **kwargs):
@@ -37,5 +37,5 @@ def get_partitions(num_partitions):
     variables should make: `n`, or the number run_option="AUTO" chose for the job."""
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions < 1:
         raise ParallaxError(f"get_partitions({num_partitions!r}): the number of partitions must be an int >= 1")
-    chosen = os.environ.get(ENV_PARTITIONS)
+    chosen = this_process().environ.get(ENV_PARTITIONS)
     return int(chosen) if chosen else num_partitions

@@ -12,6 +12,7 @@ from parallax import collectives, example_counts, graph_utils, step_fence, step_
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
                              UnsupportedError)
 from parallax.input_end import InputEnds
+from parallax.launcher.protocol import this_process
 from parallax.launcher.role import report_done, report_examples, report_fed, report_input_end, report_step
 from parallax.sync_step import SyncSteps, Variant, fetch_digest
 
@@ -32,7 +33,8 @@ class Runner(SessionInterface):
     INIT_WAIT_SECONDS = 300
     INPUT_PROBE_MS = 10000  # how long an input may take to yield a batch when the runner asks whether it ended
 
-    def __init__(self, source_graph, rewritten, analysis, plan, config, role, server=None, session_config=None):
+    def __init__(self, source_graph, rewritten, analysis, plan, config, role, server=None, session_config=None,
+                 context=None):
         self._source = source_graph
         self._rewritten = rewritten
         self.analysis, self.plan, self.config = analysis, plan, config
@@ -42,7 +44,9 @@ class Runner(SessionInterface):
         self._update_ops = {self._graph.get_operation_by_name(n) for p in plan.parts for n in p.update_ops}
         self._collectives = {self._graph.get_operation_by_name(n) for n in rewritten.collectives}
         self._server = server  # keeps this worker's gRPC server alive as long as the runner
-        self._fence_op = collectives.step_fence_for(plan)
+        # who this worker is in its job (protocol.ProcessContext): its control lines go there, from any thread
+        self._context = context or this_process()
+        self._fence_op = collectives.step_fence_for(plan, self._context.collective_group)
         self._sync = SyncSteps(self._graph, rewritten.sync, role.worker_id, role.num_workers, self._fence_op) \
             if rewritten.sync is not None else None
         self._variants = {}  # fetch key -> Variant (without servers: the fetches as they are)
@@ -52,11 +56,12 @@ class Runner(SessionInterface):
         self._fed_inputs = {op for op, _, _ in rewritten.example_counts}  # the first fed step's batch is compared
         atexit.register(self._report_done)  # a script may end without closing its runner
         self._steps = 0
-        self._measure = step_measure.StepMeasure.from_env()
+        self._measure = step_measure.StepMeasure.from_env(self._context.environ)
         self._closed = False
         self._defaults = []  # the default graph and session contexts `with runner:` entered
         self._script_groups = user_initializers.ScriptGroups(source_graph, self._graph, role.is_chief)
-        self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None)
+        self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None,
+                                     self._context.collective_group)
         self._graph.finalize()
         self._session = tf1.Session(server.target if server else "", graph=self._graph, config=session_config)
         self._initialize()
@@ -134,10 +139,10 @@ class Runner(SessionInterface):
         feeds.update(variant.feeds)
         if variant.synchronized:
             self._synchronized_steps += 1
-            report_step(self._synchronized_steps, variant.digest, variant.name)
+            report_step(self._synchronized_steps, variant.digest, variant.name, self._context)
             fed = example_counts.fed_digest(feeds, self._fed_inputs) if self._fed_inputs and feed_dict else None
             if fed:
-                report_fed(self._synchronized_steps, fed)
+                report_fed(self._synchronized_steps, fed, self._context)
                 self._fed_inputs = set()
         counts = self._counts_read(key, variant)
         trains = self._trains(variant)
@@ -168,7 +173,7 @@ class Runner(SessionInterface):
         if counts:
             for (count, _), n in zip(counts, ran["examples"]):
                 self._totals[count.name] = self._totals.get(count.name, 0) + int(n)
-            report_examples(self._synchronized_steps, [int(n) for n in ran["examples"]])
+            report_examples(self._synchronized_steps, [int(n) for n in ran["examples"]], self._context)
         values = iter(ran["leaves"])
         out = [None if x is None else next(values) for x in variant.leaves]
         for i, k in variant.from_chief.items():
@@ -214,7 +219,7 @@ class Runner(SessionInterface):
     def _report_done(self):
         if not getattr(self, "_done_reported", False):
             self._done_reported = True
-            report_done(self._synchronized_steps)
+            report_done(self._synchronized_steps, self._context)
 
     def close(self):
         if self._closed:
@@ -225,6 +230,7 @@ class Runner(SessionInterface):
                 self.save_checkpoint()
         finally:
             self._closed = True
+            atexit.unregister(self._report_done)  # which would keep this runner and its graphs alive until exit
             self._session.close()
 
     def __enter__(self):
@@ -256,8 +262,8 @@ class Runner(SessionInterface):
         else:
             self._session.run(self._rewritten.init_op)
         self._session.run(self._rewritten.local_init_op)
-        if self._rewritten.broadcast_op is not None:
-            self._session.run(self._rewritten.broadcast_op)  # every worker starts from the chief's values
+        if self._rewritten.broadcast_op is not None:  # every worker starts from the chief's values
+            self._session.run(self._rewritten.broadcast_op, options=self._input_ends.broadcast_options())
         self._input_ends.start(self._session)
 
     def _wait_for_chief(self):
@@ -318,7 +324,7 @@ class Runner(SessionInterface):
                 f"workers that wait for it), while this worker's input had a batch: the workers' shares of the data "
                 f"hold different numbers of batches") from error
         if ended or isinstance(error, tf.errors.OutOfRangeError):
-            report_input_end(step)
+            report_input_end(step, self._context)
             self._input_ends.ended(self._session, where)
         if ended and not isinstance(error, tf.errors.OutOfRangeError):
             raise tf.errors.OutOfRangeError(None, None, f"End of sequence: {where}: this worker's input ended (TF "

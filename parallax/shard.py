@@ -3,13 +3,11 @@
 This module is itself callable (`parallax.shard(ds)`), and also offers the original Parallax's spelling:
 `parallax.shard.shard(ds)` and `shard.create_num_shards_and_shard_id()`.
 """
-import os
-
 import tensorflow as tf
 
 from parallax.callable_module import make_callable
 from parallax.errors import ParallaxError
-from parallax.launcher.protocol import current_role
+from parallax.launcher.protocol import this_process
 from parallax.shard_placement import DeferredShard
 
 tf1 = tf.compat.v1
@@ -28,8 +26,9 @@ def shard(ds):
     """
     if not isinstance(ds, tf.data.Dataset):
         raise ParallaxError(f"parallax.shard() takes a tf.data.Dataset, not {type(ds).__name__}")
-    role = current_role()
-    return DeferredShard(ds, (), role.num_workers, role.worker_id, SCOPE, os.environ)
+    context = this_process()
+    role = context.role
+    return DeferredShard(ds, (), role.num_workers, role.worker_id, SCOPE, context.environ)
 
 
 def create_num_shards_and_shard_id():
@@ -40,7 +39,7 @@ def create_num_shards_and_shard_id():
     if graph.get_collection(NUM_SHARDS) or graph.get_collection(SHARD_ID):
         raise ParallaxError("create_num_shards_and_shard_id() was called twice in this graph; call it once and "
                             "reuse its two tensors")
-    role = current_role()
+    role = this_process().role
     workers, index = (role.num_workers, role.worker_id) if role.role == "worker" else (1, 0)
     with graph.as_default(), graph.name_scope(None), graph.name_scope(SCOPE):
         num_shards = tf.constant(workers, tf.int64, name=NUM_SHARDS)

@@ -21,8 +21,8 @@ from parallax.analysis import analyze
 from parallax.config import Config
 from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
 from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PARTITIONS, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC,
-                                        ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, Role,
-                                        current_role)
+                                        ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, ProcessContext, Role,
+                                        this_process)
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.plan_json import check_matches
 from parallax.planning import plan_job
@@ -30,6 +30,15 @@ from parallax.rewrite import passes_for, rewrite
 from parallax.runner import Runner
 
 tf1 = tf.compat.v1
+
+
+class Repartitioned(BaseException):
+    """A planner that is a thread (thread_job.py) chose `partitions` shards for the variables get_partitioner split,
+    which its graph does not have: its job builds the graph again with that number (a process runs itself again)."""
+
+    def __init__(self, partitions):
+        super().__init__(partitions)
+        self.partitions = partitions
 
 
 class ScriptStopped(BaseException):
@@ -41,19 +50,12 @@ def run_script_in_role(script, script_args, role_env):
     """Run a training script in this process with `role_env` set (a one-process role: explain, calibrate) until
     its get_runner call stops it. True when it got there."""
     import runpy
-    saved = {k: os.environ.get(k) for k in role_env}
-    os.environ.update(role_env)
     sys.argv = [script, *script_args]
     try:
-        runpy.run_path(script, run_name="__main__")
+        with ProcessContext({**os.environ, **role_env}).acting():
+            runpy.run_path(script, run_name="__main__")
     except ScriptStopped:
         return True
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return False
 
 
@@ -68,10 +70,11 @@ def get_runner(graph, resource_spec, config=None):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
     if not isinstance(graph, tf.Graph):
         raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
-    role = current_role()
+    context = this_process()
+    role = context.role
     config = legacy_fields_applied(config, role)
     config.check_combinations()
-    spec, config = _settings(resource_spec, config)
+    spec, config = _settings(resource_spec, config, context.environ)
     if role.role == "explain":
         _explain(graph, spec, config)
         raise ScriptStopped()
@@ -83,17 +86,17 @@ def get_runner(graph, resource_spec, config=None):
     if not analysis.trained_variables:
         raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
                              "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
-    plan = _job_plan(graph, analysis, spec, config, role)
+    plan = _job_plan(graph, analysis, spec, config, role, context.environ)
     if role.role in ("launcher", "planner"):
-        _rebuild_if_repartitioned(graph, analysis, plan)
+        _rebuild_if_repartitioned(graph, analysis, plan, context)
         for note in plan_warnings(plan):
             print(f"parallax: warning: {note}", file=sys.stderr, flush=True)
     passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
     if role.role == "planner":
-        with open(os.environ[ENV_PLAN_OUT], "w") as f:
+        with open(context.environ[ENV_PLAN_OUT], "w") as f:
             f.write(plan_json.dumps(plan))
-        if os.environ.get(ENV_SETTINGS_OUT):  # the script's Config fields that the launcher itself obeys
-            with open(os.environ[ENV_SETTINGS_OUT], "w") as f:
+        if context.environ.get(ENV_SETTINGS_OUT):  # the script's Config fields that the launcher itself obeys
+            with open(context.environ[ENV_SETTINGS_OUT], "w") as f:
                 json.dump({"stall_warning_s": config.stall_warning_s, "stall_timeout_s": config.stall_timeout_s,
                            "transport": config.transport}, f)
         sys.exit(0)  # the script's work is done: its plan is written
@@ -107,8 +110,8 @@ def get_runner(graph, resource_spec, config=None):
         raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
                                f"{spec.num_workers} slots; pass the same spec in every worker")
     from parallax.launcher.role import register_process
-    register_process()  # a launched worker: the launcher can now stop it by id, and hears of its failure
-    return _join(graph, analysis, plan, config, role)
+    register_process(context)  # a launched worker: the launcher can now stop it by id, and hears of its failure
+    return _join(graph, analysis, plan, config, role, context)
 
 
 def plan_warnings(plan):
@@ -133,30 +136,33 @@ def legacy_fields_applied(config, role, translated=None):
     return translated.config
 
 
-def _settings(resource_spec, config):
+def _settings(resource_spec, config, environ):
     """A launched process uses the launcher's spec (`parallax-launch -H ...` need not match the script's argument)
     and its --run-option, when given."""
-    text = os.environ.get(ENV_RESOURCE_SPEC)
+    text = environ.get(ENV_RESOURCE_SPEC)
     spec = ResourceSpec.parse(text, source="the launcher's resource spec") if text else \
         ResourceSpec.load(resource_spec)
-    run_option = os.environ.get(ENV_RUN_OPTION)
+    run_option = environ.get(ENV_RUN_OPTION)
     if run_option and run_option != config.run_option:
         config = dataclasses.replace(config, run_option=run_option)
-    transport = os.environ.get(ENV_TRANSPORT)
+    transport = environ.get(ENV_TRANSPORT)
     if transport and transport != config.transport:
         config = dataclasses.replace(config, transport=transport)
     return spec, config
 
 
-def _rebuild_if_repartitioned(graph, analysis, plan):
+def _rebuild_if_repartitioned(graph, analysis, plan, context):
     """AUTO chose another number of shards for the variables get_partitioner split than the graph has: run this
-    program again with that number (the script builds its graph before get_runner can say), as the workers will."""
-    if plan.partitions is None or os.environ.get(ENV_PARTITIONS):
+    program again with that number (the script builds its graph before get_runner can say), as the workers will.
+    A thread cannot run its program again: Repartitioned tells its job to, with the number."""
+    if plan.partitions is None or context.environ.get(ENV_PARTITIONS):
         return
     from parallax.auto_plan import partitioned_variables
     split = [v for v in analysis.trained_variables if v.name in partitioned_variables(graph, analysis)[0]]
     if all(len(v.parts) == plan.partitions for v in split):
         return
+    if context.in_thread:
+        raise Repartitioned(plan.partitions)
     from parallax.launcher.mpirun import rerun_command
     print(f"parallax: run_option=AUTO splits {', '.join(v.name for v in split)} into {plan.partitions} shards (the "
           f"graph has {len(split[0].parts)}); running the script again with them", file=sys.stderr, flush=True)
@@ -165,11 +171,11 @@ def _rebuild_if_repartitioned(graph, analysis, plan):
     os.execv(command[0], command)
 
 
-def _job_plan(graph, analysis, spec, config, role):
+def _job_plan(graph, analysis, spec, config, role, environ):
     """A launched worker's plan is the job's, made once by the launcher; anyone else makes it here. (A worker of a
     command the launcher could not run once, launcher/planner.py, makes its own too: the graph fingerprint check
     then tells whether all workers agree.)"""
-    path = os.environ.get(ENV_PLAN) if role.role == "worker" else None
+    path = environ.get(ENV_PLAN) if role.role == "worker" else None
     if not path:
         return plan_job(graph, analysis, spec, config)
     try:
@@ -184,32 +190,33 @@ def _job_plan(graph, analysis, spec, config, role):
 def _explain(graph, spec, config):
     import json
     from parallax.explain import explain
-    options = json.loads(os.environ.get(ENV_EXPLAIN) or "{}")
+    options = json.loads(this_process().environ.get(ENV_EXPLAIN) or "{}")
     result = explain(graph, spec, config, print_table=not options.get("json"),
                      measure_sparsity=options.get("measure_sparsity", 0))
     if options.get("json"):
         print(json.dumps(result.to_data(), indent=1, sort_keys=True), flush=True)
 
 
-def _join(graph, analysis, plan, config, role):
+def _join(graph, analysis, plan, config, role, context):
     if plan.uses_collectives and plan.backend == collectives.HOROVOD:
         worker_checks.init_horovod(role)
     server, session_config = None, config.session_config
     if collectives.uses_worker_servers(plan):
         holders = set(plan.holders) if plan.uses_local_aggregation else ()
         tf_collectives = plan.uses_collectives and plan.backend == collectives.TF
-        server, filters = cluster.start_worker_server(role, holders, tf_collectives)
+        server, filters = cluster.start_worker_server(role, context, holders, tf_collectives)
         session_config = _merged(session_config, filters)
-    rewritten = rewrite(graph, plan, config, worker_id=role.worker_id)
+    rewritten = rewrite(graph, plan, config, worker_id=role.worker_id, collective_group=context.collective_group)
     if role.num_workers > 1:
-        worker_checks.check_same_graph(rewritten, server, role)
+        worker_checks.check_same_graph(rewritten, server, role, context.environ)
     if config.log_dir and role.is_chief:
         os.makedirs(config.log_dir, exist_ok=True)
         with open(os.path.join(config.log_dir, "plan.txt"), "w") as f:
             f.write(f"{analysis}\n\n{plan}\n")
         with open(os.path.join(config.log_dir, "plan.json"), "w") as f:
             f.write(plan_json.dumps(plan))
-    return Runner(graph, rewritten, analysis, plan, config, role, server=server, session_config=session_config)
+    return Runner(graph, rewritten, analysis, plan, config, role, server=server, session_config=session_config,
+                  context=context)
 
 
 def _merged(user_config, extra):

@@ -22,9 +22,11 @@ def init_horovod(role):
     return hvd
 
 
-def check_same_graph(rewritten, server=None, role=None):
-    """Every worker must have built the same rewritten graph; else raise GraphMismatchError on every worker."""
-    if any(k in os.environ for k in MPI_RANK_ENV) or server is None:
+def check_same_graph(rewritten, server=None, role=None, environ=None):
+    """Every worker must have built the same rewritten graph; else raise GraphMismatchError on every worker.
+    `environ`: the worker's PARALLAX_* settings and MPI's (protocol.ProcessContext.environ)."""
+    environ = os.environ if environ is None else environ
+    if any(k in environ for k in MPI_RANK_ENV) or server is None:
         found = _differing_worker_over_mpi(rewritten)
     else:
         found = _differing_worker_over_tf(rewritten, server, role)

@@ -59,7 +59,7 @@ def measure(graph, steps=10):
 
 
 def measure_for_role(graph):
-    options = json.loads(os.environ.get(protocol.ENV_CALIBRATE) or "{}")
+    options = json.loads(protocol.this_process().environ.get(protocol.ENV_CALIBRATE) or "{}")
     result = measure(graph, options.get("steps", 10))
     with open(options["out"], "w") as f:
         json.dump(result, f)

@@ -198,21 +198,30 @@ def _layout(spec, reports, num_servers, worker_servers, job_dir, python, loopbac
 
 def _job_environment(spec, layout, options, run_option, with_plan, partitions=None):
     env = dict(options.env)
+    env[protocol.ENV_HEARTBEAT] = f"{heartbeat_interval(options):g}"
+    env.update(worker_environment(spec, layout.job_dir, layout.cluster, with_plan, options.run_option, partitions,
+                                  options.transport))
+    env.update(bind_shim.environment(spec, loopback_only=options.transport == "ssh"))
+    return env
+
+
+def worker_environment(spec, job_dir, cluster, with_plan, run_option=None, partitions=None, transport=None):
+    """The PARALLAX_* settings every worker of a job on `spec` gets (each adds its rank): its role, the job's
+    directory, spec and cluster, the plan in the job directory, and what the launcher's options override. A thread
+    job's workers (thread_job.py) get the same."""
+    env = {protocol.ENV_ROLE: "worker", protocol.ENV_NUM_WORKERS: str(spec.num_workers),
+           protocol.ENV_JOB_DIR: job_dir, protocol.ENV_NUM_SERVERS: str(spec.num_hosts),
+           protocol.ENV_RESOURCE_SPEC: str(spec)}
     if partitions is not None:  # AUTO's choice: every worker's get_partitioner makes that many shards
         env[protocol.ENV_PARTITIONS] = str(partitions)
-    env[protocol.ENV_HEARTBEAT] = f"{heartbeat_interval(options):g}"
-    env.update({protocol.ENV_ROLE: "worker", protocol.ENV_NUM_WORKERS: str(spec.num_workers),
-                protocol.ENV_JOB_DIR: layout.job_dir, protocol.ENV_NUM_SERVERS: str(spec.num_hosts),
-                protocol.ENV_RESOURCE_SPEC: str(spec)})
     if with_plan:
-        env[protocol.ENV_PLAN] = os.path.join(layout.job_dir, PLAN_FILE)
-    if options.run_option:
-        env[protocol.ENV_RUN_OPTION] = options.run_option
-    if layout.cluster:
-        env[protocol.ENV_CLUSTER] = json.dumps(layout.cluster)
-    if options.transport == "ssh":
+        env[protocol.ENV_PLAN] = os.path.join(job_dir, PLAN_FILE)
+    if run_option:
+        env[protocol.ENV_RUN_OPTION] = run_option
+    if cluster:
+        env[protocol.ENV_CLUSTER] = json.dumps(cluster)
+    if transport == "ssh":
         env[protocol.ENV_TRANSPORT] = "ssh"
-    env.update(bind_shim.environment(spec, loopback_only=options.transport == "ssh"))
     return env
 
 

@@ -1,13 +1,23 @@
 """The PARALLAX_* environment protocol between the launcher and the processes it starts: names, and who this process
 is. Reading only: importing this module, or calling anything in it, changes nothing. Imports no TensorFlow.
 
+Who a process is in a job is a `ProcessContext`: its PARALLAX_* settings, where its control lines go, and the TF
+servers it was handed. A process the launcher started is described by its environment (`this_process()` reads
+os.environ, live). A job whose workers are threads of one process (thread_job.py) gives each thread its own context
+(`ProcessContext.acting()`), as TF gives each thread its default graph: nothing on a worker's path reads the
+process's environment directly, so several workers, and several jobs, can live in one process.
+
 No PARALLAX_ROLE in the environment means the user started the script by hand: the process is the launcher, and
 when the spec has one slot it is also the only worker. `planner`, `explain` and `calibrate` are roles of a script
 run in one process to make or show the plan, or to time its step (parallax-launch, `python -m parallax.explain`,
 parallax-calibrate); they start nothing.
 """
+import contextlib
+import contextvars
 import dataclasses
 import os
+import sys
+from typing import Any, Callable, Mapping
 
 from parallax.errors import LaunchError
 
@@ -59,8 +69,63 @@ class Role:
         return {ENV_ROLE: self.role, ENV_WORKER_ID: str(self.worker_id), ENV_NUM_WORKERS: str(self.num_workers)}
 
 
+def _stderr_line(text):
+    # One write call: a line of another thread cannot land in the middle of it.
+    sys.stderr.write(f"{CONTROL_PREFIX} {text}\n")
+    sys.stderr.flush()
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessContext:
+    """Who this process, or a thread standing for one, is in a job.
+
+    - `environ`: the PARALLAX_* variables the launcher set (os.environ itself for a launched process);
+    - `write_control`: where its control lines go (stderr, which the launcher reads; a list in a thread job);
+    - `servers`: None, or an object whose `server(job_name, task)` returns an already started TF server for this
+      worker to use instead of starting its own (a thread job's in-process servers);
+    - `collective_group`: the group key of the job's TF collectives (a thread job takes a new one per job, as its
+      servers outlive the job);
+    - `in_thread`: the worker is a thread: it installs no exception hook, heartbeat or pid file of a process."""
+    environ: Mapping[str, str]
+    write_control: Callable[[str], None] = _stderr_line
+    servers: Any = None
+    collective_group: int = 1
+    in_thread: bool = False
+
+    @property
+    def role(self):
+        return current_role(self.environ)
+
+    @property
+    def launched(self):
+        """Started by parallax's launcher (or a thread job) as a worker or server: its control lines are read."""
+        return bool(self.environ.get(ENV_ROLE))
+
+    def control(self, text):
+        """A control line for the launcher, when someone reads them."""
+        if self.launched:
+            self.write_control(text)
+
+    @contextlib.contextmanager
+    def acting(self):
+        """This context is `this_process()` in the calling thread (and what it runs) until the block ends."""
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
+
+
+_ACTIVE = contextvars.ContextVar("parallax_process_context", default=None)
+
+
+def this_process():
+    """The context of the calling thread: the one a thread job made it act as, else this process's environment."""
+    return _ACTIVE.get() or ProcessContext(os.environ)
+
+
 def current_role(environ=None):
-    environ = os.environ if environ is None else environ
+    environ = this_process().environ if environ is None else environ
     role = environ.get(ENV_ROLE)
     if not role:
         return Role("launcher")
@@ -81,6 +146,6 @@ def current_role(environ=None):
 
 def process_name(environ=None):
     """`worker.<rank>` or `ps.<task>`: how the job directory and the launcher's teardown know this process."""
-    environ = os.environ if environ is None else environ
+    environ = this_process().environ if environ is None else environ
     role = current_role(environ)
     return f"worker.{role.worker_id}" if role.role == "worker" else f"ps.{environ.get(ENV_PS_TASK, '')}"

@@ -11,21 +11,25 @@ from parallax.launcher.protocol import (CONTROL_PREFIX, ENV_CLUSTER, ENV_HEARTBE
                                         ENV_NUM_SERVERS, ENV_NUM_WORKERS, ENV_PLAN, ENV_PLAN_OUT, ENV_PS_TASK,
                                         ENV_RESOURCE_SPEC,
                                         ENV_ROLE, ENV_RUN_OPTION, ENV_WORKER_ID, MPI_RANK_ENV, Role, current_role,
-                                        process_name)
+                                        process_name, this_process)
 
 
-def register_process(environ=None):
+def register_process(context=None):
     """Tell the launcher this process is up, and record `<host> <pid>` in the job directory on this host, so the
-    launcher can stop it by id even if its parent is gone."""
-    environ = os.environ if environ is None else environ
+    launcher can stop it by id even if its parent is gone. A worker that is a thread (thread_job.py) only says it
+    is up: the process, its exception hook and its heartbeat are its job's, not its own."""
+    context = this_process() if context is None else context
+    environ = context.environ
     job_dir = environ.get(ENV_JOB_DIR)
-    if not job_dir or not environ.get(ENV_ROLE):
+    if not job_dir or not context.launched:
+        return
+    context.control(f"up {socket.gethostname()} {os.getpid()}")
+    if context.in_thread:
         return
     role = current_role(environ)
     if os.path.isdir(job_dir):
         with open(os.path.join(job_dir, f"pid.{process_name(environ)}"), "w") as f:
             f.write(f"{socket.gethostname()} {os.getpid()}\n")
-    _control_line(f"up {socket.gethostname()} {os.getpid()}")
     if role.role == "worker":
         sys.excepthook = _report_failure_and_exit(sys.excepthook)
     _start_heartbeat(environ)
@@ -50,9 +54,7 @@ def _start_heartbeat(environ):
 
 
 def _control_line(text):
-    # One write call: a line of another thread cannot land in the middle of it.
-    sys.stderr.write(f"{CONTROL_PREFIX} {text}\n")
-    sys.stderr.flush()
+    this_process().control(text)
 
 
 def report_serving():
@@ -62,38 +64,33 @@ def report_serving():
     _control_line("serving")
 
 
-def report_step(step, digest, name):
+def report_step(step, digest, name, context=None):
     """A launched worker starts synchronized step `step` (1-based) of the fetch set `digest` (its first fetch
     `name`): the launcher checks that every worker runs the same sequence (step_ledger.py)."""
-    if os.environ.get(ENV_ROLE):
-        _control_line(f"step {step} {digest} {name}")
+    (context or this_process()).control(f"step {step} {digest} {name}")
 
 
-def report_examples(step, counts):
+def report_examples(step, counts, context=None):
     """Synchronized step `step` read `counts` examples from its inputs (one count per input, example_counts.py):
     the launcher compares the workers' counts of each step (input_ledger.py)."""
-    if os.environ.get(ENV_ROLE):
-        _control_line(f"examples {step} {','.join(str(n) for n in counts)}")
+    (context or this_process()).control(f"examples {step} {','.join(str(n) for n in counts)}")
 
 
-def report_fed(step, digest):
+def report_fed(step, digest, context=None):
     """Synchronized step `step` was fed a batch whose digest is `digest` (this worker's first step with fed
     inputs): the launcher warns when every worker was fed the same one (input_ledger.py)."""
-    if os.environ.get(ENV_ROLE):
-        _control_line(f"fed {step} {digest}")
+    (context or this_process()).control(f"fed {step} {digest}")
 
 
-def report_input_end(step):
+def report_input_end(step, context=None):
     """Synchronized step `step` found this worker's input at its end (OutOfRangeError): fine when every worker's
     ended in that step; the launcher says so when another worker's had a batch there."""
-    if os.environ.get(ENV_ROLE):
-        _control_line(f"input-end {step}")
+    (context or this_process()).control(f"input-end {step}")
 
 
-def report_done(steps):
+def report_done(steps, context=None):
     """A launched worker ran its last synchronized step: `steps` of them."""
-    if os.environ.get(ENV_ROLE):
-        _control_line(f"done {steps}")
+    (context or this_process()).control(f"done {steps}")
 
 
 def _report_failure_and_exit(print_traceback):
