@@ -29,7 +29,25 @@ def environment(spec, loopback_only=False):
     anything it binds on a wildcard binds its host's address (its loopback with `loopback_only`: transport ssh).
     A TF server's own address comes from `server_map`, set by the process that starts it: only that process knows
     which task it is (each host draws its ports on its own, so two hosts can have the same port)."""
-    return {ENV_BIND_HOSTS: "127.0.0.1" if loopback_only else ",".join(host_addresses(spec)),
+    return preloading_environment("127.0.0.1" if loopback_only else ",".join(host_addresses(spec)))
+
+
+def preloaded_here(environ=None):
+    """Whether this process runs with the shim (loaded, and told which addresses to bind): its TF servers then
+    listen on their cluster addresses only."""
+    environ = os.environ if environ is None else environ
+    try:
+        with open("/proc/self/maps") as f:
+            loaded = "_bind_shim" in f.read()
+    except OSError:
+        loaded = False
+    return loaded and bool(environ.get(ENV_BIND_HOSTS))
+
+
+def preloading_environment(addresses="127.0.0.1"):
+    """What a process needs in its environment, at its start, to run with the shim: binds on a wildcard bind the
+    first of `addresses` that is an address of its host."""
+    return {ENV_BIND_HOSTS: addresses,
             "LD_PRELOAD": " ".join(filter(None, [library_path(), os.environ.get("LD_PRELOAD")]))}
 
 
