@@ -1,8 +1,12 @@
 """The equivalence oracle: run a case as one process with batch N*b and as N workers of batch b, then compare
 every global variable (trainables, slots, EMA shadows, batch-norm statistics, global step).
 
-Single-process references are cached per pytest session, so PS and HYBRID tests reuse MPI's; the first parallax run
-of a case makes its reference in its launching process.
+A parallax run is a thread job in this pytest process's warm case host (case_hosts.py, parallax/thread_job.py:
+the same plan, rewrite, runner and synchronization, on TF's collectives and in-process servers), or, with
+`processes=True`, a real job of one process per worker and server through get_runner's self-launch (Horovod's
+collectives need that; test_paths_agree.py checks that the two agree). Single-process references are cached per
+pytest session, so PS and HYBRID tests reuse MPI's; the first parallax run of a case makes its reference where it
+runs (the host, or the launching process).
 """
 import os
 import subprocess
@@ -18,14 +22,10 @@ F64_TOLERANCE = 1e-9  # max abs diff
 F32_TOLERANCE = 1e-5  # relative to the variable's largest magnitude
 STEPS, BATCH = 6, 4
 TIMEOUT = 300
-# Config.collective_backend of every distributed run that does not name one: PARALLAX_TEST_BACKEND=tf runs the whole
-# suite on TF's collectives. Unset: Horovod where it loads (test_tf_backend.py runs cases on tf there; "auto" would
-# pick tf for every case with sparse rows or servers), else auto, which is tf.
-BACKEND = os.environ.get("PARALLAX_TEST_BACKEND") or ("horovod" if collectives.horovod_problem() is None else "auto")
-
-# The modes the user graphs and random graphs run in: every mode unless PARALLAX_GRAPH_MODES names some (the
-# Makefile splits them over CI's two environments, so each graph runs in each mode once).
-GRAPH_MODES = tuple(os.environ.get("PARALLAX_GRAPH_MODES", "MPI,PS,HYBRID").split(","))
+# Config.collective_backend of every run that does not name one: TF's own collectives, which a thread job runs
+# (Horovod needs one MPI process per worker: test_horovod.py runs its sample with processes=True).
+BACKEND = collectives.TF
+GRAPH_MODES = ("MPI", "PS", "HYBRID")
 
 _references = {}
 
@@ -52,11 +52,12 @@ def two_hosts(workers):
 
 def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option="MPI", lr_scale=1.0,
              no_average=False, sync=True, spec=None, switches="LA,OPAU,OPSW", backend=BACKEND, calibration=None,
-             reference_out=None):
+             reference_out=None, processes=False, plan_out=None):
     name = case.replace(":", "_").replace(",", "+").replace("=", "")
     tag = (f"{name}-{mode}-{run_option}-n{workers}-b{batch}-k{steps}-lr{lr_scale}-avg{not no_average}"
            f"-sync{sync}-{'2hosts' if spec else '1host'}-{switches.replace(',', '+') or 'none'}-{backend}"
-           f"{'-' + os.path.basename(os.path.dirname(calibration)) if calibration else ''}")
+           f"{'-' + os.path.basename(os.path.dirname(calibration)) if calibration else ''}"
+           f"{'-processes' if processes else ''}")
     out = os.path.join(str(out_dir), tag + ".npz")
     cmd = [sys.executable, SCRIPT, "--case", case, "--mode", mode, "--workers", str(workers), "--batch", str(batch),
            "--steps", str(steps), "--out", out, "--run-option", run_option, "--lr-scale", str(lr_scale)]
@@ -71,6 +72,13 @@ def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option=
         cmd += ["--calibration", calibration]
     if reference_out:
         cmd += ["--reference-out", reference_out]
+    if plan_out:
+        cmd += ["--plan-out", plan_out]
+    if not processes and backend != collectives.HOROVOD:
+        from tests.equivalence import case_hosts
+        from tests.equivalence.run_case import KEEPS_EAGER
+        case_hosts.host(eager=case in KEEPS_EAGER).run(cmd[2:], TIMEOUT)
+        return dict(np.load(out))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

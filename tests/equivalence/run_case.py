@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from parallax import plan_json  # noqa: E402
 from parallax.launcher.protocol import ENV_ROLE  # noqa: E402
 from tests.equivalence.cases import CASES  # noqa: E402
 from tests.equivalence import random_graphs  # noqa: E402
@@ -32,7 +33,7 @@ def case_builder(name):
 tf1 = tf.compat.v1
 
 
-def main():
+def parser():
     p = argparse.ArgumentParser()
     p.add_argument("--case", required=True, help=f"one of {sorted(ALL_CASES)}, or random:<seed>")
     p.add_argument("--mode", required=True, choices=("single", "parallax"))
@@ -48,44 +49,81 @@ def main():
     p.add_argument("--switches", default="LA,OPAU,OPSW", help="optimizations on: any of LA,OPAU,OPSW (or none)")
     p.add_argument("--backend", default="auto", help="Config.collective_backend")
     p.add_argument("--calibration", help="Config.calibration (run option AUTO)")
+    p.add_argument("--plan-out", help="--mode parallax: the chief also writes the job's plan (plan_json) here")
     p.add_argument("--reference-out", help="--mode parallax: the launching process also runs the graph as one "
                                            "process (--mode single) first and dumps it here")
-    args = p.parse_args()
-    build = case_builder(args.case)
+    return p
+
+
+def main():
+    args = parser().parse_args()
     if args.case not in KEEPS_EAGER:
         tf1.disable_eager_execution()
+    if _reference_made(args, launched=ENV_ROLE in os.environ):
+        return
+    values = train_worker(case_builder(args.case), args)
+    if values is not None:
+        _save(args.out, values)
+
+
+def _reference_made(args, launched):
+    """Run the case as one process when asked: --mode single (then True: nothing else to do), or --reference-out in
+    the process that launches the parallax run (not in its workers): TF is loaded there already, and loading it is
+    most of a short run's CPU."""
+    if args.mode == "single" or (args.reference_out and not launched):
+        n, b = args.workers, args.batch
+        run_single(case_builder(args.case)(n, b, args.steps, n * b, args.lr_scale), args.steps, n * b,
+                   args.out if args.mode == "single" else args.reference_out)
+    return args.mode == "single"
+
+
+def run_in_threads(args, pool, timeout_s):
+    """The case as `main` runs it, with the parallax run a thread job on `pool` (parallax/thread_job.py): the
+    reference first when asked, then the chief's values saved to --out."""
+    from parallax.thread_job import ThreadJob
+    if _reference_made(args, launched=False):
+        return
+    build = case_builder(args.case)
+    job = ThreadJob(pool, args.spec or f"localhost:{args.workers}", timeout_s=timeout_s)
+    _save(args.out, job.run(lambda: train_worker(build, args))[0])
+
+
+def config_of(case, args):
+    """The parallax.Config of a case's run, from its command-line settings."""
+    on = set(args.switches.split(",")) - {"none", ""}
+    average = False if args.no_average else case.average
+    return parallax.Config(run_option=args.run_option, average_dense=average, average_sparse=average, sync=args.sync,
+                           local_aggregation="LA" in on,
+                           place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on,
+                           methods=case.methods or {}, collective_backend=args.backend,
+                           calibration=args.calibration)
+
+
+def train_worker(build, args):
+    """One worker's part of the parallax run, as a user's script does it: build the graph for batch b, get_runner,
+    the steps; every global variable by name from the chief (None elsewhere). A launched worker runs it in its
+    process, a thread job's in its thread."""
     n, b = args.workers, args.batch
-    if args.mode == "single" or (args.reference_out and ENV_ROLE not in os.environ):
-        # As a reference for a parallax run, in its launching process (not its workers): TF is loaded here already,
-        # and loading it is most of a short run's CPU.
-        _run_single(build(n, b, args.steps, n * b, args.lr_scale), args.steps, n * b,
-                    args.out if args.mode == "single" else args.reference_out)
-        if args.mode == "single":
-            return
     case = build(n, b, args.steps, b, args.lr_scale)
     with case.graph.as_default():
         variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
-    on = set(args.switches.split(",")) - {"none", ""}
-    average = False if args.no_average else case.average
-    config = parallax.Config(run_option=args.run_option, average_dense=average, average_sparse=average, sync=args.sync,
-                             local_aggregation="LA" in on,
-                             place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on,
-                             methods=case.methods or {}, collective_backend=args.backend,
-                             calibration=args.calibration)
-    with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config) as runner:
+    with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config_of(case, args)) as runner:
         i = runner.worker_id
         for k in range(args.steps):
             runner.run(case.fetch(k), case.feeds(k, k * n * b + i * b, b) if case.feeds else None)
         values = runner.run(variables)
-        if runner.is_chief:
-            _dump(args.out, variables, values)
+        if runner.is_chief and args.plan_out:
+            with open(args.plan_out, "w") as f:
+                f.write(plan_json.dumps(runner.plan))
+        return {v.op.name: value for v, value in zip(variables, values)} if runner.is_chief else None
 
 
 KEEPS_EAGER = {"eager_left_on"}  # legal TF2 code: a graph built in `with tf.Graph().as_default()`, eager left on
 
 
-def _run_single(case, steps, batch, out):
-    """The unmodified graph in a plain Session, `batch` examples a step."""
+def run_single(case, steps, batch, out=None):
+    """The unmodified graph in a plain Session, `batch` examples a step: every global variable by name (also saved
+    to `out`)."""
     with case.graph.as_default():
         variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
         init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]  # a script runs both
@@ -93,14 +131,21 @@ def _run_single(case, steps, batch, out):
         sess.run(init)
         for k in range(steps):
             sess.run(case.fetch(k), case.feeds(k, k * batch, batch) if case.feeds else None)
-        _dump(out, variables, sess.run(variables))
+        values = sess.run(variables)
+    values = {v.op.name: value for v, value in zip(variables, values)}
+    if out:
+        _save(out, values)
+    return values
 
 
-def _dump(path, variables, values):
+def _save(path, values):
     part = path + ".part.npz"  # whole or absent: another test's run may be reading the same reference
-    np.savez(part, **{v.op.name: value for v, value in zip(variables, values)})
+    np.savez(part, **values)
     os.replace(part, path)
 
 
 if __name__ == "__main__":
-    main()
+    # Through the module, not this __main__ copy of it: its functions are then the ones a tool that wraps them
+    # (benchmarks/job_stages) sees, and one copy of the cases' registries exists.
+    from tests.equivalence import run_case
+    run_case.main()

@@ -1,5 +1,5 @@
 """HYBRID mode (the default): dense variables on AllReduce, sparse ones on parameter servers, each worker both an
-MPI rank and a TF worker task. Equivalent to one process with the total batch, on real processes."""
+MPI rank and a TF worker task. Equivalent to one process with the total batch."""
 import pytest
 
 from tests.equivalence.harness import assert_equivalent, check_equivalence, reference, run_case, two_hosts

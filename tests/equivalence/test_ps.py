@@ -1,5 +1,5 @@
 """PS mode (parameter servers, synchronous accumulators, a chief) is equivalent to one process with the total
-batch, on real processes: two loopback "hosts", so two parameter-server processes."""
+batch: two loopback "hosts", so two parameter servers."""
 import numpy as np
 import pytest
 
