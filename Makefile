@@ -1,6 +1,6 @@
-# parallax: `make demo` and `make test` install what is missing first (see scripts/install.sh).
-# TF=2.15 (default): .venv, TF 2.15.1 with Horovod, the whole suite. TF=2.21: .venv-tf2.21, the newest TF, no
-# Horovod (TF's own collectives), numpy 2, tf_keras; `make test TF=2.21` runs NEWEST_TF_TESTS.
+# parallax: `make demo`, `make check` and `make test` install what is missing first (see scripts/install.sh).
+# TF=2.15 (default): .venv, TF 2.15.1 with Horovod. TF=2.21: .venv-tf2.21, the newest TF, no Horovod (TF's own
+# collectives), numpy 2, tf_keras. `make test` runs both; `make test-tf TF=2.21` one.
 TF     ?= 2.15
 , := ,
 VENV   := $(if $(filter 2.15,$(TF)),.venv,.venv-tf$(TF))
@@ -8,57 +8,56 @@ PY     := $(VENV)/bin/python
 PYTEST ?= -q
 export TF
 export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
-# The random graphs run in every mode once over CI's two environments: MPI and PS here (Horovod), HYBRID on TF 2.21
-# (TF's collectives), which runs collectives and servers together; each user graph once: every third in HYBRID there,
-# the others in one of MPI and PS here (test_user_graphs.py's _modes), for CI's 90 minutes. The whole
-# cross product: make fuzz CASES=all [MODES=...], or PARALLAX_GRAPH_MODES=MPI,PS,HYBRID make test.
-PARALLAX_GRAPH_MODES ?= $(if $(filter 2.15,$(TF)),MPI$(,)PS,HYBRID)
-export PARALLAX_GRAPH_MODES
+# The suite on TF 2.21 (no Horovod there: it does not build for TF >= 2.19): the equivalence suite but Horovod's
+# sample, and the tests of what differs by TF version: the model scripts, servers, collectives, the launcher.
 NEWEST_TF_TESTS := tests/model_scripts tests/test_tf_server.py tests/test_tf_collectives.py tests/test_uneven_data.py \
                    tests/test_user_saver.py tests/test_user_init.py tests/test_fed_batches.py \
-                   tests/test_tape_capture.py tests/test_queue_runners.py \
+                   tests/test_tape_capture.py tests/test_queue_runners.py tests/test_thread_job.py \
                    tests/test_ssh_transport_local.py tests/test_listening_sockets.py \
                    tests/legacy/test_legacy_config.py \
                    tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores
-# Left to the default environment: test_tf_backend.py (it names the tf backend, which "auto" already is here),
-# test_auto.py (AUTO's plans, on tf there), the fixed PS cases (no collectives; every user graph runs with servers
-# here, in HYBRID) and the ablation (local aggregation on tf over 2 hosts: test_tf_backend.py's HYBRID case there,
-# and the user graphs' 4-worker HYBRID cases here). PS's own semantics (sync replicas, async) still run here.
-NEWEST_TF_EQUIVALENCE := --ignore=tests/equivalence/test_tf_backend.py --ignore=tests/equivalence/test_auto.py \
-                         --deselect tests/equivalence/test_ps.py::test_ps_equivalence \
-                         --deselect tests/equivalence/test_hybrid.py::test_every_cumulative_optimization_is_equivalent
-# make test runs the tests TEST_JOBS at a time (pytest-xdist; 0: one at a time): one job alone keeps about 1.4 of 2
-# cores busy (22.7 s of CPU in 16.7 s). Then the tests marked `alone` (they bound or measure wall time, or count the
-# machine's processes), one at a time.
+# make test-tf runs the tests TEST_JOBS at a time (pytest-xdist; 0: one at a time), then the tests marked `alone`
+# (they bound or measure wall time, or count the machine's processes), one at a time.
 TEST_JOBS ?= 2
-# The multi-host test bed (network namespaces, root) is optional for users: `make test-cluster`, which CI also runs.
-# SSH_SUITE=all runs every HYBRID and PS equivalence case over --transport ssh there (ci: one of each kind).
+# The multi-host test bed (network namespaces, root): make test runs it; SSH_SUITE=all runs every HYBRID and PS
+# equivalence case over --transport ssh there (default: one of each kind).
 SSH_SUITE ?= ci
 export PARALLAX_SSH_SUITE := $(SSH_SUITE)
-# The NMT and ResNet convergence and resume runs (about 6 minutes of the two-at-a-time phase) are left to
-# `make convergence`, for CI's 90 minutes; the LM's stay (docs/convergence.md).
-LONG_MODEL_RUNS := tests/convergence/test_nmt.py::test_nmt_two_hybrid_workers_reach_the_single_device_bleu \
-                   tests/convergence/test_resnet.py::test_resnet_two_hybrid_workers_reach_the_single_device_accuracy \
-                   "tests/convergence/test_resume.py::test_a_killed_and_restarted_run_equals_an_uninterrupted_one[nmt]" \
-                   "tests/convergence/test_resume.py::test_a_killed_and_restarted_run_equals_an_uninterrupted_one[resnet]"
-SUITE  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster $(addprefix --deselect ,$(LONG_MODEL_RUNS)),\
-            $(NEWEST_TF_TESTS) \
-            tests/equivalence $(NEWEST_TF_EQUIVALENCE))
+SUITE  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster,\
+            $(NEWEST_TF_TESTS) tests/equivalence --ignore=tests/equivalence/test_horovod.py)
+# make check: the edit-test loop, under 5 minutes on 2 cores: every test not marked slow (real multi-process jobs,
+# or many seconds) outside the equivalence, convergence and test-bed suites, and one equivalence case per mode.
+CHECK  := $(wildcard tests/test_*.py) tests/legacy tests/model_scripts -m "not slow and not alone" \
+          "tests/equivalence/test_mpi.py::test_mpi_equivalence[linear-2]" \
+          "tests/equivalence/test_ps.py::test_ps_equivalence[linear-2]" \
+          "tests/equivalence/test_hybrid.py::test_hybrid_equivalence[embedding_clip_adam-2]"
 
-.PHONY: install test test-cluster demo convergence bench fuzz drill clean
+.PHONY: install test test-tf test-cluster check demo convergence bench fuzz drill clean
 
 install:
 	@bash scripts/install.sh
 
-# Both runs always run; make fails if either did.
-test: install
+# Everything CI runs: the suite on TF 2.15, the multi-host test bed, the suite on TF 2.21. Each part always runs;
+# make fails if any did.
+test:
+	@$(MAKE) --no-print-directory test-tf TF=2.15; a=$$?; \
+	  $(MAKE) --no-print-directory test-cluster TF=2.15; b=$$?; \
+	  $(MAKE) --no-print-directory test-tf TF=2.21; c=$$?; \
+	  echo "[test] TF 2.15: exit $$a; test bed: exit $$b; TF 2.21: exit $$c"; \
+	  test $$a = 0 && test $$b = 0 && test $$c = 0
+
+# The suite on one TensorFlow (TF=2.15 or 2.21): TEST_JOBS at a time, then those marked alone, one at a time.
+test-tf: install
 	@$(PY) -m pytest $(PYTEST) -n $(TEST_JOBS) -m "not alone" $(SUITE); shared=$$?; \
 	  $(PY) -m pytest $(PYTEST) -m alone $(SUITE); alone=$$?; \
-	  echo "[test] $(TEST_JOBS) at a time: exit $$shared; marked alone, one at a time: exit $$alone"; \
+	  echo "[test-tf] TF $(TF), $(TEST_JOBS) at a time: exit $$shared; marked alone, one at a time: exit $$alone"; \
 	  test $$shared = 0 && test $$alone = 0
 
 test-cluster: install
 	$(PY) -m pytest $(PYTEST) tests/cluster
+
+check: install
+	$(PY) -m pytest $(PYTEST) -n $(TEST_JOBS) $(CHECK)
 
 # How each way of stalling or dying ends, in every mode, on localhost and the test bed (docs/launching.md).
 drill: install
@@ -67,18 +66,19 @@ drill: install
 demo: install
 	$(PY) models/lm/demo.py
 
-# Randomized equivalence: make fuzz SEEDS=0-199 [CASES=all] [MODES=MPI,PS,HYBRID] [WORKERS=2] [BACKEND=tf]
+# More random graphs than the suite's seeds: make fuzz SEEDS=0-199 [CASES=all] [MODES=MPI,PS,HYBRID] [WORKERS=2]
+# [BACKEND=horovod: real processes]
 SEEDS ?=
 CASES ?=
 MODES ?= MPI,PS,HYBRID
 WORKERS ?= 2
-BACKEND ?= auto
+BACKEND ?= tf
 fuzz: install
 	$(PY) scripts/fuzz.py --seeds "$(SEEDS)" --cases "$(CASES)" --modes $(MODES) --workers $(WORKERS) \
 	  --backend $(BACKEND)
 
 convergence: install
-	$(PY) -m pytest $(PYTEST) -n $(TEST_JOBS) $(LONG_MODEL_RUNS)
+	$(PY) -m pytest $(PYTEST) -n $(TEST_JOBS) tests/convergence
 	$(PY) scripts/convergence.py
 
 bench: install

@@ -1,7 +1,7 @@
 """The totals of every pytest run in a log, as one closing line: `ci: N passed, N failed, N skipped`.
 
-.ci/run's last pytest run may end with every test skipped (its time deadline, tests/conftest.py) or deselected;
-this line says what the whole run executed. Only pytest's own summary lines count: counts followed by the run's
+`make test` runs pytest several times (each TF, its tests marked alone, the test bed), and each prints its own
+summary; this line says what the whole run executed. Only pytest's own summary lines count: counts followed by the run's
 duration ("1211 passed, 685 warnings in 2665.67s (0:44:25)").
 
     python3 scripts/ci_totals.py LOG

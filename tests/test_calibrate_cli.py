@@ -8,11 +8,12 @@ import sys
 import time
 
 import pytest
+
 import parallax
 from parallax import calibration, cost_model
 from parallax.planning import plan_job
 
-pytestmark = pytest.mark.alone  # make test runs it one test at a time: it measures step times
+pytestmark = pytest.mark.slow  # real jobs (what they measure is checked for its kind, not its size)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DEMO = os.path.join(ROOT, "models", "demo", "train.py")
@@ -73,6 +74,7 @@ def test_launch_options_calibration_cannot_honour_are_refused(capsys):
     assert stopped.value.code == 2 and "--run-option, --dry-run: parallax-calibrate runs" in capsys.readouterr().err
 
 
+@pytest.mark.alone  # it bounds the time a hung job takes to stop
 def test_a_calibration_job_that_never_ends_is_stopped_with_its_processes(tmp_path):
     """A hung calibration job ends the calibration with an error after the time limit, and every process the job
     started is stopped (its whole process group), instead of waiting forever."""

@@ -9,6 +9,8 @@ import pytest
 
 from tests.launched import script_output
 
+pytestmark = pytest.mark.slow  # real jobs
+
 
 @pytest.mark.parametrize("mode", ["PS", "HYBRID"])
 def test_every_workers_own_state_written_from_the_chiefs_value_is_one_devices(mode):

@@ -10,6 +10,9 @@ from parallax.example_counts import fed_digest
 from parallax.launcher.input_ledger import InputLedger
 from tests.launched import run_script
 
+pytestmark = pytest.mark.slow  # real jobs
+
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "fed_batches.py")
 WARNING = "every worker was fed the same batch in synchronized step 1"

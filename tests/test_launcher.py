@@ -15,7 +15,7 @@ from parallax.launcher import mpirun, processes, rsh_agent
 from parallax.launcher.ssh import SshSettings
 from parallax.launcher.resource_spec import ResourceSpec
 
-pytestmark = pytest.mark.alone  # make test runs it one test at a time: it times teardowns
+pytestmark = pytest.mark.slow  # real jobs (those that time a teardown are marked alone too)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
@@ -118,6 +118,7 @@ def test_a_failing_rank_stops_the_job_and_is_named(tmp_path):
     _assert_all_gone(_worker_pids(tmp_path))
 
 
+@pytest.mark.alone  # it times the teardown
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_the_launcher_tears_everything_down(tmp_path, sig):
     proc = _start({"JOB_HANG": "1"}, tmp_path)
@@ -228,6 +229,7 @@ def test_a_failing_worker_in_ps_mode_stops_the_servers_too(tmp_path):
     _assert_all_gone(list(servers.values()) + _worker_pids(tmp_path))
 
 
+@pytest.mark.alone  # it times the teardown
 def test_a_killed_launcher_takes_its_whole_job_down(tmp_path):
     """SIGKILL cannot be handled; the children's parent-death signal still stops servers, mpirun and workers."""
     proc = _start({"JOB_RUN_OPTION": "PS", "JOB_SPEC": PS_SPEC, "JOB_HANG": "1"}, tmp_path)

@@ -3,6 +3,8 @@ Figure 13, and the benchmark writes its table."""
 import importlib.util
 import os
 
+import pytest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 spec = importlib.util.spec_from_file_location("paper_scale", os.path.join(ROOT, "benchmarks", "paper_scale.py"))
 paper_scale = importlib.util.module_from_spec(spec)
@@ -19,6 +21,7 @@ def test_normalized_throughputs_are_those_of_48_gpus_and_hybrid_wins_where_varia
             assert got["HYBRID"] == got["MPI"], (name, got)
 
 
+@pytest.mark.slow  # the whole benchmark: 45 s
 def test_the_benchmark_writes_every_model_and_mode_beside_the_paper(tmp_path, monkeypatch):
     out = tmp_path / "paper_scale.md"
     monkeypatch.setattr("sys.argv", ["paper_scale.py", "--out", str(out)])

@@ -7,6 +7,8 @@ import pytest
 
 from tests.launched import script_output
 
+pytestmark = pytest.mark.slow  # real jobs
+
 
 @pytest.mark.parametrize("mode", ["PS", "HYBRID"])
 def test_a_queue_runner_pipeline_trains_and_is_warned_of(mode):

@@ -52,6 +52,7 @@ def _cli(env, *args):
                           cwd=ROOT, env=full, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a real job
 def test_a_job_inside_an_allocation_runs_on_its_hosts_and_slots(slurm_conf, tmp_path):
     result = _cli({"SLURM_CONF": slurm_conf, "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "localhost",
                    "SLURM_NTASKS_PER_NODE": "2", "SLURM_TASKS_PER_NODE": "1", "JOB_OUT": str(tmp_path)},
@@ -63,6 +64,7 @@ def test_a_job_inside_an_allocation_runs_on_its_hosts_and_slots(slurm_conf, tmp_
         result.stdout
 
 
+@pytest.mark.slow  # a real job
 def test_remote_allocation_hosts_are_reached_like_hostfile_hosts(slurm_conf):
     result = _cli({"SLURM_CONF": slurm_conf, "SLURM_JOB_ID": "43", "SLURM_JOB_NODELIST": "n1.invalid,n2.invalid",
                    "SLURM_TASKS_PER_NODE": "2(x2)"}, "--dry-run")

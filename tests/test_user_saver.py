@@ -10,6 +10,9 @@ import tensorflow as tf
 
 from tests.launched import run_script
 
+pytestmark = pytest.mark.slow  # real jobs
+
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "user_saver.py")
 tf1 = tf.compat.v1

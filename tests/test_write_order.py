@@ -12,6 +12,9 @@ from parallax.sync_step import SyncSteps
 from tests.equivalence.run_case import case_builder
 from tests.equivalence.user_graphs import USER_GRAPHS
 
+pytestmark = pytest.mark.slow  # plans and rewrites every graph: minutes
+
+
 tf1 = tf.compat.v1
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0\n127.0.0.2: 0")
 CASES = [f"random:{seed}" for seed in range(40)] + sorted(USER_GRAPHS)

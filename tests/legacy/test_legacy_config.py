@@ -143,6 +143,7 @@ LATE_SIGTERM = {
 }
 
 
+@pytest.mark.slow  # real processes
 @pytest.mark.parametrize("when", list(LATE_SIGTERM))
 def test_a_sigterm_handled_after_the_script_has_returned_does_not_abort_the_last_checkpoint(when):
     script = ("import atexit, os, signal, threading, time\n"
@@ -161,6 +162,7 @@ def test_a_sigterm_handled_after_the_script_has_returned_does_not_abort_the_last
     assert done.returncode == 0 and done.stdout == "saved\n", done.stderr
 
 
+@pytest.mark.slow  # real processes
 def test_a_sigterm_during_the_script_ends_it_as_its_end_does():
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -173,6 +175,7 @@ def test_a_sigterm_during_the_script_ends_it_as_its_end_does():
         signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.mark.slow  # real processes
 def test_a_last_checkpoint_that_fails_at_exit_fails_the_process():
     script = ("from parallax import legacy_run\n"
               "class S:\n"

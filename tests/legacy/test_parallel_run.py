@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+pytestmark = pytest.mark.slow  # real jobs
+
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SIMPLE, LM = os.path.join(HERE, "simple_driver.py"), os.path.join(HERE, "lm_driver.py")
