@@ -234,7 +234,11 @@ def _num(n):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m parallax.explain",
-        description="Build a training script's graph without training, and print what parallax would do with it.")
+        usage="python -m parallax.explain SCRIPT [--resource-spec F] [--measure-sparsity K] [--json] "
+              "[script arguments] [-- script arguments]",
+        description="Build a training script's graph without training, and print what parallax would do with it. "
+                    "The options below are explain's wherever they stand; every other argument, and everything "
+                    "after `--`, goes to the script.")
     parser.add_argument("script", help="the training script (it calls parallax.get_runner)")
     parser.add_argument("--resource-spec", help="the spec to plan for (default: the one the script passes)")
     parser.add_argument("--measure-sparsity", type=int, default=0, metavar="K",
@@ -242,8 +246,10 @@ def main(argv=None):
                              "from static shapes (needs the input data; trains nothing)")
     parser.add_argument("--json", action="store_true",
                         help="print the plan, the traffic and the premise as JSON (the plan as the job loads it)")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    head, tail = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args, script_args = parser.parse_known_args(head)
+    args.script_args = script_args + tail
     if not os.path.isfile(args.script):
         parser.error(f"script {args.script!r} does not exist")
     from parallax.launcher import protocol

@@ -4,6 +4,13 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import op_def_registry
 
 VARIABLE_OP_TYPES = ("VariableV2", "Variable", "VarHandleOp")
+# Ops whose kernel keeps its resource in the step's own container (TF's per-step ResourceMgr container): a v1
+# loop gradient's stacks, TensorArrays, temporary variables. They live for one step on one device, with the ops that
+# use them: a colocation hint that ties one to an op on a server variable (a loop gradient's stack saves the
+# variable's read) would put it on the server, where the step's pops failed to find it ("Container __per_step_...
+# does not exist").
+PER_STEP_RESOURCE_OPS = {"StackV2", "Stack", "TensorArrayV3", "TensorArrayV2", "TensorArray", "TensorArrayGradV3",
+                         "TensorArrayGradWithShape", "TensorArrayGrad", "TemporaryVariable"}
 # Ops that take a variable by reference (a ref, or a resource handle) and only read it, or pass the reference on.
 PURE_READS = {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
           "IsVariableInitialized", "Identity", "IdentityN", "RefIdentity", "Enter", "RefEnter", "Switch",
@@ -32,12 +39,19 @@ def _is_reference(t):
 
 def _reference_source(t):
     """The variable op a ref or resource tensor refers to (through identities and control-flow forwarding)."""
+    op = reference_origin(t)
+    return op if op.type in VARIABLE_OP_TYPES else None
+
+
+def reference_origin(t):
+    """The op that made the ref or resource `t` refers to, through identities and control-flow forwarding."""
     op = t.op
     seen = set()
     while op.type in _FORWARDS and op.inputs and op not in seen:
         seen.add(op)
         op = next((i.op for i in op.inputs if _is_reference(i)), op.inputs[0].op)
-    return op if op.type in VARIABLE_OP_TYPES else None
+    return op
+
 
 
 def written_variables(op):

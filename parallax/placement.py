@@ -33,7 +33,8 @@ def server_devices(graph, plan):
     """({op name: server device}, {op names that leave their colocation group}) for every op the plan puts on a
     server: each part, its slots and updates, state on a server, and the ops colocated with any of them. State that
     TF colocated with a variable held elsewhere (Adam's beta powers with a replicated variable) leaves that
-    colocation group, together with the ops there that use it (its initializer)."""
+    colocation group, together with the ops there that use it (its initializer). So does the step's own state
+    (graph_utils.PER_STEP_RESOURCE_OPS) colocated with anything: it runs on the worker."""
     device_of = {}
     update_devices = {}
     for part in plan.parts:
@@ -55,6 +56,9 @@ def server_devices(graph, plan):
     devices, left = {}, set()
     for op in graph.get_operations():
         target = graph_utils.colocation_target(op)
+        if op.type in graph_utils.PER_STEP_RESOURCE_OPS and target is not None:
+            left.add(op.name)  # the step's own state stays on the worker, whatever it was colocated with
+            continue
         owner = next((name for name, group in leaving.items() if target == group and
                       (op.name == name or any(t.op.name == name for t in op.inputs))), None)
         if owner is not None:
@@ -72,7 +76,8 @@ class _View:
 
     def __init__(self, graph, plan):
         self.graph = graph
-        self.device = server_devices(graph, plan)[0]  # op name -> device where it differs; placements add to it
+        self.device, self.left = server_devices(graph, plan)  # op name -> device where it differs (placements add
+        # to it); ops that leave their colocation group
         self.aggregated = {}  # gradient tensor -> the process its aggregate comes from
         self.raw_to = {}  # gradient tensor -> the process its raw value goes to (the contribution's side)
         for v in plan.variables:
@@ -104,7 +109,7 @@ class _View:
             if (t.dtype.name == "resource" or t.dtype._is_ref_dtype) and self.device_of(t.op):
                 return self.process(t.op)
         target = graph_utils.colocation_target(op)
-        if target is not None:
+        if target is not None and op.name not in self.left:
             return self.process(self.graph.get_operation_by_name(target))
         return WORKER
 

@@ -41,9 +41,9 @@ def place_variables_on_servers(ctx):
     placed = ctx.placements.setdefault("place_variables_on_servers", [])
     for op in ctx.graph.get_operations():
         device = devices.get(op.name)
+        if op.name in leaving:
+            op._clear_attr("_class")
         if device is not None:
-            if op.name in leaving:
-                op._clear_attr("_class")
             op._set_device(device)
             placed.append((op.name, device))
             if op.type in graph_utils.VARIABLE_OP_TYPES:

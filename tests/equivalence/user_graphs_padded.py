@@ -78,6 +78,30 @@ def padded_v1_loop_lookups(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def padded_v1_loop_tensor_array(n, b, steps, graph_batch, lr_scale=1.0):
+    """A v1 while loop that writes each position's step into a TensorArray, stacked and pooled after the loop: the
+    TensorArray lives in the step's container, colocated with its first write, a product of a server variable's read
+    (graph_utils.PER_STEP_RESOURCE_OPS); its gradient loop keeps that read on a stack too."""
+    tf1.disable_control_flow_v2()
+    g = tf.Graph()
+    with g.as_default():
+        tokens, length = _sentences(131, graph_batch, n * b * steps)
+        emb = tf1.get_variable("emb", [VOCAB, 4], F64, initializer=_init(132))
+        cell = tf1.get_variable("cell", [4, 4], F64, initializer=_init(133))
+        outputs = tf.TensorArray(F64, size=tf.shape(tokens)[1])
+
+        def body(i, h, ta):
+            h = tf.tanh(tf.matmul(tf.nn.embedding_lookup(emb, tokens[:, i]), cell) + h)
+            return i + 1, h, ta.write(i, h)
+        _, _, outputs = tf1.while_loop(lambda i, h, ta: i < tf.shape(tokens)[1], body,
+                                       [tf.constant(0), tf.zeros([tf.shape(tokens)[0], 4], F64), outputs])
+        pooled = tf.reduce_mean(outputs.stack(), 0)
+        loss = tf.reduce_mean(tf.square(_dense(pooled, 1, "out", 134)[:, 0] - tf.cast(length, F64)))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
 def shuffled_and_filtered_after_the_shard(n, b, steps, graph_batch, lr_scale=1.0):
     """A pipeline written around parallax.shard as a script has it: shuffle (op seed), filter, map, repeat, then
     batch, all after the shard. parallax cuts the stream right before the batch (shard_placement.py); cut where
@@ -117,4 +141,5 @@ def dropout_over_sharded_batches(n, b, steps, graph_batch, lr_scale=1.0):
 USER_GRAPHS_PADDED = {"dropout_over_sharded_batches": dropout_over_sharded_batches,
                       "padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all,
                       "padded_v1_loop_lookups": padded_v1_loop_lookups,
+                      "padded_v1_loop_tensor_array": padded_v1_loop_tensor_array,
                       "shuffled_and_filtered_after_the_shard": shuffled_and_filtered_after_the_shard}
