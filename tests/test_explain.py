@@ -146,3 +146,23 @@ def test_parallax_explain_is_callable_after_its_module_was_imported():
     import parallax.explain  # noqa: F401  (sets the package's attribute to the module)
     e = parallax.explain(_static_batch_graph(), TWO_HOSTS, print_table=False)
     assert {t.variable for t in e.traffic} == {"emb", "w"}
+
+
+def test_cli_options_are_explains_wherever_they_stand_and_the_rest_goes_to_the_script(tmp_path):
+    """`python -m parallax.explain train.py --resource-spec F` as documented: --resource-spec is explain's, though
+    it follows the script, and a script without options of its own is not handed it; `--` passes the rest."""
+    script, seen = tmp_path / "train.py", tmp_path / "argv.json"
+    script.write_text(
+        "import json, sys\nimport tensorflow as tf\nimport parallax\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        "tf1 = tf.compat.v1\ntf1.disable_eager_execution()\ng = tf.Graph()\nwith g.as_default():\n"
+        "    w = tf1.get_variable('w', [3], use_resource=True)\n"
+        "    tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * w))\n"
+        "parallax.get_runner(g, 'localhost:1', parallax.Config())\n")
+    out = subprocess.run([sys.executable, "-m", "parallax.explain", str(script), "--resource-spec", "localhost:2",
+                          "--lr", "0.1", "--", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "2 workers on 1 host(s)" in out.stdout and "parallax plan:" in out.stdout  # explain's table, not JSON
+    import json
+    assert json.loads(seen.read_text()) == ["--lr", "0.1", "--json"]
