@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
 from parallax.errors import ConfigError
+from parallax.launcher.protocol import derived_stall_warning
 
 RUN_OPTIONS = ("HYBRID", "PS", "MPI", "AUTO")
 METHODS = ("AR", "AG", "PS")
@@ -57,8 +58,9 @@ class Config:
     calibration: Optional[str] = None
     # The launcher's watchdog (docs/launching.md): after stall_warning_s of silence from a process, or of no
     # synchronized step started by any worker, it says which processes the others wait for; after stall_timeout_s
-    # it ends the job naming them. 0 turns either off.
-    stall_warning_s: float = 60.0
+    # it ends the job naming them. 0 turns either off. stall_warning_s None: 60 s, or half of stall_timeout_s when
+    # that is sooner (Config.stall_warning()).
+    stall_warning_s: Optional[float] = None
     stall_timeout_s: float = 600.0
     # How the job's processes reach each other's servers (docs/security.md): "direct", over the network to each
     # host's job address; "ssh": every server listens on its host's loopback only, and other hosts reach it through
@@ -127,6 +129,8 @@ class Config:
 
         for name in ("stall_warning_s", "stall_timeout_s"):
             value = getattr(self, name)
+            if name == "stall_warning_s" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
                 raise ConfigError(f"Config.{name}={value!r} must be a number of seconds >= 0 (0 turns it off)")
         if not isinstance(self.methods, dict) or not all(isinstance(k, str) and v in METHODS
@@ -139,12 +143,16 @@ class Config:
         if self.save_checkpoint_steps is not None and self.checkpoint_dir is None:
             raise ConfigError("Config.save_checkpoint_steps is set but Config.checkpoint_dir is None; "
                               "set checkpoint_dir to the directory to save into")
-        if 0 < self.stall_timeout_s <= self.stall_warning_s:
+        if 0 < self.stall_timeout_s <= self.stall_warning():
             raise ConfigError(f"Config.stall_warning_s={self.stall_warning_s:g} must be below "
                               f"Config.stall_timeout_s={self.stall_timeout_s:g} (or 0, no warnings), or the job "
                               f"would end before its stall is ever reported")
         if self.profile_steps and self.log_dir is None:
             raise ConfigError("Config.profile_steps is set but Config.log_dir is None; traces are written there")
+
+    def stall_warning(self):
+        """The watchdog's warning in seconds: stall_warning_s, or derived from stall_timeout_s when that is None."""
+        return derived_stall_warning(self.stall_timeout_s) if self.stall_warning_s is None else self.stall_warning_s
 
     def replace(self, **changes):
         """A copy with some fields changed (validated again)."""

@@ -97,7 +97,7 @@ def get_runner(graph, resource_spec, config=None):
             f.write(plan_json.dumps(plan))
         if context.environ.get(ENV_SETTINGS_OUT):  # the script's Config fields that the launcher itself obeys
             with open(context.environ[ENV_SETTINGS_OUT], "w") as f:
-                json.dump({"stall_warning_s": config.stall_warning_s, "stall_timeout_s": config.stall_timeout_s,
+                json.dump({"stall_warning_s": config.stall_warning(), "stall_timeout_s": config.stall_timeout_s,
                            "transport": config.transport}, f)
         sys.exit(0)  # the script's work is done: its plan is written
     if role.role == "launcher":

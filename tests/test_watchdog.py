@@ -1,7 +1,7 @@
 """The watchdog's rules, on a clock the test drives (watchdog.py); and its settings in Config and parallax-launch."""
 import pytest
 
-from parallax import Config
+from parallax import Config, ResourceSpec
 from parallax.errors import ConfigError, ParallaxError
 from parallax.launcher import cli
 from parallax.launcher.job import LaunchOptions, heartbeat_interval
@@ -169,6 +169,27 @@ def test_finished_workers_owe_no_heartbeat_and_timeout_0_never_ends_the_job():
 def test_config_refuses_bad_stall_limits(fields, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         Config(**fields)
+
+
+def test_a_timeout_alone_brings_the_warning_before_it():
+    """Config(stall_timeout_s=30) was a ConfigError: the default warning (60 s) was above it."""
+    assert Config(stall_timeout_s=30).stall_warning() == 15
+    assert Config().stall_warning() == 60 and Config(stall_timeout_s=0).stall_warning() == 60
+    assert Config(stall_warning_s=5, stall_timeout_s=30).stall_warning() == 5
+    config = Config()
+    config.stall_timeout_s = 8  # assigned after construction, as scripts do: get_runner checks again
+    config.check_combinations()
+    assert config.stall_warning() == 4
+
+
+def test_parallax_launch_with_a_stall_timeout_alone_warns_before_it(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(cli, "plan_by_running", lambda spec, command, options: ("plan", {"stall_warning_s": 60.0,
+                                                                                        "stall_timeout_s": 600.0}))
+    monkeypatch.setattr(cli, "launch", lambda spec, command, options, plan, run_option: seen.update(o=options) or 0)
+    args = cli.parser().parse_args(["-H", "localhost:1", "--stall-timeout", "20", "python", "x.py"])
+    cli._launch(ResourceSpec.load("localhost:1"), args, ["python", "x.py"], LaunchOptions())
+    assert (seen["o"].stall_warning_s, seen["o"].stall_timeout_s) == (10.0, 20.0)
 
 
 def test_config_allows_turning_either_off():

@@ -15,6 +15,7 @@ from parallax.config import RUN_OPTIONS, TRANSPORTS
 from parallax.errors import ParallaxError
 from parallax.launcher import local_cluster, slurm, ssh
 from parallax.launcher.job import LaunchOptions, launch, resolve_python
+from parallax.launcher.protocol import derived_stall_warning
 from parallax.launcher.planner import plan_by_running
 from parallax.launcher.resource_spec import ResourceSpec
 
@@ -58,7 +59,8 @@ def parser():
                    help="fail if not every process is up after S seconds (default 120)")
     p.add_argument("--stall-warning", type=float, metavar="S",
                    help="say which processes the others wait for after S seconds of silence or of no step "
-                        "(default: the script's Config.stall_warning_s, 60; 0: never)")
+                        "(default: the script's Config.stall_warning_s, 60; with --stall-timeout T alone, at most T/2; "
+                             "0: never)")
     p.add_argument("--stall-timeout", type=float, metavar="S",
                    help="end the job, naming them, after S seconds (default: the script's Config.stall_timeout_s, "
                         "600; 0: never)")
@@ -127,6 +129,9 @@ def _launch(spec, args, command, options):
         name: given if given is not None else settings.get(name, getattr(options, name))
         for name, given in (("stall_warning_s", args.stall_warning), ("stall_timeout_s", args.stall_timeout),
                             ("transport", args.transport))})
+    if args.stall_warning is None and args.stall_timeout is not None:  # the warning comes before the timeout given
+        options = dataclasses.replace(options, stall_warning_s=min(options.stall_warning_s,
+                                                                   derived_stall_warning(args.stall_timeout)))
     _check_stall_limits(options)
     return launch(spec, command, options, plan, run_option=args.run_option)
 

@@ -80,7 +80,7 @@ class Layout:
 def launch_job(spec, config, plan, command=None, out=None, options=None):
     """`get_runner`'s self-launch: this program again, one worker per slot, all loading `plan`. Returns the job's
     exit status."""
-    options = options or LaunchOptions(log_dir=config.log_dir, stall_warning_s=config.stall_warning_s,
+    options = options or LaunchOptions(log_dir=config.log_dir, stall_warning_s=config.stall_warning(),
                                        stall_timeout_s=config.stall_timeout_s, transport=config.transport)
     return launch(spec, command or mpirun.rerun_command(), options, plan_json.dumps(plan),
                   run_option=config.run_option, out=out)

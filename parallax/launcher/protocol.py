@@ -149,3 +149,12 @@ def process_name(environ=None):
     environ = this_process().environ if environ is None else environ
     role = current_role(environ)
     return f"worker.{role.worker_id}" if role.role == "worker" else f"ps.{environ.get(ENV_PS_TASK, '')}"
+
+
+DEFAULT_STALL_WARNING_S = 60.0
+
+
+def derived_stall_warning(stall_timeout_s):
+    """The stall warning when only the timeout is given: 60 s, or half the timeout when that is sooner (a job
+    ended after 30 s of silence is warned about at 15)."""
+    return min(DEFAULT_STALL_WARNING_S, stall_timeout_s / 2) if stall_timeout_s > 0 else DEFAULT_STALL_WARNING_S
