@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 # modules, not names: the rewrite package imports this one
-from parallax import batch_statistics, gradient_check, statistics_combined
+from parallax import batch_statistics, gradient_check, graph_utils, statistics_combined
 from parallax.batch_samples import PARTS, sampled
 from parallax.rewrite.reroute import new_ops, reroute_consumers
 from parallax.row_keys import reads_input
@@ -40,7 +40,7 @@ def padded_by_datasets(graph):
     """((tensor name, its padded axes, the padding value), ...) of the iterator outputs the graph's dataset pads."""
     found, padding_values = [], _padding_values(graph)
     for op in graph.get_operations():
-        if not reads_input(op) or op.type.startswith("Placeholder"):
+        if not reads_input(op) or op.type.startswith("Placeholder") or _reads_step_state(op):
             continue
         for t, value in zip(op.outputs, padding_values.get(len(op.outputs), ())):
             dims = t.shape.as_list() if t.shape.rank is not None else []
@@ -48,6 +48,14 @@ def padded_by_datasets(graph):
             if axes:
                 found.append((t.name, axes, value))
     return tuple(found)
+
+
+def _reads_step_state(op):
+    """A read of a TensorArray or stack the step made (a v1 loop's outputs stacked): what it yields was computed
+    in the step, not read from the dataset; taken for a padded input, the padding built a cycle through the loop."""
+    return any(t.dtype == tf.resource or t.dtype._is_ref_dtype for t in op.inputs) and all(
+        graph_utils.reference_origin(t).type in graph_utils.PER_STEP_RESOURCE_OPS
+        for t in op.inputs if t.dtype == tf.resource or t.dtype._is_ref_dtype)
 
 
 def _padding_matters(graph, analysis, padded):

@@ -138,8 +138,7 @@ class _Tracer:
 
 def reads_input(op):
     """A placeholder, or a stateful op that takes a resource or reference other than a variable's (an iterator,
-    a queue, a reader): it yields each worker's own data. A stack or TensorArray the step makes is not one: what
-    it yields was written in the step. Not one the script marked as fed alike in every worker
+    a queue, a reader): it yields each worker's own data. Not one the script marked as fed alike in every worker
     (shared_inputs.py)."""
     if shared_inputs.is_shared(op):
         return False
@@ -147,8 +146,8 @@ def reads_input(op):
         return True
     if not op.op_def.is_stateful:
         return False
-    return any((i.dtype == tf.resource or i.dtype._is_ref_dtype) and graph_utils.reference_origin(i).type not in
-               (*graph_utils.VARIABLE_OP_TYPES, *graph_utils.PER_STEP_RESOURCE_OPS) for i in op.inputs)
+    return any((i.dtype == tf.resource or i.dtype._is_ref_dtype) and graph_utils.variable_op_of(i) is None and
+               i.op.type not in graph_utils.VARIABLE_OP_TYPES for i in op.inputs)
 
 
 def _constant(t):

@@ -30,6 +30,27 @@ def test_a_padded_batchs_unknown_extents_are_found_with_its_padding_value():
     assert padded_inputs.padded_by_datasets(g) == ((tokens.name, (1,), 7),)
 
 
+def test_a_tensor_array_stacked_from_the_padded_input_is_not_an_input():
+    """A v1 loop over the padded positions writes a TensorArray, stacked after the loop: its unknown extent is the
+    padded length's, but it is computed in the step. Taken for a padded input, the padding gathered its shape
+    before the loop that makes it: a cycle (padded_v1_loop_tensor_array)."""
+    tf1.disable_control_flow_v2()
+    try:
+        g = tf.Graph()
+        with g.as_default():
+            words = tf.ragged.constant([[1, 2, 3], [4], [5, 6]], tf.int64).to_tensor()
+            ds = tf.data.Dataset.from_tensor_slices(words).map(lambda w: tf.boolean_mask(w, w > 0))
+            tokens = tf1.data.make_one_shot_iterator(ds.padded_batch(2, padded_shapes=[None])).get_next()
+            ta = tf.TensorArray(tf.int64, size=tf.shape(tokens)[1])
+            _, ta = tf1.while_loop(lambda i, ta: i < tf.shape(tokens)[1],
+                                   lambda i, ta: (i + 1, ta.write(i, tokens[:, i])), [tf.constant(0), ta])
+            stacked = ta.stack()
+    finally:
+        tf1.enable_control_flow_v2()
+    assert stacked.shape.as_list() == [None, None]
+    assert padded_inputs.padded_by_datasets(g) == ((tokens.name, (1,), 0),)
+
+
 def test_fixed_lengths_and_fed_placeholders_are_not_padded():
     g, _, _, _ = _sentences(padded_shapes=([4], []))
     assert padded_inputs.padded_by_datasets(g) == ()

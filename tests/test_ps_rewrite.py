@@ -277,11 +277,3 @@ def test_the_steps_own_stacks_and_tensor_arrays_leave_a_server_variables_colocat
         rewritten = out.graph.get_operation_by_name(op.name)
         assert graph_utils.colocation_target(rewritten) is None, op.name
         assert not rewritten.device.startswith("/job:ps"), (op.name, rewritten.device)
-
-
-def test_a_tensor_arrays_reads_are_not_the_workers_input():
-    from parallax.row_keys import reads_input
-    g = _v1_loop_over_a_server_variable()
-    readers = [op for op in g.get_operations() if op.type.startswith("TensorArray") and op.type != "TensorArrayV3"]
-    assert readers and not any(reads_input(op) for op in readers)
-    assert [op.type for op in g.get_operations() if reads_input(op)] == ["Placeholder"]

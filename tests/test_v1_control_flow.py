@@ -101,3 +101,47 @@ def test_the_tf_backends_fence_waits_for_every_branch_op_through_a_control_trigg
         # and only through the join or a ControlTrigger, which are live when a branch is dead
         direct = waited(("Merge", "ControlTrigger")) & in_branches
         assert not direct, sorted(op.name for op in direct)[:5]
+
+
+def _map_fn_around_dynamic_lstms(depth):
+    """tf.map_fn nested `depth` deep around a dynamic LSTM, with its gradients: v1 loops nested depth + 1 deep,
+    whose gradient loops' accumulators have back edges that cross frames."""
+    tf1.disable_control_flow_v2()
+    try:
+        g = tf.Graph()
+        with g.as_default():
+            x = tf1.placeholder(tf.float32, [None] * depth + [5, 3])
+
+            def innermost(rows):
+                out, _ = tf1.nn.dynamic_rnn(tf1.nn.rnn_cell.LSTMCell(4, name="lstm"), rows[None], dtype=tf.float32)
+                return out[0, -1]
+
+            def mapped(level):
+                return innermost if level == 0 else lambda e: tf.map_fn(mapped(level - 1), e)
+            states = tf.map_fn(mapped(depth - 1), x)
+            tf1.train.AdamOptimizer(0.1).minimize(tf.reduce_mean(tf.square(states)))
+        return g
+    finally:
+        tf1.enable_control_flow_v2()
+
+
+def test_the_control_flow_walks_are_linear_on_deeply_nested_loops():
+    """Issue 57 item 10: on map_fn around a dynamic LSTM (two deep), a walk over (op, nesting depth) pairs grew
+    without bound (a PS worker at 12 GB). Each walk is one pass over the graph now: on three levels of map_fn
+    (about 1,000 ops) both finish within a generous bound of time and memory, and find every loop op."""
+    import signal
+    import tracemalloc
+    g = _map_fn_around_dynamic_lstms(3)
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(AssertionError("a walk outlasted 30 s")))
+    signal.alarm(30)
+    tracemalloc.start()
+    try:
+        loops, branches = graph_utils.v1_loop_ops(g), graph_utils.v1_cond_ops(g)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        signal.alarm(0)
+    assert peak < 50e6, f"{peak / 1e6:.0f} MB"
+    whiles = [op for op in g.get_operations() if op.type == "Merge"]
+    assert whiles and all(op in loops for op in whiles)
+    assert branches <= set(g.get_operations()) and loops

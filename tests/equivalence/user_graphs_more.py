@@ -219,6 +219,28 @@ def keras_gru(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
+def map_fn_over_dynamic_lstm(n, b, steps, graph_batch, lr_scale=1.0):
+    """tf.map_fn over the examples around a dynamic LSTM (a TF1 script: v1 loops nested three deep with their
+    gradient loops), each example's last state regressed; an embedding looked up inside (on a server in PS and
+    HYBRID). The graph walks over v1 control flow grew without bound on such a graph (issue 57, item 10)."""
+    tf1.disable_control_flow_v2()
+    ids = np.random.RandomState(71).randint(0, VOCAB, size=(n * b * steps, 2, 3)).astype(np.int32)
+    y = np.sin(ids).sum(axis=(1, 2))[:, None]
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 2, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 3], F64, initializer=_init(72))
+
+        def per_example(rows):
+            cell = tf1.nn.rnn_cell.LSTMCell(4, initializer=_init(73), name="lstm")
+            out, _ = tf1.nn.dynamic_rnn(cell, tf.nn.embedding_lookup(emb, rows), dtype=F64)
+            return tf.reduce_mean(out[:, -1], 0)
+        states = tf.map_fn(per_example, idp, dtype=F64)
+        loss = tf.reduce_mean(tf.square(_dense(states, 1, "out", 74) - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
 def plateau_lr_and_summaries(n, b, steps, graph_batch, lr_scale=1.0):
     """The learning rate is a variable the script halves by a fetch of its own between train steps (a decay on
     plateau); the train steps also fetch the loss and a merged summary; the embedding's rows are clipped by
@@ -356,6 +378,7 @@ USER_GRAPHS_MORE = {
     "keras_layers": keras_layers,
     "ema_with_num_updates": ema_with_num_updates,
     "keras_gru": keras_gru,
+    "map_fn_over_dynamic_lstm": map_fn_over_dynamic_lstm,
     "shard_list_debiased_average": shard_list_debiased_average,
     "plateau_lr_and_summaries": plateau_lr_and_summaries,
     "loss_scaled_finite_check": loss_scaled_finite_check,
