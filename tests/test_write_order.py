@@ -1,55 +1,27 @@
-"""Rule 4 of the synchronization rule, checked on the rewritten graph of random training graphs without running
-them: every op only the chief runs that waited for a write of server-held state in the user's graph still waits
-for it (an EMA of a server variable after that variable's update, behind the train op's group that every worker
-runs). A lost edge is a race that shows only under load, so a run cannot be relied on to find it."""
+"""Rule 4 of the synchronization rule (tests/equivalence/write_order.py), checked on the rewritten graph of the random
+training graphs without running them, in PS and HYBRID: every op only the chief runs that waited for a write of
+server-held state in the user's graph still waits for it. The user graphs are checked by their own jobs: in
+test_user_graphs.py every PS and HYBRID job's chief checks its rewritten graph (run_case.py), and the one graph PS
+refuses to run (NOT_IN_PS) is checked here."""
 import pytest
 import tensorflow as tf
 
 import parallax
 from parallax.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
-from parallax.sync_step import SyncSteps
 from tests.equivalence.run_case import case_builder
-from tests.equivalence.user_graphs import USER_GRAPHS
+from tests.equivalence.test_user_graphs import NOT_IN_PS
+from tests.equivalence.write_order import lost_orderings
 
 pytestmark = pytest.mark.slow  # plans and rewrites every graph: minutes
 
 
 tf1 = tf.compat.v1
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0\n127.0.0.2: 0")
-CASES = [f"random:{seed}" for seed in range(40)] + sorted(USER_GRAPHS)
+CASES = [f"random:{seed}" for seed in range(40)]
 
 
-def _writes_before(graph, writes):
-    """op name -> bit set of the `writes` it waits for (data or control edges, through v1 loops too: iterated to
-    a fixpoint because of their back edges)."""
-    bit = {w: 1 << i for i, w in enumerate(writes)}
-    before = {op.name: bit.get(op.name, 0) for op in graph.get_operations()}
-    changed = True
-    while changed:
-        changed = False
-        for op in graph.get_operations():
-            mask = before[op.name]
-            for parent in [t.op for t in op.inputs] + list(op.control_inputs):
-                mask |= before[parent.name]
-            if mask != before[op.name]:
-                before[op.name], changed = mask, True
-    return before
-
-
-def lost_orderings(source, rewritten):
-    """(chief-only op, server write) pairs ordered in `source` but not in the rewritten graph."""
-    names = {op.name for op in source.get_operations()}
-    writes = sorted(w for w in rewritten.sync.gated_writes if w in names)
-    was, now = _writes_before(source, writes), _writes_before(rewritten.graph, writes)
-    chief_only = SyncSteps(rewritten.graph, rewritten.sync, 0, 2).chief_only
-    return sorted((op.name, w) for op in chief_only if op.name in was
-                  for i, w in enumerate(writes) if was[op.name] >> i & 1 and not now[op.name] >> i & 1)
-
-
-@pytest.mark.parametrize("mode", ("PS", "HYBRID"))
-@pytest.mark.parametrize("name", CASES)
-def test_chief_only_work_still_waits_for_the_server_writes_it_waited_for(name, mode):
+def _check(name, mode):
     v2_control_flow = tf1.control_flow_v2_enabled()
     try:
         case = case_builder(name)(2, 2, 6, 2)
@@ -63,3 +35,14 @@ def test_chief_only_work_still_waits_for_the_server_writes_it_waited_for(name, m
         assert mode == "HYBRID" and rewritten.sync is None
         return
     assert lost_orderings(case.graph, rewritten) == []
+
+
+@pytest.mark.parametrize("mode", ("PS", "HYBRID"))
+@pytest.mark.parametrize("name", CASES)
+def test_chief_only_work_still_waits_for_the_server_writes_it_waited_for(name, mode):
+    _check(name, mode)
+
+
+@pytest.mark.parametrize("name", NOT_IN_PS)
+def test_a_graph_ps_refuses_to_run_keeps_its_orderings_in_the_rewrite(name):
+    _check(name, "PS")

@@ -24,7 +24,10 @@ import tensorflow as tf  # noqa: E402
 from tests.equivalence import run_case  # noqa: E402  (imports parallax, which installs gradient capture)
 
 tf1 = tf.compat.v1
-JOB_TIMEOUT_S = 240  # the harness waits longer, and kills this host if a case outlasts that
+# A case's thread job takes 1 to 7 s (20 s at most under load): a job still running after 60 s is stuck, and its
+# threads' stacks are dumped to this host's log, which the harness shows. The harness waits longer (harness.TIMEOUT)
+# and kills this host if a case outlasts that.
+JOB_TIMEOUT_S = 60
 
 
 def main():
@@ -52,6 +55,9 @@ def _run(argv, pool):
     try:
         run_case.run_in_threads(args, pool, JOB_TIMEOUT_S)
     except ThreadJobError as e:
+        if pool.broken:  # a worker is still blocked: where each thread is, for the report
+            print(f"--- every thread of the case host, {JOB_TIMEOUT_S} s into the job ---", file=sys.stderr, flush=True)
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         return {"ok": False, "error": f"{type(e).__name__}: {e}", "output": e.worker_output}
     except BaseException:  # noqa: B902 (a case's SystemExit or KeyboardInterrupt is its failure, not the host's)
         return {"ok": False, "error": traceback.format_exc(), "output": ""}

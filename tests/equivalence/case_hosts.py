@@ -19,7 +19,7 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "case_host.py")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 START_TIMEOUT_S = 120  # importing TF and starting six servers takes a few seconds; a loaded machine, longer
 STOP_WAIT_S = 10
-LOG_TAIL = 6000
+LOG_TAIL = 20000  # a stuck job's thread stacks included
 
 
 class CaseHostError(AssertionError):

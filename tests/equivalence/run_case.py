@@ -17,7 +17,7 @@ import tensorflow as tf  # noqa: E402
 from parallax import plan_json  # noqa: E402
 from parallax.launcher.protocol import ENV_ROLE  # noqa: E402
 from tests.equivalence.cases import CASES  # noqa: E402
-from tests.equivalence import random_graphs  # noqa: E402
+from tests.equivalence import random_graphs, write_order  # noqa: E402
 from tests.equivalence.user_graphs import USER_GRAPHS  # noqa: E402
 
 ALL_CASES = {**CASES, **USER_GRAPHS}
@@ -112,6 +112,8 @@ def train_worker(build, args):
         for k in range(args.steps):
             runner.run(case.fetch(k), case.feeds(k, k * n * b + i * b, b) if case.feeds else None)
         values = runner.run(variables)
+        if runner.is_chief:  # rule 4 on the job's own rewritten graph (write_order.py)
+            write_order.check(case.graph, runner._rewritten)
         if runner.is_chief and args.plan_out:
             with open(args.plan_out, "w") as f:
                 f.write(plan_json.dumps(runner.plan))
