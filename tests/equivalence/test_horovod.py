@@ -5,7 +5,8 @@ kind of graph whose collectives differ by backend, one graph each: dense only; s
 servers in HYBRID) read through a SparseTensor and clipped by the global norm; a partitioned embedding; a mixed plan
 with ref variables and a v1 cond; a v1 while loop; a v2 while loop (a Keras GRU); EMA of server and replicated
 variables with a v2 cond; batch statistics; TF's fused batch norm; rows paired across the batch; inputs padded to
-the longest; random draws split over the batch; gradient accumulation; a random graph. Horovod does not build for TF >= 2.19: the
+the longest; random draws split over the batch; gradient accumulation; a random graph. Each runs in MPI and in
+HYBRID, but for the graphs whose two plans are one (SAME_PLAN, checked). Horovod does not build for TF >= 2.19: the
 Makefile runs this file on TF 2.15 alone (it fails with the install hint where Horovod is missing)."""
 import pytest
 
@@ -24,8 +25,32 @@ def _horovod_built():
     assert problem is None, f"{problem}; install it: {collectives.HOROVOD_INSTALL}"
 
 
-@pytest.mark.parametrize("mode", ("MPI", "HYBRID"))
-@pytest.mark.parametrize("case", SAMPLE)
+# Graphs whose HYBRID plan is their MPI plan (no variable on a server: HYBRID of dense variables is MPI; a mixed
+# plan's methods are its own): one run covers both, and test_one_run_covers_both_modes_of_these checks the plans.
+SAME_PLAN = ("linear", "mixed_methods", "batch_norm_moments", "batch_norm_fused_conv", "dropout_sharded")
+RUNS = [(case, mode) for case in SAMPLE for mode in ("MPI", "HYBRID") if not (case in SAME_PLAN and mode == "HYBRID")]
+
+
+def test_one_run_covers_both_modes_of_these():
+    import json
+
+    import parallax
+    from parallax import plan_json
+    from parallax.planning import plan_job
+    from tests.equivalence.run_case import case_builder
+    spec = parallax.ResourceSpec.parse(two_hosts(2))
+    for name in SAME_PLAN:
+        case = case_builder(name)(2, 4, 2, 4, 1.0)
+        plans = []
+        for mode in ("MPI", "HYBRID"):
+            config = parallax.Config(run_option=mode, collective_backend=collectives.HOROVOD, methods=case.methods or {})
+            data = json.loads(plan_json.dumps(plan_job(case.graph, parallax.analyze(case.graph), spec, config)))
+            data.pop("run_option")
+            plans.append(data)
+        assert plans[0] == plans[1], f"{name}: HYBRID plans otherwise than MPI; run it in both"
+
+
+@pytest.mark.parametrize("case, mode", RUNS)
 def test_horovod_collectives_are_exact(tmp_path_factory, case, mode):
     diff = check_case(tmp_path_factory.mktemp("eq"), case, 2, mode, spec=two_hosts(2), backend=collectives.HOROVOD)
     print(f"horovod {mode} {case} N=2: max abs diff {diff:.3g}")
