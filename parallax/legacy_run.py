@@ -25,6 +25,7 @@ from parallax.launcher.resource_spec import Host, ResourceSpec
 
 tf1 = tf.compat.v1
 REPLICAS_PER_WORKER = 1
+QUEUE_STOP_GRACE_S = 5  # for the queue runners' threads to end at close, before the session's close cancels them
 
 
 def parallel_run(single_gpu_graph, resource_info, sync=True, parallax_config=None):
@@ -50,6 +51,7 @@ def parallel_run(single_gpu_graph, resource_info, sync=True, parallax_config=Non
         print("\n".join(notes), file=sys.stderr, flush=True)
     runner = get_runner(single_gpu_graph, _spec(resource_info), config)
     session = ReplicaSession(runner, translated.save_checkpoint_secs)
+    session.start_queue_runners(single_gpu_graph)
     if translated.export_graph_path and runner.is_chief:
         os.makedirs(translated.export_graph_path, exist_ok=True)
         tf1.train.write_graph(runner.rewritten_graph.as_graph_def(), translated.export_graph_path, "graph.pbtxt")
@@ -145,6 +147,15 @@ class ReplicaSession:
         self._save_secs = save_checkpoint_secs
         self._last_save = time.monotonic()
         self._stopped = False
+        self._coordinator, self._queue_threads = None, []
+
+    def start_queue_runners(self, graph):
+        """Start the graph's queue runners (its QUEUE_RUNNERS collection) on this session, as the original's
+        MonitoredTrainingSession did: a TF1 queue pipeline fills while the script trains. close() stops them."""
+        if graph.get_collection(tf1.GraphKeys.QUEUE_RUNNERS):
+            self._coordinator = tf1.train.Coordinator()
+            with graph.as_default():  # TF looks for them in the default graph first, and warns if it has none
+                self._queue_threads = tf1.train.start_queue_runners(sess=self._runner, coord=self._coordinator)
 
     @property
     def runner(self):
@@ -163,9 +174,16 @@ class ReplicaSession:
         return _per_replica(result)
 
     def should_stop(self):
-        return self._stopped
+        return self._stopped or (self._coordinator is not None and self._coordinator.should_stop())
 
     def close(self):
+        if self._coordinator is not None:
+            self._coordinator.request_stop()
+            try:  # a runner blocked on an empty queue is cancelled when the session closes, below
+                self._coordinator.join(self._queue_threads, stop_grace_period_secs=QUEUE_STOP_GRACE_S,
+                                       ignore_live_threads=True)
+            finally:
+                self._coordinator = None
         self._runner.close()
 
     def __enter__(self):

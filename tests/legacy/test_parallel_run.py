@@ -106,3 +106,12 @@ def test_each_worker_gets_its_own_shard_tensors(tmp_path):
     out = _run([os.path.join(HERE, "shard_driver.py"), _resource_info(tmp_path)])
     assert "[localhost/worker/0] shard 0 of 2: [0, 2, 4, 6]" in out
     assert "[localhost/worker/1] shard 1 of 2: [1, 3, 5, 7]" in out
+
+
+def test_the_session_starts_the_graphs_queue_runners_as_the_originals_did():
+    """The original's MonitoredTrainingSession started the QUEUE_RUNNERS collection: a script written for it never
+    starts them, and its first step waited forever on the empty queue here. One slot: no job is launched."""
+    output = _run([os.path.join(HERE, "queue_driver.py"), "localhost:1"], timeout=120)
+    assert len([line for line in output.splitlines() if line.startswith("loss ")]) == 5, output[-3000:]
+    assert "should_stop False" in output and "\ndone\n" in output, output[-3000:]
+    assert "no queue runners were defined" not in output, output[-3000:]
