@@ -268,6 +268,7 @@ class Runner(SessionInterface):
 
     def _wait_for_chief(self):
         deadline = time.time() + self.INIT_WAIT_SECONDS
+        wait = 0.005  # the chief is usually a few milliseconds from done: ask again soon, then back off to 0.2 s
         while True:
             missing = self._session.run(self._rewritten.ready_op)
             if len(missing) == 0:
@@ -275,7 +276,8 @@ class Runner(SessionInterface):
             if time.time() > deadline:
                 raise LaunchError(f"worker {self.worker_id}: the chief did not initialize {len(missing)} variables "
                                   f"(e.g. {missing[0].decode()}) within {self.INIT_WAIT_SECONDS} s; see the chief's log")
-            time.sleep(0.2)
+            time.sleep(wait)
+            wait = min(2 * wait, 0.2)
 
     def _global_step(self):
         step = next((s.name for s in self.analysis.state if s.kind == "global_step"), None)

@@ -147,7 +147,7 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
         how = (run_option or "run option from the script") + (
             f", collectives: {plan.backend}" if plan and plan.uses_collectives else "") + (
             ", transport: ssh" if over_ssh else "")
-        say(f"launching {spec.num_workers} workers{servers} ({how}) on "
+        say(f"launching {spec.num_workers} worker{'s' if spec.num_workers != 1 else ''}{servers} ({how}) on "
             f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
             + (f"; logs in {options.log_dir}" if options.log_dir else ""))
         supervisor = Supervisor(main_cmd, main_env, layout, services, options, out=out, main_stdin=main_stdin)
