@@ -53,7 +53,6 @@ def reference_origin(t):
     return op
 
 
-
 def written_variables(op):
     """Names of the variable ops whose value `op` modifies: every variable it takes by reference, unless it is one
     of the pure reads, or it calls functions (If, While, PartitionedCall) none of which writes anything. General on

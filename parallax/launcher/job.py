@@ -35,7 +35,7 @@ class LaunchOptions:
     run_option: Optional[str] = None  # parallax-launch --run-option; None keeps the script's Config
     mpi_args: Tuple[str, ...] = ()  # extra mpirun arguments (the local cluster restricts MPI to its network)
     env: Tuple[Tuple[str, str], ...] = ()  # extra environment for every process (parallax-launch -x)
-    stall_warning_s: float = 60.0  # the watchdog's (watchdog.py); 0 turns it off
+    stall_warning_s: float = protocol.DEFAULT_STALL_WARNING_S  # the watchdog's (watchdog.py); 0 turns it off
     stall_timeout_s: float = 600.0
     # "ssh": servers on loopback, reached through ssh forwards (ssh_transport.py); None: the script's Config
     transport: Optional[str] = None

@@ -9,20 +9,14 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-import numpy as np  # noqa: E402
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tests.models_for_tests import queue_pipeline  # noqa: E402
+
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
-g = tf.Graph()
-with g.as_default():
-    data = np.arange(64 * 3, dtype=np.float64).reshape(64, 3) / 100.0
-    example, = tf1.train.slice_input_producer([tf.constant(data)], shuffle=False)
-    batch = tf1.train.batch([example], 4)
-    w = tf1.get_variable("w", [3, 1], tf.float64, tf1.constant_initializer(0.1))
-    loss = tf.reduce_mean(tf.square(tf.matmul(batch, w) - 1.0))
-    train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=tf1.train.get_or_create_global_step())
+g, loss, train = queue_pipeline.build()
 sess, _, _, _ = parallax.parallel_run(g, sys.argv[1])
 for _ in range(5):
     print(f"loss {sess.run([loss, train])[0][0]!r}", flush=True)
