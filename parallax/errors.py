@@ -50,3 +50,26 @@ class CollectiveError(ParallaxError):
 
 class CheckpointError(ParallaxError):
     """A checkpoint could not be written or restored."""
+
+
+def one_line(exc):
+    """How an uncaught ParallaxError is printed: its type and message, without a traceback (it is the user's
+    mistake, or a job's failure, that the message explains; PARALLAX_TRACEBACK=1 prints the traceback too)."""
+    return f"parallax: error: {type(exc).__name__}: {exc}"
+
+
+def report_if_uncaught(exc):
+    """If `exc` ends the process uncaught, print `one_line(exc)` instead of its traceback. Called as a ParallaxError
+    leaves parallax's entry points; any other exception, or this one caught by the script, is untouched."""
+    import os
+    import sys
+    if os.environ.get("PARALLAX_TRACEBACK") == "1":
+        return
+    previous = sys.excepthook
+
+    def hook(exc_type, value, tb):
+        if value is exc:
+            print(one_line(exc), file=sys.stderr, flush=True)
+        else:
+            previous(exc_type, value, tb)
+    sys.excepthook = hook

@@ -86,6 +86,10 @@ class Runner(SessionInterface):
         return self._source if self._source is not None else self._graph
 
     @property
+    def closed(self):
+        return self._closed
+
+    @property
     def rewritten_graph(self):
         """The graph this worker runs (read-only: it is finalized)."""
         return self._graph

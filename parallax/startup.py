@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import sys
+import weakref
 
 import tensorflow as tf
 
@@ -19,7 +20,8 @@ from parallax import (batch_draws, batch_statistics, cluster, collectives, input
                       worker_checks)
 from parallax.analysis import analyze
 from parallax.config import Config
-from parallax.errors import ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, UnsupportedError
+from parallax.errors import (ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, ParallaxError,
+                             UnsupportedError, report_if_uncaught)
 from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PARTITIONS, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC,
                                         ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, ProcessContext, Role,
                                         this_process)
@@ -65,6 +67,17 @@ def get_runner(graph, resource_spec, config=None):
     `graph` is a v1-style tf.Graph with variables, a loss and `opt.minimize(...)`. `resource_spec` is a path,
     spec text, a `-H` string (`localhost:1`) or a ResourceSpec.
     """
+    try:
+        return _runner_for(graph, resource_spec, config)
+    except ParallaxError as error:
+        context = this_process()
+        # A launched worker's own hook reports it to the launcher (launcher/role.py); a thread job's, its job.
+        if not context.in_thread and not (context.launched and context.role.role == "worker"):
+            report_if_uncaught(error)
+        raise
+
+
+def _runner_for(graph, resource_spec, config):
     config = Config() if config is None else config
     if not isinstance(config, Config):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
@@ -109,9 +122,29 @@ def get_runner(graph, resource_spec, config=None):
     elif role.num_workers != spec.num_workers:
         raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
                                f"{spec.num_workers} slots; pass the same spec in every worker")
+    _refuse_a_second_join(graph, role, context)
     from parallax.launcher.role import register_process
     register_process(context)  # a launched worker: the launcher can now stop it by id, and hears of its failure
-    return _join(graph, analysis, plan, config, role, context)
+    runner = _join(graph, analysis, plan, config, role, context)
+    context.runners.append(weakref.ref(runner))
+    return runner
+
+
+def _refuse_a_second_join(graph, role, context):
+    """A launched worker is one worker of one job, for its whole life: its servers, its collectives and the
+    launcher's count of its steps belong to its first Runner. A second get_runner there is refused, before it
+    could hang or miscount. A process the user started alone may make several one-process jobs (a notebook, a
+    test), but not two at once of one graph: that is the same mistake, and it would fail once launched."""
+    earlier = [r for r in (ref() for ref in context.runners) if r is not None]
+    if context.launched and context.runners:
+        where = f"worker {role.worker_id} of {role.num_workers}"
+    elif any(r.graph is graph and not r.closed for r in earlier):
+        where = "this process, for a graph whose first Runner is still open"
+    else:
+        return
+    raise UnsupportedError(f"parallax.get_runner was called a second time in {where}: each process of a job joins "
+                           f"it once. Call get_runner once, after the whole graph is built, and run every fetch "
+                           f"(training, evaluation, summaries) through that Runner")
 
 
 def plan_warnings(plan):

@@ -118,6 +118,24 @@ def test_a_failing_rank_stops_the_job_and_is_named(tmp_path):
     _assert_all_gone(_worker_pids(tmp_path))
 
 
+def test_a_second_get_runner_in_a_worker_fails_the_job_naming_the_mistake(tmp_path):
+    # Its servers, collectives and the launcher's count of its steps belong to the first Runner: a second one would
+    # hang, or end the job with a miscount ("stopped after 0 synchronized steps").
+    code, out = _finish(_start({"JOB_TWICE": "1"}, tmp_path))
+    assert code == 1, out[-3000:]
+    assert re.search(r"worker/\d failed first: UnsupportedError: parallax.get_runner was called a second time in "
+                     r"worker \d of 2", out), out[-3000:]
+    assert "synchronized steps" not in out and "Traceback" not in out
+    _assert_all_gone(_worker_pids(tmp_path))
+
+
+def test_a_users_mistake_in_a_self_launched_script_is_one_clean_line(tmp_path):
+    code, out = _finish(_start({"JOB_SPEC": "nohost.invalid:x"}, tmp_path))
+    assert code == 1
+    assert "parallax: error: ResourceSpecError: <string>:1: cannot parse 'nohost.invalid:x'" in out, out[-3000:]
+    assert "Traceback" not in out
+
+
 @pytest.mark.alone  # it times the teardown
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_the_launcher_tears_everything_down(tmp_path, sig):

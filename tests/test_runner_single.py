@@ -197,3 +197,16 @@ def test_shard_yields_every_element_for_one_worker():
             assert sess.run(element).tolist() == list(range(10))
     with pytest.raises(parallax.ParallaxError, match="tf.data.Dataset"):
         parallax.shard([1, 2, 3])
+
+
+def test_a_second_runner_of_one_graph_while_the_first_is_open_is_refused():
+    # With several workers any second get_runner in a worker is refused (test_launcher.py); one slot refuses the
+    # same mistake, so that a script that runs on one slot does not fail first when launched.
+    g, _ = embedding_mlp.build("GradientDescent")
+    first = parallax.get_runner(g, LOCAL)
+    with pytest.raises(parallax.UnsupportedError, match="called a second time in this process.*Call get_runner once"):
+        parallax.get_runner(g, LOCAL)
+    other, _ = embedding_mlp.build("GradientDescent")
+    parallax.get_runner(other, LOCAL).close()  # another graph: another one-process job, as in a notebook
+    first.close()
+    parallax.get_runner(g, LOCAL).close()  # closed: the graph may start again

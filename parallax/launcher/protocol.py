@@ -91,6 +91,8 @@ class ProcessContext:
     servers: Any = None
     collective_group: int = 1
     in_thread: bool = False
+    # The Runners made in this process (weak references): a launched worker joins its job once (startup.py).
+    runners: list = dataclasses.field(default_factory=list, compare=False, repr=False)
 
     @property
     def role(self):
@@ -119,9 +121,17 @@ class ProcessContext:
 _ACTIVE = contextvars.ContextVar("parallax_process_context", default=None)
 
 
+_OWN = []  # this process's own context, made once: it reads os.environ live, and records the process's Runners
+
+
 def this_process():
-    """The context of the calling thread: the one a thread job made it act as, else this process's environment."""
-    return _ACTIVE.get() or ProcessContext(os.environ)
+    """The context of the calling thread: the one a thread job made it act as, else this process's own."""
+    active = _ACTIVE.get()
+    if active is not None:
+        return active
+    if not _OWN:
+        _OWN.append(ProcessContext(os.environ))
+    return _OWN[0]
 
 
 def current_role(environ=None):

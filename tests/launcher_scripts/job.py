@@ -14,6 +14,7 @@
   JOB_STALL=W,T       Config.stall_warning_s, stall_timeout_s
   JOB_STEPS_RANK=R,K  with JOB_LOOP: rank R stops after K steps (and ends normally)
   JOB_TRANSPORT=ssh   Config.transport (default direct)
+  JOB_TWICE=1         every rank calls get_runner again after training (a mistake the job must name)
 """
 import os
 import sys
@@ -80,5 +81,7 @@ runner.run(train, {x: np.full((2, 3 if bad else 2), 0.5, np.float32)})
 print(f"worker {runner.worker_id} loss {runner.run(loss, {x: np.ones((2, 2), np.float32)}):.6f}", flush=True)
 if ckpt and runner.is_chief:
     np.save(os.path.join(os.environ["JOB_OUT"], "w.npy"), runner.run(w))
+if os.environ.get("JOB_TWICE"):
+    parallax.get_runner(g, spec, config)
 runner.close()
 sys.exit(0)
