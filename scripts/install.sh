@@ -43,10 +43,10 @@ if ! "$VPY" -c "import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__vers
   say "installing tensorflow-cpu==$TF_PIN, $NUMPY, mpi4py, pytest"
   "$VPY" -m pip install -q "tensorflow-cpu==$TF_PIN" "$NUMPY" mpi4py pytest
 fi
-# make test runs its tests two at a time: one job alone leaves about a third of 2 cores idle.
-if ! "$VPY" -c 'import xdist' 2>/dev/null; then
-  say "installing pytest-xdist"
-  "$VPY" -m pip install -q pytest-xdist
+# make test runs its tests three at a time, idle processes taking queued tests (--dist worksteal: xdist >= 3.2).
+if ! "$VPY" -c 'import sys, xdist; sys.exit(tuple(map(int, xdist.__version__.split(".")[:2])) < (3, 2))' 2>/dev/null; then
+  say "installing pytest-xdist>=3.2"
+  "$VPY" -m pip install -q "pytest-xdist>=3.2"
 fi
 
 if [ "$HOROVOD" = 0 ] && ! "$VPY" -c 'import tf_keras' 2>/dev/null; then

@@ -1,5 +1,5 @@
-"""`make test` runs these jobs two at a time (pytest-xdist): the single-process references live in a directory that
-both pytest processes share, so each is made once (harness.REFERENCE_DIR)."""
+"""`make test` runs these jobs three at a time (pytest-xdist): the single-process references live in a directory
+that every pytest process shares, so each is made once (harness.REFERENCE_DIR)."""
 import os
 
 import pytest
