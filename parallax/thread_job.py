@@ -171,7 +171,8 @@ class ThreadJob:
         raise ThreadJobError("planning: AUTO chose another number of shards twice")
 
     def _workers(self, job_dir, partitions):
-        num_servers, worker_servers = launched_job.servers_of(self.plan, self.run_option, self.spec.num_hosts)
+        num_servers, worker_servers = launched_job.servers_of(self.plan, self.run_option, self.spec.num_hosts,
+                                                                  self.spec.num_workers)
         cluster = self.pool.job_cluster(num_servers, self.spec.num_workers) if num_servers or worker_servers \
             else None
         base = launched_job.worker_environment(self.spec, job_dir, cluster, True, self.run_option, partitions)

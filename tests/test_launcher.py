@@ -215,6 +215,18 @@ def test_the_launcher_starts_only_the_servers_the_plan_needs(tmp_path):
     assert "parameter server" not in out and "/ps/" not in out and not _recorded_pids(tmp_path, "pid.ps.*")
 
 
+@pytest.mark.parametrize("run_option", ["PS", "HYBRID"])
+def test_a_one_slot_job_of_a_command_that_cannot_be_planned_starts_no_server(tmp_path, run_option):
+    # A shell wrapper cannot be run once to plan; its one worker plans for itself, as one device: no server.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, JOB_OUT=str(tmp_path), JOB_SPARSE="1",
+               JOB_RUN_OPTION=run_option, JOB_SPEC="localhost:1", TMPDIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "parallax.launcher.cli", "-H", "localhost:1", "--", "bash", "-c",
+                           f"{sys.executable} {JOB}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "launching 1 worker (" in done.stderr and "parameter server" not in done.stderr + done.stdout
+    assert "worker 0 loss" in done.stdout + done.stderr
+
+
 def test_profiled_step_traces_every_worker_and_the_servers_it_used(tmp_path):
     import json
     logs = tmp_path / "logs"

@@ -50,6 +50,9 @@ def test_the_plan_records_the_backend_and_the_launcher_gives_workers_servers_for
         assert servers_of(plan, "MPI", 1) == (0, worker_servers)
     ps = plan_job(g, parallax.analyze(g), TWO, parallax.Config(run_option="PS", collective_backend="tf"))
     assert ps.backend == "none" and servers_of(ps, "PS", 1) == (1, True)
+    # no plan (a command that cannot be run once to plan): servers for what the workers may plan, none for one
+    assert servers_of(None, "PS", 2, 4) == (2, True) and servers_of(None, "MPI", 2, 4) == (0, True)
+    assert servers_of(None, "PS", 1, 1) == (0, False) and servers_of(None, "HYBRID", 1, 1) == (0, False)
     # "auto" from what the plan's collectives are: embedding_mlp's sparse rows are allgathered in MPI mode
     assert plan_job(g, parallax.analyze(g), TWO, parallax.Config(run_option="MPI")).backend == "tf"
     dense = tf.Graph()

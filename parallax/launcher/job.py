@@ -86,11 +86,14 @@ def launch_job(spec, config, plan, command=None, out=None, options=None):
                   run_option=config.run_option, out=out)
 
 
-def servers_of(plan, run_option, num_hosts):
+def servers_of(plan, run_option, num_hosts, num_workers=2):
     """(parameter servers, whether every worker runs a TF server) for the plan: server tasks 0..k-1, task t on
     host t; worker servers for parameter servers or TF's collectives. Without a plan: one server per host unless
-    MPI, and worker servers always (the workers plan for themselves, and may choose TF's collectives)."""
+    MPI, and worker servers always (the workers plan for themselves, and may choose TF's collectives); but none
+    for one worker, which is one device: its own plan has no server (planning.py), as a planned 1-slot job's."""
     if plan is None:
+        if num_workers == 1:
+            return 0, False
         return (0 if run_option == "MPI" else num_hosts), True
     tasks = plan.server_tasks
     if tasks != tuple(range(len(tasks))):
@@ -110,7 +113,7 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
     over_ssh = options.transport == "ssh"
     if over_ssh:  # planning refused these already; a command that could not be run once to plan has no plan
         ssh_transport.check_supported(run_option, plan.backend if plan else None)
-    num_servers, worker_servers = servers_of(plan, run_option, spec.num_hosts)
+    num_servers, worker_servers = servers_of(plan, run_option, spec.num_hosts, spec.num_workers)
     if num_servers > spec.num_hosts:
         raise LaunchError(f"the plan needs {num_servers} parameter servers, one per host, but the spec has "
                           f"{spec.num_hosts} hosts")

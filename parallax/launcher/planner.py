@@ -5,7 +5,7 @@ TensorFlow (the script does, in its own process).
 Only a command that is a Python program (`python train.py ...`, `python -m package.train ...`) is run so. Any other
 command (a shell wrapper, `python -c ...`) cannot be run once without side effects: it gets no plan, its workers
 make their own (and check by graph fingerprint that they agree), and the launcher starts one server per host
-unless --run-option is MPI."""
+unless --run-option is MPI or the job has one slot."""
 import json
 import os
 import subprocess
