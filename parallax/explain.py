@@ -126,6 +126,8 @@ class Explanation:
 
 def premise(plan, analysis):
     """The condition under which the plan is exactly single-device equivalent (docs/modes.md)."""
+    if plan.reads_no_input:  # no condition makes N copies of one step one device's step over N batches
+        return f"not exact: {input_sharding.no_input_note(plan)}"
     averaged = {v.average for v in plan.variables}
     loss = (loss_seeds.loss_words(plan.loss_seeds, plan.mean_term_edges) if plan.loss_seeds else
             "a mean over the batch" if averaged == {True} else "a sum over the batch" if averaged == {False}
@@ -159,6 +161,8 @@ def premise(plan, analysis):
         text += f"; {batch_statistics.uncombinable_note(plan)}"
     if plan.unsharded_inputs:
         text += f"; {input_sharding.note(plan)}"
+    if plan.reads_no_input:
+        text += f"; {input_sharding.no_input_note(plan)}"
     if plan.repeated_shards:
         text += f"; {input_sharding.repeat_note(plan)}"
     return text

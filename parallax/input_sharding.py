@@ -22,8 +22,10 @@ import re
 
 import tensorflow as tf
 
+from parallax import graph_utils
 from parallax.batch_draws import node_types
 from parallax.batch_shapes import per_worker_inputs, shape_subgraph
+from parallax.row_keys import reads_input
 from parallax.shard import SCOPE, SHARD_ID
 
 ITERATOR_READS = {"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"}
@@ -54,6 +56,23 @@ def unsharded(graph):
     if not read or node_types(graph.as_graph_def()) & SHARDS_OR_PYTHON:
         return ()
     return tuple(read)
+
+
+def reads_no_input(graph, update_ops):
+    """Whether the training step reads no input at all: nothing the updates depend on reads a feed, a dataset or a
+    queue (row_keys.reads_input), as when the batch is made in the graph (synthetic data from random ops or
+    constants, a variable that caches it). Every worker then computes the same step from the same state: neither
+    a feed that differs nor a shard can give a worker its own share of one device's batch."""
+    updates = [graph.get_operation_by_name(name) for name in update_ops]
+    return bool(updates) and not any(reads_input(op) for op in graph_utils.ancestors(updates))
+
+
+def no_input_note(plan):
+    return (f"the training step reads no input (no feed, no dataset, no queue: its batch is made in the graph, from "
+            f"random ops or constants): every worker computes the same batch and the same step, which is "
+            f"{plan.num_workers} copies of one device with batch b, not one device with batch {plan.num_workers}*b; "
+            f"read the data from a dataset through parallax.shard(ds), or feed each worker its rows of the global "
+            f"batch (runner.worker_id, runner.num_workers)")
 
 
 def note(plan):

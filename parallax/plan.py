@@ -154,6 +154,8 @@ class Plan:
     # Values that pair the batch's examples (paired_rows.py): (GATHERED|OWN|PADDED|SUMMED, tensor, its readers),
     # what each reader reads of the tensor instead, so that every worker computes one device's pairs.
     paired_rows: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
+    # The training step reads no input: every worker computes the same batch (input_sharding.py): warned
+    reads_no_input: bool = False
 
     @property
     def methods(self):

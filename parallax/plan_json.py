@@ -54,7 +54,8 @@ def from_data(data):
                 tuple((name, index) for name, index in data.get("mean_term_edges", [])),
                 tuple(data.get("unsharded_inputs", [])),
                 tuple((name, examples) for name, examples in data.get("repeated_shards", [])),
-                tuple((kind, name, tuple(readers)) for kind, name, readers in data.get("paired_rows", [])))
+                tuple((kind, name, tuple(readers)) for kind, name, readers in data.get("paired_rows", [])),
+                data.get("reads_no_input", False))
 
 
 def _plain(x):

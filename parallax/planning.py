@@ -79,7 +79,9 @@ def _planned(graph, analysis, spec, config, statistics, draws):
                                    unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
                                    fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
-                                   repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers))
+                                   repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers),
+                                   reads_no_input=input_sharding.reads_no_input(
+                                       graph, [n for v in plan.variables for p in v.parts for n in p.update_ops]))
     return plan, config
 
 

@@ -153,6 +153,7 @@ def plan_warnings(plan):
     notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
     notes += [plan.averaging[plan.averaging.index(loss_law.UNCHECKED):]] if loss_law.UNCHECKED in plan.averaging else []
     notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []
+    notes += [input_sharding.no_input_note(plan)] if plan.reads_no_input else []
     notes += [input_sharding.repeat_note(plan)] if plan.repeated_shards else []
     return notes
 

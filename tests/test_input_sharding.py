@@ -124,3 +124,44 @@ def test_the_planner_warns_of_a_repeat_after_the_shard(tmp_path):
         "w = tf1.get_variable('w', [1], tf.float64)",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))"])
     assert [m for _, m in plan.repeated_shards] == [43] and "a dataset repeats after its shard" in stderr
+
+
+def _synthetic(batch):
+    """tf_cnn_benchmarks' synthetic data: images and labels drawn in the graph with fixed seeds, an embedding of the
+    labels (a sparse variable: HYBRID puts it on a server) and a dense layer; `batch(ids)` may replace the input."""
+    g = tf.Graph()
+    with g.as_default():
+        images = tf.random.truncated_normal([4, 6], seed=11)
+        labels = tf.random.uniform([4], 0, 10, tf.int32, seed=12)
+        images, labels = batch(images, labels)
+        emb = tf1.get_variable("emb", [10, 6])
+        w = tf1.get_variable("w", [6, 1])
+        logits = tf.matmul(images + tf.nn.embedding_lookup(emb, labels), w)
+        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(logits)))
+    return g
+
+
+def _fed(images, labels):
+    return tf1.placeholder_with_default(images, [None, 6], name="images"), labels
+
+
+def _sharded(images, labels):
+    it = tf1.data.make_one_shot_iterator(parallax.shard(tf.data.Dataset.range(64)).batch(4))
+    return images * tf.cast(tf.reshape(it.get_next(), [-1, 1]), tf.float32), labels
+
+
+@pytest.mark.parametrize("mode", ["MPI", "PS", "HYBRID"])
+def test_a_step_that_reads_no_input_is_warned_and_explain_says_it_is_not_exact(mode):
+    # Every worker draws the same seeded batch: N copies of one device with batch b (issue 57, item 5).
+    config = parallax.Config(run_option=mode)
+    explanation = parallax.explain(_synthetic(lambda i, l: (i, l)), "localhost:2", config, print_table=False)
+    assert explanation.plan.reads_no_input
+    assert explanation.premise.startswith("not exact: the training step reads no input")
+    assert "2 copies of one device with batch b" in explanation.premise
+    from parallax.startup import plan_warnings
+    assert any("reads no input" in note for note in plan_warnings(explanation.plan))
+    for batch in (_fed, _sharded):  # a feed or a sharded dataset gives each worker its own rows
+        plan = parallax.explain(_synthetic(batch), "localhost:2", config, print_table=False).plan
+        assert not plan.reads_no_input and not any("reads no input" in note for note in plan_warnings(plan))
+    assert not parallax.explain(_synthetic(lambda i, l: (i, l)), "localhost:1", config,
+                                print_table=False).plan.reads_no_input
