@@ -47,7 +47,7 @@ def _differing_worker_over_mpi(rewritten):
     if not differing:
         return None
     other = differing[0]
-    mine = fingerprint.node_digests(rewritten.graph.as_graph_def())
+    mine = list(rewritten.node_digests)
     reference = comm.bcast(mine if comm.Get_rank() == 0 else None, root=0)
     theirs = comm.bcast(mine if comm.Get_rank() == other else None, root=other)
     return other, fingerprint.first_difference(reference, theirs)
@@ -76,7 +76,7 @@ def _differing_worker_over_tf(rewritten, server, role):
         answer = [q.enqueue([verdict_in]) for q in verdicts]
         receive = verdicts[role.worker_id].dequeue()
     mine = {"fingerprint": rewritten.fingerprint,
-            "nodes": fingerprint.node_digests(rewritten.graph.as_graph_def())}
+            "nodes": list(rewritten.node_digests)}
     config = tf1.ConfigProto(device_filters=["/job:worker/task:0", f"/job:worker/task:{role.worker_id}"])
     with tf1.Session(server.target, graph=graph, config=config) as session:
         _send_until_delivered(session, send, {rank_in: role.worker_id, text_in: json.dumps(mine)}, tf)

@@ -5,9 +5,10 @@ import parallax
 from parallax import graph_utils
 from parallax.planning import plan_job
 from parallax.rewrite import rewrite
-from parallax.rewrite.fingerprint import first_difference, node_digests
+from parallax.rewrite.fingerprint import first_difference, graph_fingerprint, node_digests
 from tests.models_for_tests import embedding_mlp
 
+tf1 = tf.compat.v1
 TWO = parallax.ResourceSpec.load("localhost:2")
 MPI = parallax.Config(run_option="MPI", collective_backend="horovod")  # the Horovod rewrite (test_pipeline: both)
 
@@ -91,3 +92,27 @@ def test_rewrite_is_deterministic_and_fingerprint_finds_the_first_difference():
     altered = [(n, "changed" if n in ("model/hidden/MatMul", "loss") else d) for n, d in db]
     assert first_difference(da, altered) == "model/hidden/MatMul"  # created before "loss"
     assert first_difference(da, db[:-1]) == db[-1][0]  # a node only the reference has
+
+
+def _checked_in_order(order, extra=False):
+    """Three variables and, for each in `order`, an is-initialized check (TF numbers them by creation, as a Keras
+    model makes them in an order of its process); `extra`: one more op that reads a variable."""
+    g = tf.Graph()
+    with g.as_default():
+        variables = [tf1.get_variable(name, [2], use_resource=True) for name in "abc"]
+        for i in order:
+            tf1.is_variable_initialized(variables[i])
+        if extra:
+            tf.identity(variables[1].read_value() * 2.0, name="doubled")
+    return g.as_graph_def()
+
+
+def test_the_fingerprint_compares_what_nodes_compute_not_the_order_tf_numbered_them():
+    first, rotated = _checked_in_order([0, 1, 2]), _checked_in_order([2, 0, 1])
+    assert [n.input for n in first.node if n.name == "VarIsInitializedOp_1"] != \
+        [n.input for n in rotated.node if n.name == "VarIsInitializedOp_1"]  # by name they differ
+    assert graph_fingerprint(first) == graph_fingerprint(rotated)
+    assert first_difference(node_digests(first), node_digests(rotated)) is None
+    more = _checked_in_order([2, 0, 1], extra=True)
+    assert graph_fingerprint(more) != graph_fingerprint(first)
+    assert first_difference(node_digests(first), node_digests(more)) == "Read/ReadVariableOp"  # the extra read

@@ -12,7 +12,15 @@ function, or the one it was rewritten from) reads `<fn>`, and every reference to
 attribute) by that digest. Attributes that are keys into a registry of the process's Python functions (a py_func's
 `token`, a custom gradient's `_gradient_op_type`) name code the graph does not hold, numbered in the order the
 process registered it: they read as labels too.
+
+A node is identified by what it computes, not by its name: its op, attributes and device, the digests of the
+nodes it reads (in order: which output of which) and of its control inputs (as a set). TF numbers unnamed ops by
+their order of creation (`VarIsInitializedOp_2`, `Const_5`), and a Keras model creates some in an order that
+changes from process to process: by name, two such workers differ, by structure they agree. Names of nodes in
+attributes (a colocation's `loc:@name`) read as that node's own digest (op, attributes, device). A v1 loop's back
+edge (NextIteration into Merge) reads as the NextIteration's own digest, which keeps the graph acyclic.
 """
+import collections
 import hashlib
 import re
 
@@ -50,14 +58,14 @@ class _Digester:
             self._memo[name] = "fn:" + h.hexdigest()
         return self._memo[name]
 
-    def node(self, node, in_function=False):
+    def node(self, node, in_function=False, inputs=True, skip_attrs=()):
         h = hashlib.sha256()
         h.update(self.function(node.op).encode())
-        for i in node.input:
+        for i in node.input if inputs else ():
             h.update(b"\0i" + (self._label(i) if in_function else i).encode())
         h.update(b"\0d" + node.device.encode())
         if not _VALUE_FREE_SCOPE.search(node.name):
-            for key in sorted(node.attr):
+            for key in sorted(k for k in node.attr if k not in skip_attrs):
                 value = b"<registry key>" if key in _REGISTRY_KEYS else self._attr(node.attr[key])
                 h.update(b"\0a" + key.encode() + value)
         return h.hexdigest()
@@ -73,27 +81,93 @@ class _Digester:
         return canonical.SerializeToString(deterministic=True)
 
 
+def _source(text):
+    """(node name, output index, whether a control input) of a NodeDef input string."""
+    if text.startswith("^"):
+        return text[1:], 0, True
+    name, _, index = text.partition(":")
+    return name, int(index or 0), False
+
+
+def _structural_digests(graph_def, d):
+    """{node name: digest by structure} (module docstring), computed inputs first, without recursion."""
+    nodes = {n.name: n for n in graph_def.node}
+    own = {}
+
+    def own_digest(name):  # op, attributes (a colocation read as its target's own digest), device
+        if name not in own:
+            own[name] = "<colocated in a cycle>"  # until known: a colocation that leads back here reads so
+            node = nodes[name]
+            mine = d.node(node, inputs=False, skip_attrs=("_class",))
+            targets = [t.decode() for t in node.attr["_class"].list.s] if "_class" in node.attr else []
+            own[name] = "+".join([mine] + [own_digest(t[5:]) if t.startswith("loc:@") and t[5:] in nodes else t
+                                           for t in targets])
+        return own[name]
+
+    def back_edge(node, source):
+        return node.op == "Merge" and nodes[source].op == "NextIteration"
+
+    done = {}
+    for root in nodes:
+        todo = [root]
+        while todo:
+            name = todo[-1]
+            if name in done:
+                todo.pop()
+                continue
+            node = nodes[name]
+            waiting = [s for s, _, _ in map(_source, node.input)
+                       if s in nodes and s not in done and not back_edge(node, s)]
+            if waiting:
+                todo.extend(waiting)
+                continue
+            todo.pop()
+            h = hashlib.sha256(own_digest(name).encode())
+            controls = []
+            for source, index, control in map(_source, node.input):
+                if source not in nodes:
+                    ref = f"<missing {source}>"
+                else:
+                    ref = f"<next {own_digest(source)}>" if back_edge(node, source) else done[source]
+                (controls.append(ref) if control else h.update(f"\0i{ref}:{index}".encode()))
+            for ref in sorted(controls):
+                h.update(f"\0c{ref}".encode())
+            done[name] = h.hexdigest()
+    return done
+
+
 def node_digests(graph_def):
-    """(node name, digest) for every node in creation order, then (`function <digest>`, digest) per function."""
+    """(node name, digest by structure) for every node in creation order, then (`function <digest>`, digest) per
+    function."""
     d = _Digester(graph_def)
-    out = [(node.name, d.node(node)) for node in graph_def.node]
+    digests = _structural_digests(graph_def, d)
+    out = [(node.name, digests[node.name]) for node in graph_def.node]
     out += [(f"function {d.function(f.signature.name)[:19]}", d.function(f.signature.name))
             for f in graph_def.library.function]
     return out
 
 
-def graph_fingerprint(graph_def):
+def graph_fingerprint(graph_def, digests=None):
+    """A digest of the graph's nodes and functions by structure, whatever their names and order of creation
+    (`digests`: its node_digests, if made already)."""
     h = hashlib.sha256()
-    for name, digest in sorted(node_digests(graph_def)):
-        h.update(name.encode() + b"=" + digest.encode() + b"\n")
+    for digest in sorted(digest for _, digest in (digests or node_digests(graph_def))):
+        h.update(digest.encode() + b"\n")
     return h.hexdigest()
 
 
 def first_difference(reference, other):
-    """The first node, in `other`'s creation order (so usually the root cause), that differs from `reference` or
-    is missing there; then any node only `reference` has. None when the graphs agree."""
-    ref, oth = dict(reference), dict(other)
+    """The first node, in `other`'s creation order (so usually the root cause: its readers differ with it), that
+    `reference` has no node of the same structure for; then any such node only `reference` has. None when the
+    graphs agree."""
+    unmatched = collections.Counter(digest for _, digest in reference)
     for name, digest in other:
-        if ref.get(name) != digest:
+        if not unmatched[digest]:
             return name
-    return next((name for name, _ in reference if name not in oth), None)
+        unmatched[digest] -= 1
+    theirs = collections.Counter(digest for _, digest in other)
+    for name, digest in reference:
+        if not theirs[digest]:
+            return name
+        theirs[digest] -= 1
+    return None

@@ -50,6 +50,7 @@ class RewriteContext:
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
     worker_id: int = 0  # this process's worker: its share of the batch
     example_counts: Tuple[Tuple[str, str, str], ...] = ()  # (input op, its count in a run, their total)
+    node_digests: Tuple[Tuple[str, str], ...] = ()  # (node, its digest by structure): the workers' graph check
     collective_group: int = 1  # the group key of TF's collectives (a thread job's servers outlive its jobs)
 
     def __post_init__(self):
@@ -72,6 +73,7 @@ class RewrittenGraph:
     pass_seconds: Dict[str, float]
     collectives: Tuple[str, ...] = ()  # collective ops (every worker runs them in a step that needs them)
     example_counts: Tuple[Tuple[str, str, str], ...] = ()  # (input op, its count in a run, their total)
+    node_digests: Tuple[Tuple[str, str], ...] = ()  # (node, its digest by structure): the workers' graph check
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +207,7 @@ def rewrite(source_graph, plan, config, pipeline=PIPELINE, worker_id=0, collecti
         broken = sorted(f for f in p.provides if not FACTS[f](ctx))
         if broken:
             raise PipelineError(f"pass {p.name} did not establish {broken}")
+    digests = tuple(fingerprint.node_digests(ctx.graph.as_graph_def()))
     return RewrittenGraph(ctx.graph, ctx.init_op, ctx.local_init_op, ctx.saver, ctx.ready_op, ctx.replica_init_op,
-                          ctx.broadcast_op, ctx.sync, ctx.placements,
-                          fingerprint.graph_fingerprint(ctx.graph.as_graph_def()), ctx.pass_seconds,
-                          tuple(ctx.collectives), ctx.example_counts)
+                          ctx.broadcast_op, ctx.sync, ctx.placements, fingerprint.graph_fingerprint(None, digests),
+                          ctx.pass_seconds, tuple(ctx.collectives), ctx.example_counts, digests)

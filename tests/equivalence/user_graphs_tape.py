@@ -162,6 +162,20 @@ def keras_momentum_apply(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows(_data(143, n * b * steps), (idp, yp)))
 
 
+def keras_init_checks_in_process_order(n, b, steps, graph_batch, lr_scale=1.0):
+    """keras_adam_minimize, plus a check per variable of whether it is initialized, made in an order that changes
+    from process to process, as a Keras functional model makes its VarIsInitializedOp ops: here rotated by the
+    worker's rank, so `VarIsInitializedOp_1` reads another variable in each worker. No step runs them."""
+    from parallax.launcher.protocol import this_process
+    g, train, (idp, yp) = _keras_regression(146, lambda: tf.keras.optimizers.legacy.Adam(0.05 * lr_scale), True)
+    with g.as_default():
+        variables = tf1.global_variables()
+        rank = this_process().role.worker_id or 0
+        for v in variables[rank % len(variables):] + variables[:rank % len(variables)]:
+            tf1.is_variable_initialized(v)
+    return Case(g, train, _rows(_data(146, n * b * steps), (idp, yp)))
+
+
 def asserts_and_prints(n, b, steps, graph_batch, lr_scale=1.0):
     """Checks and prints in the step: the ids asserted in range, the targets finite, the loss printed, the
     loss's gradient checked for NaN; a summed loss plus a penalty on the table; Adagrad."""
@@ -208,4 +222,5 @@ USER_GRAPHS_TAPE = {"tape_mean_adam": tape_mean_adam, "tape_summed_penalty": tap
                     "tape_wgan_gradient_penalty": tape_wgan_gradient_penalty,
                     "tape_uncertainty_weighted_losses": tape_uncertainty_weighted_losses,
                     "keras_adam_minimize": keras_adam_minimize, "keras_momentum_apply": keras_momentum_apply,
+                    "keras_init_checks_in_process_order": keras_init_checks_in_process_order,
                     "asserts_and_prints": asserts_and_prints, "tape_keras_lstm_summed": tape_keras_lstm_summed}
