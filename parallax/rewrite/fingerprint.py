@@ -17,7 +17,8 @@ A node is identified by what it computes, not by its name: its op, attributes an
 nodes it reads (in order: which output of which) and of its control inputs (as a set). TF numbers unnamed ops by
 their order of creation (`VarIsInitializedOp_2`, `Const_5`), and a Keras model creates some in an order that
 changes from process to process: by name, two such workers differ, by structure they agree. Names of nodes in
-attributes (a colocation's `loc:@name`) read as that node's own digest (op, attributes, device). A v1 loop's back
+attributes (a colocation's `loc:@name`) read as that node's own digest (op, attributes, device); Horovod's ops
+keep their names, by which the workers' collectives are paired. A v1 loop's back
 edge (NextIteration into Merge) reads as the NextIteration's own digest, which keeps the graph acyclic.
 """
 import collections
@@ -27,6 +28,9 @@ import re
 # A scope opened twice gets a suffix (`parallax_shard_1`: two sharded datasets in one graph).
 _VALUE_FREE_SCOPE = re.compile(r"(^|/)(Initializer|parallax_shard)(_\d+)?/")
 _REGISTRY_KEYS = ("token", "_gradient_op_type")  # see the module docstring
+# Ops that workers pair by their node's name: Horovod negotiates a collective by it (TF's collectives pair by
+# their instance key, an attribute). Their names are part of what they compute.
+_PAIRED_BY_NAME = ("Horovod",)
 
 
 class _Digester:
@@ -99,6 +103,8 @@ def _structural_digests(graph_def, d):
             own[name] = "<colocated in a cycle>"  # until known: a colocation that leads back here reads so
             node = nodes[name]
             mine = d.node(node, inputs=False, skip_attrs=("_class",))
+            if node.op.startswith(_PAIRED_BY_NAME):
+                mine += f"@{name}"
             targets = [t.decode() for t in node.attr["_class"].list.s] if "_class" in node.attr else []
             own[name] = "+".join([mine] + [own_digest(t[5:]) if t.startswith("loc:@") and t[5:] in nodes else t
                                            for t in targets])
