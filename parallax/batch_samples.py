@@ -10,6 +10,10 @@ and the variables they read get their initial values. Floats are normal, but in 
 values. Each trial feeds a batch of 2 * HALF examples and, for every input alike, each of PARTS: the whole batch,
 its reversal, its halves, and its first example and the rest.
 """
+import sys
+import threading
+import weakref
+
 import numpy as np
 import tensorflow as tf
 
@@ -32,8 +36,47 @@ WIDEN = 3  # positions of padding `widened` adds
 MAX_BYTES = 256 << 20  # of variables to initialize again in the throw-away session
 DECODED = 3  # ops whose outputs are fed instead of their inputs' random values, at most
 TOO_LARGE = "of more than 256 MB, too large"
-_CPU_ONLY = tf1.ConfigProto(device_count={"GPU": 0})
-_BOUNDED = tf1.RunOptions(timeout_in_ms=60_000)
+# Threads of its own: a run abandoned in a wait (below) keeps its thread, which must not be one of the process's
+# shared pool (two, on 2 cores), or every later session of the process would wait too.
+_CPU_ONLY = tf1.ConfigProto(device_count={"GPU": 0}, use_per_session_threads=True)
+# Each run of a probe is bounded. TF's own timeout ends a wait it can cancel (a queue's); a StagingArea's get (a
+# prefetch buffer the script's own op fills) does not heed it, so the run waits in a thread of its own, and a
+# probe of the graph that outlives PROBE_LIMIT_S is abandoned there (its throw-away session with it), and every
+# later probe of that graph is skipped: the checks it served are then said to be unchecked, and planning goes on.
+PROBE_LIMIT_S = 60.0
+_BOUNDED = tf1.RunOptions(timeout_in_ms=int(PROBE_LIMIT_S * 1000))
+_BLOCKED = weakref.WeakKeyDictionary()  # graph -> the probe that outlived its limit
+
+
+class ProbeTimeout(Exception):
+    """A probe's run did not end within PROBE_LIMIT_S."""
+
+
+def _closed(session):
+    """Close the probe's session, unless a run of it was abandoned (ProbeTimeout): TF's close waits for that run,
+    for ever, so the session is left to the thread that waits in it."""
+    if not getattr(session, "_parallax_abandoned", False):
+        session.close()
+
+
+def _run(session, fetches, feed=None):
+    """session.run(fetches, feed), bounded by PROBE_LIMIT_S (see above)."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["values"] = session.run(fetches, feed, options=_BOUNDED)
+        except BaseException as e:  # noqa: B902  handed to the caller's thread
+            outcome["error"] = e
+    waiter = threading.Thread(target=run, name="parallax-probe", daemon=True)
+    waiter.start()
+    waiter.join(PROBE_LIMIT_S)
+    if waiter.is_alive():
+        session._parallax_abandoned = True
+        raise ProbeTimeout(f"a probe of the graph on random batches did not end within {PROBE_LIMIT_S:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["values"]
 # The whole batch, its reversal, and two splits of it: its halves, and its first example and the rest. A count is
 # the sum of any two parts'; a longest example's length seldom is for both splits.
 PARTS = (lambda v: v, lambda v: v[::-1], lambda v: v[:HALF], lambda v: v[HALF:], lambda v: v[:1], lambda v: v[1:])
@@ -70,11 +113,15 @@ def sampled(graph, tensors, parts=PARTS, trials=TRIALS, shapes=False, held=None,
     whose rows are examples are fed random examples instead, as inputs of their own (its sparse outputs are sparse
     inputs already), and the graph is run again: up to DECODED such ops."""
     decoded = set()
-    while len(decoded) <= DECODED:
+    while len(decoded) <= DECODED and graph not in _BLOCKED:
         try:
             return _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded, pooled)
         except _Undecodable as e:
             decoded.add(e.op_name)
+        except ProbeTimeout as e:
+            _BLOCKED[graph] = e
+            print(f"parallax: warning: planning: {e}, as when the graph waits on a buffer the script itself fills "
+                  f"(a StagingArea's get); the checks on random batches are skipped", file=sys.stderr, flush=True)
     return {}
 
 
@@ -108,37 +155,41 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
         inputs += _decoded_inputs(graph, decoded, fed_sparse | {t.name for t in inputs})
         settings = _settings(graph, names, fed_sparse | {t.name for t in inputs})
         # On the CPU, and each run bounded: a blocking op of the user's (a queue outside the inputs) ends the check.
-        with tf.Graph().as_default() as run, tf1.Session(graph=run, config=_CPU_ONLY) as session:
-            feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:])
-                     for t in inputs + [t for s in sparse for t in s.tensors if t.op.name in names]}
-            feeds.update({t.name: tf1.placeholder(t.dtype, t.shape) for t in settings})
-            tf1.import_graph_def(subgraph, input_map=feeds, name="")
-            edited = edit(run) if edit is not None else {}
-            session.run([run.get_operation_by_name(op.name) for op in initializers], options=_BOUNDED)
-            # an input's readers read its feed; its own node, imported beside it, is never fed
-            fetches = [feeds[t.name] if t.name in feeds else run.get_tensor_by_name(t.name) for t in tensors]
-            fetches = [tf.shape(t, out_type=tf.int64) for t in fetches] if shapes else fetches
-            samples = {t.name: [] for t in tensors}
-            examples = np.arange(2 * HALF)
-            for trial in range(trials):
-                rng = np.random.RandomState(trial)
-                values_of = {NONNEGATIVE_TRIAL: nonnegative_values, RARE_ID_TRIAL: rare_id_values}.get(
-                    trial, random_values)
-                batch = {feeds[t.name]: _widened(_random(rng, t, values_of), *(widened or {}).get(t.name, ((), None)))
-                         for t in inputs}
-                sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, values_of)) for s in sparse]
-                fixed = {feeds[t.name]: _setting(rng, t) for t in settings}  # the same in every part
-                feeds_of_parts = [{**_part_feed(feeds, batch, sparse_batch, part, examples), **fixed}
-                                  for part in parts]
-                values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
-                                    {**{run.get_tensor_by_name(n): f for n, f in (held or {}).items()
-                                        if n.rsplit(":", 1)[0] in names}, **edited},
-                                    {run.get_tensor_by_name(n): f for n, f in (pooled or {}).items()
-                                     if n.rsplit(":", 1)[0] in names})
-                for i, t in enumerate(tensors):
-                    samples[t.name].append(tuple(np.asarray(v[i], np.int64 if shapes else np.float64)
-                                                 for v in values))
-            return samples
+        with tf.Graph().as_default() as run:
+            session = tf1.Session(graph=run, config=_CPU_ONLY)  # not `with`: see _closed
+            try:
+                feeds = {t.name: tf1.placeholder(t.dtype, [None] + t.shape.as_list()[1:])
+                         for t in inputs + [t for s in sparse for t in s.tensors if t.op.name in names]}
+                feeds.update({t.name: tf1.placeholder(t.dtype, t.shape) for t in settings})
+                tf1.import_graph_def(subgraph, input_map=feeds, name="")
+                edited = edit(run) if edit is not None else {}
+                _run(session, [run.get_operation_by_name(op.name) for op in initializers])
+                # an input's readers read its feed; its own node, imported beside it, is never fed
+                fetches = [feeds[t.name] if t.name in feeds else run.get_tensor_by_name(t.name) for t in tensors]
+                fetches = [tf.shape(t, out_type=tf.int64) for t in fetches] if shapes else fetches
+                samples = {t.name: [] for t in tensors}
+                examples = np.arange(2 * HALF)
+                for trial in range(trials):
+                    rng = np.random.RandomState(trial)
+                    values_of = {NONNEGATIVE_TRIAL: nonnegative_values, RARE_ID_TRIAL: rare_id_values}.get(
+                        trial, random_values)
+                    batch = {feeds[t.name]: _widened(_random(rng, t, values_of),
+                                                     *(widened or {}).get(t.name, ((), None))) for t in inputs}
+                    sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, values_of)) for s in sparse]
+                    fixed = {feeds[t.name]: _setting(rng, t) for t in settings}  # the same in every part
+                    feeds_of_parts = [{**_part_feed(feeds, batch, sparse_batch, part, examples), **fixed}
+                                      for part in parts]
+                    values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
+                                        {**{run.get_tensor_by_name(n): f for n, f in (held or {}).items()
+                                            if n.rsplit(":", 1)[0] in names}, **edited},
+                                        {run.get_tensor_by_name(n): f for n, f in (pooled or {}).items()
+                                         if n.rsplit(":", 1)[0] in names})
+                    for i, t in enumerate(tensors):
+                        samples[t.name].append(tuple(np.asarray(v[i], np.int64 if shapes else np.float64)
+                                                     for v in values))
+                return samples
+            finally:
+                _closed(session)
     except tf.errors.InvalidArgumentError as e:
         failed = getattr(e, "op", None)
         # Random numbers are valid examples by construction (small ids, normal floats); random words are no
@@ -147,6 +198,8 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
         if failed is not None and failed.name not in decoded and any(i.name in fed for i in failed.inputs):
             raise _Undecodable(failed.name) from e
         return {}
+    except ProbeTimeout:
+        raise
     except Exception:  # noqa: BLE001  a check that cannot run the user's graph so is skipped, never the job
         return {}
 
@@ -184,7 +237,7 @@ def _run_parts(session, fetches, feeds_of_parts, orders, held, pooled=None):
     for feed, order in zip(feeds_of_parts, orders):
         if whole is not None:
             feed = dict(feed, **{t.name: np.asarray(f(v, order)).astype(v.dtype) for (t, f), v in zip(held, whole)})
-        out = session.run(fetches + [t for t, _ in held] + [t for t, _ in pooled], feed, options=_BOUNDED)
+        out = _run(session, fetches + [t for t, _ in held] + [t for t, _ in pooled], feed)
         values.append(out[:len(fetches)])
         own.append((feed, out[len(fetches) + len(held):]))
         whole = out[len(fetches):len(fetches) + len(held)] if whole is None else whole
@@ -192,7 +245,7 @@ def _run_parts(session, fetches, feeds_of_parts, orders, held, pooled=None):
         (feed_a, own_a), (feed_b, own_b) = own[first], own[first + 1]
         both = {t.name: np.asarray(f(a, b)).astype(a.dtype) for (t, f), a, b in zip(pooled, own_a, own_b)}
         for k, feed in ((first, feed_a), (first + 1, feed_b)):
-            values[k] = session.run(fetches, dict(feed, **both), options=_BOUNDED)
+            values[k] = _run(session, fetches, dict(feed, **both))
     return values
 
 
