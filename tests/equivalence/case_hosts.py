@@ -7,6 +7,7 @@ Its output goes to a log file; a failed case's error carries the part of the log
 import atexit
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -114,6 +115,13 @@ def _readable(fd, timeout):
 
 
 _hosts = {}
+
+
+def hung_before_any_step(message):
+    """Whether a case host's error is a thread job that outlived its limit with no worker past its first
+    synchronized step (thread_job.ThreadJob._where's words), and no worker failed."""
+    found = re.search(r"did not end within [\d.]+ s \(([^)]*)\)", message)
+    return bool(found) and all(part.endswith("no synchronized step") for part in found.group(1).split("; "))
 
 
 def host(eager=False):

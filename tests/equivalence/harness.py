@@ -11,6 +11,7 @@ runs (the host, or the launching process).
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 
@@ -77,7 +78,16 @@ def run_case(out_dir, case, mode, workers, batch=BATCH, steps=STEPS, run_option=
     if not processes and backend != collectives.HOROVOD:
         from tests.equivalence import case_hosts
         from tests.equivalence.run_case import KEEPS_EAGER
-        case_hosts.host(eager=case in KEEPS_EAGER).run(cmd[2:], TIMEOUT)
+        try:
+            case_hosts.host(eager=case in KEEPS_EAGER).run(cmd[2:], TIMEOUT)
+        except case_hosts.CaseHostError as e:
+            if not case_hosts.hung_before_any_step(str(e)):
+                raise
+            # Seen about once in 2,500 jobs, never in a real job: every worker waits in the job's first collective
+            # on the pool's reused servers. The host has left; the case runs once more on new servers, and says so.
+            warnings.warn(f"{case} ({run_option}, {workers} workers): the thread job hung before its first "
+                          f"synchronized step; it ran again on a new case host")
+            case_hosts.host(eager=case in KEEPS_EAGER).run(cmd[2:], TIMEOUT)
         return dict(np.load(out))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
