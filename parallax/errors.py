@@ -1,4 +1,6 @@
 """Every error parallax raises on purpose is a ParallaxError; the message says what to fix."""
+import os
+import sys
 
 
 class ParallaxError(Exception):
@@ -54,22 +56,27 @@ class CheckpointError(ParallaxError):
 
 def one_line(exc):
     """How an uncaught ParallaxError is printed: its type and message, without a traceback (it is the user's
-    mistake, or a job's failure, that the message explains; PARALLAX_TRACEBACK=1 prints the traceback too)."""
+    mistake, or a job's failure, that the message explains)."""
     return f"parallax: error: {type(exc).__name__}: {exc}"
 
 
+def print_uncaught(exc_type, exc, tb, print_traceback):
+    """Print an exception that ends the process: a ParallaxError as `one_line` (PARALLAX_TRACEBACK=1: its
+    traceback instead), any other with `print_traceback` (an exception hook)."""
+    if isinstance(exc, ParallaxError) and os.environ.get("PARALLAX_TRACEBACK") != "1":
+        print(one_line(exc), file=sys.stderr, flush=True)
+    else:
+        print_traceback(exc_type, exc, tb)
+
+
 def report_if_uncaught(exc):
-    """If `exc` ends the process uncaught, print `one_line(exc)` instead of its traceback. Called as a ParallaxError
-    leaves parallax's entry points; any other exception, or this one caught by the script, is untouched."""
-    import os
-    import sys
-    if os.environ.get("PARALLAX_TRACEBACK") == "1":
-        return
+    """If `exc` ends the process uncaught, print it by `print_uncaught`. Called as a ParallaxError leaves parallax's
+    entry points; any other exception, or this one caught by the script, is untouched."""
     previous = sys.excepthook
 
     def hook(exc_type, value, tb):
         if value is exc:
-            print(one_line(exc), file=sys.stderr, flush=True)
+            print_uncaught(exc_type, value, tb, previous)
         else:
             previous(exc_type, value, tb)
     sys.excepthook = hook

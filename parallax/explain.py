@@ -161,8 +161,6 @@ def premise(plan, analysis):
         text += f"; {batch_statistics.uncombinable_note(plan)}"
     if plan.unsharded_inputs:
         text += f"; {input_sharding.note(plan)}"
-    if plan.reads_no_input:
-        text += f"; {input_sharding.no_input_note(plan)}"
     if plan.repeated_shards:
         text += f"; {input_sharding.repeat_note(plan)}"
     return text

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from parallax.errors import ParallaxError, one_line
+from parallax.errors import print_uncaught
 from parallax.launcher.protocol import (CONTROL_PREFIX, ENV_CLUSTER, ENV_HEARTBEAT, ENV_JOB_DIR,  # noqa: F401
                                         ENV_NUM_SERVERS, ENV_NUM_WORKERS, ENV_PLAN, ENV_PLAN_OUT, ENV_PS_TASK,
                                         ENV_RESOURCE_SPEC,
@@ -100,10 +100,7 @@ def _report_failure_and_exit(print_traceback):
     otherwise hang the process, and then nobody would notice the failure."""
     def hook(exc_type, exc, tb):
         _control_line(f"failed {time.time():.6f} {exc_type.__name__}: {cause_line(exc)}")
-        if isinstance(exc, ParallaxError) and os.environ.get("PARALLAX_TRACEBACK") != "1":
-            print(one_line(exc), file=sys.stderr)  # the message says what to fix; a traceback would bury it
-        else:
-            print_traceback(exc_type, exc, tb)
+        print_uncaught(exc_type, exc, tb, print_traceback)  # a ParallaxError's message says what to fix
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)

@@ -50,7 +50,6 @@ class RewriteContext:
     pass_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
     worker_id: int = 0  # this process's worker: its share of the batch
     example_counts: Tuple[Tuple[str, str, str], ...] = ()  # (input op, its count in a run, their total)
-    node_digests: Tuple[Tuple[str, str], ...] = ()  # (node, its digest by structure): the workers' graph check
     collective_group: int = 1  # the group key of TF's collectives (a thread job's servers outlive its jobs)
 
     def __post_init__(self):
