@@ -283,6 +283,30 @@ def _nesting_walk(graph, seed_types, arrive):
 _BACK_EDGES = ("NextIteration", "RefNextIteration")
 
 
+def v1_frames(graph):
+    """({op: the v1 while frame it runs in, '' outside every loop}, {frame: its parent frame}), as TF's executor
+    assigns them: an Enter opens the frame its `frame_name` attribute names, the consumers of an Exit run in the
+    parent of the Exit's frame, and every other op runs in its inputs' frame (control inputs too)."""
+    frame_of, parent = {}, {"": None}
+    for op in _forward_order(graph):
+        inputs = [t.op for t in op.inputs] + list(op.control_inputs)
+        outer = next((output_frame(i, frame_of, parent) for i in inputs if i in frame_of), "")
+        if op.type in ("Enter", "RefEnter"):
+            name = op.get_attr("frame_name")
+            name = name.decode() if isinstance(name, bytes) else name
+            parent.setdefault(name, outer)
+            frame_of[op] = name
+        else:
+            frame_of[op] = outer
+    return frame_of, parent
+
+
+def output_frame(op, frame_of, parent):
+    """The frame `op`'s consumers run in (v1_frames): an Exit's parent frame, else its own."""
+    frame = frame_of[op]
+    return parent[frame] if op.type in ("Exit", "RefExit") else frame
+
+
 def _forward_order(graph):
     """The graph's ops in topological order of its edges but the loops' back edges (Kahn's algorithm); ops on a
     cycle that remains (no valid graph has one) come last, in graph order."""

@@ -73,3 +73,61 @@ def test_horovod_steps_need_no_fence_and_keep_local_aggregation():
     case, plan, rewritten = _rewritten("random:103", "HYBRID", "horovod")
     assert collectives.step_fence_for(plan) is None
     assert plan.uses_local_aggregation
+
+
+def _v1_rewritten(build_case, mode, workers=2):
+    """(case, plan, rewritten) of a v1 control flow case over two hosts on TF's collectives, v2 left as it was."""
+    v2 = tf1.control_flow_v2_enabled()
+    try:
+        case = build_case()
+    finally:
+        if v2:
+            tf1.enable_control_flow_v2()
+    config = parallax.Config(run_option=mode, methods=case.methods or {}, collective_backend="tf")
+    spec = parallax.ResourceSpec.parse("\n".join(f"127.0.0.{h + 1}: {','.join(map(str, range(workers // 2)))}"
+                                                 for h in range(2)))
+    plan = plan_job(case.graph, parallax.analyze(case.graph), spec, config)
+    return case, plan, rewrite(case.graph, plan, config)
+
+
+def _fenced(case, plan, rewritten, worker=1):
+    leaves = _fetches(case, rewritten.graph)
+    variant = SyncSteps(rewritten.graph, rewritten.sync, worker, plan.num_workers,
+                        collectives.step_fence_for(plan)).variant(tuple(x.name for x in leaves), leaves)
+    fences = [op for op in variant.targets if op.name.startswith(step_fence.FENCE_SCOPE)]
+    assert len(fences) == 1
+    return fences[0]
+
+
+_FRAME_EDGES = ("Enter", "RefEnter", "NextIteration", "RefNextIteration")
+
+
+@pytest.mark.parametrize("name, mode", [("padded_v1_loop_lookups", "PS"), ("padded_v1_loop_lookups", "HYBRID"),
+                                        ("padded_v1_loop_tensor_array", "HYBRID"), ("nested_v1_loops_lookups", "PS")])
+def test_a_fence_waits_for_every_op_of_a_v1_loops_last_iteration_when_the_loop_runs_ops_on_a_server(name, mode):
+    """A v1 loop's exit fires in the iteration whose condition is false, while that iteration's body, dead, still
+    passes its deadness between the worker and the server (padded_v1_loop_lookups in PS: `Aborted: Cleanup` at a
+    Recv in the loop, 3 runs in 450 under load). For every loop that runs ops on a server, or holds one that does,
+    the fence waits for an exit of that loop that waits, within the iteration it leaves in, for every op of it."""
+    case, plan, rewritten = _v1_rewritten(lambda: case_builder(name)(2, 2, 6, 2), mode)
+    g = rewritten.graph
+    fence = _fenced(case, plan, rewritten)
+    frame_of, parent = graph_utils.v1_frames(g)
+    spanning = set()
+    for op in g.get_operations():
+        frame = frame_of[op]
+        while frame and "/job:ps" in op.device:
+            spanning.add(frame)
+            frame = parent[frame]
+    assert spanning, "the case's loops run ops on a server"
+    waited = graph_utils.ancestors([fence])
+    for frame in spanning:
+        members = {op for op in g.get_operations() if graph_utils.output_frame(op, frame_of, parent) == frame
+                   and op.type not in _FRAME_EDGES and not op.name.startswith(step_fence.FENCE_SCOPE)}
+        exits = [op for op in waited if op.type == "Exit" and frame_of[op] == frame]
+        within = [graph_utils.closure([e], lambda op: [] if op.type in _FRAME_EDGES else
+                                      [t.op for t in op.inputs] + list(op.control_inputs)) for e in exits]
+        assert any(members <= w for w in within), (frame, sorted(op.name for op in members - max(within, key=len))[:5])
+    _fenced(case, plan, rewritten, worker=0)  # another fence of the graph waits for the same gates
+    gates = [op for op in g.get_operations() if op.type == "Exit" and op.name.startswith(step_fence.FENCE_SCOPE)]
+    assert len(gates) == len(spanning)

@@ -78,6 +78,32 @@ def padded_v1_loop_lookups(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def nested_v1_loops_lookups(n, b, steps, graph_batch, lr_scale=1.0):
+    """v1 while loops two deep: two passes over the padded positions, the inner body looking each position's
+    embedding up (server rows in PS and HYBRID). Each loop's last, dead iteration still runs ops on a server after
+    its exit has fired, and a step fence must wait for them through both frames (step_fence._loops_settled)."""
+    tf1.disable_control_flow_v2()
+    g = tf.Graph()
+    with g.as_default():
+        tokens, length = _sentences(137, graph_batch, n * b * steps)
+        emb = tf1.get_variable("emb", [VOCAB, 4], F64, initializer=_init(138))
+        cell = tf1.get_variable("cell", [4, 4], F64, initializer=_init(139))
+        width = tf.shape(tokens)[1]
+
+        def position(i, h):
+            return i + 1, tf.tanh(tf.matmul(h, cell) + tf.nn.embedding_lookup(emb, tokens[:, i]))
+
+        def sweep(r, h):
+            return r + 1, tf1.while_loop(lambda i, h: i < width, position, [tf.constant(0), h])[1]
+
+        start = tf.zeros([tf.shape(tokens)[0], 4], F64)
+        state = tf1.while_loop(lambda r, h: r < 2, sweep, [tf.constant(0), start])[1]
+        loss = tf.reduce_mean(tf.square(_dense(state, 1, "out", 140)[:, 0] - tf.cast(length, F64)))
+        train = tf1.train.AdagradOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
 def padded_v1_loop_tensor_array(n, b, steps, graph_batch, lr_scale=1.0):
     """A v1 while loop that writes each position's step into a TensorArray, stacked and pooled after the loop: the
     TensorArray lives in the step's container, colocated with its first write, a product of a server variable's read
@@ -140,6 +166,7 @@ def dropout_over_sharded_batches(n, b, steps, graph_batch, lr_scale=1.0):
 
 USER_GRAPHS_PADDED = {"dropout_over_sharded_batches": dropout_over_sharded_batches,
                       "padded_final_state": padded_final_state, "padded_mean_all": padded_mean_all,
+                      "nested_v1_loops_lookups": nested_v1_loops_lookups,
                       "padded_v1_loop_lookups": padded_v1_loop_lookups,
                       "padded_v1_loop_tensor_array": padded_v1_loop_tensor_array,
                       "shuffled_and_filtered_after_the_shard": shuffled_and_filtered_after_the_shard}
