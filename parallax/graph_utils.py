@@ -53,6 +53,14 @@ def reference_origin(t):
     return op
 
 
+def carries_step_state(op):
+    """Whether `op` makes a resource of the step's own container (PER_STEP_RESOURCE_OPS: a stack, a TensorArray) or
+    takes its handle, also as a control-flow op passing it on (a loop in a v1 cond reaches its gradient's stacks
+    through a Switch and an Enter). TF places every op that takes a resource beside the op that made it."""
+    return op.type in PER_STEP_RESOURCE_OPS or any(
+        _is_reference(t) and reference_origin(t).type in PER_STEP_RESOURCE_OPS for t in op.inputs)
+
+
 def written_variables(op):
     """Names of the variable ops whose value `op` modifies: every variable it takes by reference, unless it is one
     of the pure reads, or it calls functions (If, While, PartitionedCall) none of which writes anything. General on

@@ -34,7 +34,8 @@ def server_devices(graph, plan):
     server: each part, its slots and updates, state on a server, and the ops colocated with any of them. State that
     TF colocated with a variable held elsewhere (Adam's beta powers with a replicated variable) leaves that
     colocation group, together with the ops there that use it (its initializer). So does the step's own state
-    (graph_utils.PER_STEP_RESOURCE_OPS) colocated with anything: it runs on the worker."""
+    colocated with anything, and every op that passes its handle on (graph_utils.carries_step_state): it runs on
+    the worker."""
     device_of = {}
     update_devices = {}
     for part in plan.parts:
@@ -56,7 +57,7 @@ def server_devices(graph, plan):
     devices, left = {}, set()
     for op in graph.get_operations():
         target = graph_utils.colocation_target(op)
-        if op.type in graph_utils.PER_STEP_RESOURCE_OPS and target is not None:
+        if target is not None and graph_utils.carries_step_state(op):
             left.add(op.name)  # the step's own state stays on the worker, whatever it was colocated with
             continue
         owner = next((name for name, group in leaving.items() if target == group and

@@ -57,11 +57,14 @@ def _branches_settled(ran):
     between tasks (a server's Send) when the join has fired: a fence that waited only for the join let another
     worker end the step and clean its id up on that server first (Aborted: Cleanup <step id>; 2 runs in 16 of
     loss_scaled_finite_check_v1_cond in HYBRID, 0 in 20 since). The trigger waits for the branch's last ops, which
-    wait for the rest."""
+    wait for the rest; those outside every loop (a loop in a branch enters its own frame, which a trigger outside
+    cannot wait in: _loops_settled waits for it)."""
     if not ran:
         return []
     graph = ran[0].graph
-    in_branches = (graph_utils.v1_cond_ops(graph) - graph_utils.v1_loop_ops(graph)) & graph_utils.ancestors(ran)
+    frame_of, parent = graph_utils.v1_frames(graph)  # a trigger outside every loop waits for ops there alone
+    in_branches = {op for op in graph_utils.v1_cond_ops(graph) & graph_utils.ancestors(ran)
+                   if graph_utils.output_frame(op, frame_of, parent) == ""}
     last = sorted((op for op in in_branches if not any(c in in_branches for c in graph_utils.consumers(op))),
                   key=lambda op: op.name)
     if not last:

@@ -277,3 +277,27 @@ def test_the_steps_own_stacks_and_tensor_arrays_leave_a_server_variables_colocat
         rewritten = out.graph.get_operation_by_name(op.name)
         assert graph_utils.colocation_target(rewritten) is None, op.name
         assert not rewritten.device.startswith("/job:ps"), (op.name, rewritten.device)
+
+
+def test_every_op_that_passes_a_stacks_handle_on_leaves_a_server_variables_colocation_group():
+    """A loop in a v1 cond reaches its gradient's stacks through the cond's Switch and an Enter, which TF colocated
+    with the read the stack saves (a server variable's, in PS). TF places every op that takes a resource beside
+    the op that made it, so the stacks went to the server with them, where the workers' steps (one step id with
+    TF's collectives) shared one step container: `Container __per_step_... does not exist` at a pop
+    (v1_loop_in_cond_lookups in PS, every run). Every op that makes or passes on the step's own state is left to
+    the worker."""
+    from tests.equivalence.run_case import case_builder
+    v2 = tf.compat.v1.control_flow_v2_enabled()
+    try:
+        case = case_builder("v1_loop_in_cond_lookups")(2, 2, 6, 2)
+    finally:
+        if v2:
+            tf.compat.v1.enable_control_flow_v2()
+    carriers = [op for op in case.graph.get_operations() if graph_utils.carries_step_state(op)]
+    passing = [op for op in carriers if op.type in ("Switch", "Enter")]
+    assert any(graph_utils.colocation_target(op) for op in passing), "TF colocates the cond's Switch with the read"
+    _, _, out = _rewrite(case.graph, parallax.Config(run_option="PS", collective_backend="tf"))
+    for op in carriers:
+        rewritten = out.graph.get_operation_by_name(op.name)
+        assert graph_utils.colocation_target(rewritten) is None, op.name
+        assert not rewritten.device.startswith("/job:ps"), (op.name, rewritten.device)

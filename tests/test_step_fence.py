@@ -11,6 +11,7 @@ from parallax import collectives, graph_utils, step_fence
 from parallax.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
 from parallax.sync_step import SyncSteps
+from tests.equivalence.cases import Case
 from tests.equivalence.run_case import case_builder
 
 tf1 = tf.compat.v1
@@ -131,3 +132,40 @@ def test_a_fence_waits_for_every_op_of_a_v1_loops_last_iteration_when_the_loop_r
     _fenced(case, plan, rewritten, worker=0)  # another fence of the graph waits for the same gates
     gates = [op for op in g.get_operations() if op.type == "Exit" and op.name.startswith(step_fence.FENCE_SCOPE)]
     assert len(gates) == len(spanning)
+
+
+def _v1_loop_in_a_cond():
+    """A v1 while loop inside a v1 cond's branch, its body looking rows of an embedding up; a dense layer after."""
+    tf1.disable_control_flow_v2()
+    g = tf.Graph()
+    with g.as_default():
+        ids = tf1.placeholder(tf.int64, [None, 3], name="ids")
+        emb = tf1.get_variable("emb", [10, 4], initializer=tf1.ones_initializer(), use_resource=True)
+        cell = tf1.get_variable("cell", [4, 4], initializer=tf1.ones_initializer(), use_resource=True)
+        start = tf.zeros([tf.shape(ids)[0], 4])
+
+        def looped():
+            return tf1.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h @ cell + tf.nn.embedding_lookup(
+                emb, ids[:, i]))), [tf.constant(0), start])[1]
+        state = tf1.cond(tf.reduce_max(ids) >= 0, looped, lambda: start)
+        dense = tf1.get_variable("dense", [4, 1], initializer=tf1.ones_initializer(), use_resource=True)
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(state @ dense)),
+                                                                 tf1.train.get_or_create_global_step())
+    return Case(g, train, None)  # built, not run
+
+
+def test_a_fence_waits_in_one_frame_for_a_branch_that_holds_a_v1_loop():
+    """The branch's last ops the fence waits for through a ControlTrigger outside every loop are those outside
+    every loop: an Enter of a loop in the branch runs in the loop's own frame, and TF refused the step ("has
+    inputs from different frames"); the loop's own gate waits for its ops."""
+    case, plan, rewritten = _v1_rewritten(_v1_loop_in_a_cond, "HYBRID")
+    g = rewritten.graph
+    fence = _fenced(case, plan, rewritten)
+    frame_of, parent = graph_utils.v1_frames(g)
+    triggers = [op for op in graph_utils.ancestors([fence]) if op.type == "ControlTrigger"]
+    assert any(op.name.endswith("branches_settled") for op in triggers)
+    assert any(op.name.endswith("loops_settled") for op in triggers)
+    for op in triggers:
+        frames = {graph_utils.output_frame(i, frame_of, parent) for i in list(op.control_inputs) +
+                  [t.op for t in op.inputs]}
+        assert frames == {frame_of[op]}, (op.name, frames)

@@ -104,6 +104,33 @@ def nested_v1_loops_lookups(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, None)
 
 
+def v1_loop_in_cond_lookups(n, b, steps, graph_batch, lr_scale=1.0):
+    """A v1 while loop inside a v1 cond's branch (taken), its body multiplying by a dense matrix and looking each
+    position's embedding up. Its gradient's stacks save the matrix's read (on a server in PS) and reach their
+    pushes and pops through the cond's Switch and an Enter, which TF had colocated with that read: the stacks went
+    to the server, where the workers' steps, under one step id with TF's collectives, shared one step container,
+    and the first step to end took the other's stacks with it (graph_utils.carries_step_state). And the fence
+    waited for the branch's last ops outside the loop only (step_fence._branches_settled)."""
+    tf1.disable_control_flow_v2()
+    g = tf.Graph()
+    with g.as_default():
+        tokens, length = _sentences(141, graph_batch, n * b * steps)
+        emb = tf1.get_variable("emb", [VOCAB, 4], F64, initializer=_init(142))
+        cell = tf1.get_variable("cell", [4, 4], F64, initializer=_init(143))
+
+        def position(i, h):
+            return i + 1, tf.tanh(tf.matmul(h, cell) + tf.nn.embedding_lookup(emb, tokens[:, i]))
+        start = tf.zeros([tf.shape(tokens)[0], 4], F64)
+        state = tf1.cond(tf.reduce_max(length) > 0,
+                         lambda: tf1.while_loop(lambda i, h: i < tf.shape(tokens)[1], position,
+                                                [tf.constant(0), start])[1],
+                         lambda: start)
+        loss = tf.reduce_mean(tf.square(_dense(state, 1, "out", 144)[:, 0] - tf.cast(length, F64)))
+        train = tf1.train.AdagradOptimizer(0.3 * lr_scale).minimize(
+            loss, global_step=tf1.train.get_or_create_global_step())
+    return Case(g, train, None)
+
+
 def padded_v1_loop_tensor_array(n, b, steps, graph_batch, lr_scale=1.0):
     """A v1 while loop that writes each position's step into a TensorArray, stacked and pooled after the loop: the
     TensorArray lives in the step's container, colocated with its first write, a product of a server variable's read
@@ -169,4 +196,5 @@ USER_GRAPHS_PADDED = {"dropout_over_sharded_batches": dropout_over_sharded_batch
                       "nested_v1_loops_lookups": nested_v1_loops_lookups,
                       "padded_v1_loop_lookups": padded_v1_loop_lookups,
                       "padded_v1_loop_tensor_array": padded_v1_loop_tensor_array,
-                      "shuffled_and_filtered_after_the_shard": shuffled_and_filtered_after_the_shard}
+                      "shuffled_and_filtered_after_the_shard": shuffled_and_filtered_after_the_shard,
+                      "v1_loop_in_cond_lookups": v1_loop_in_cond_lookups}
