@@ -199,9 +199,17 @@ def _layout(spec, reports, num_servers, worker_servers, job_dir, python, loopbac
     return Layout(spec, processes, cluster, job_dir, python)
 
 
+TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+
+
 def _job_environment(spec, layout, options, run_option, with_plan, partitions=None):
     env = dict(options.env)
     env[protocol.ENV_HEARTBEAT] = f"{heartbeat_interval(options):g}"
+    if TF_LOG_LEVEL not in env and TF_LOG_LEVEL not in os.environ:
+        # TF's INFO lines (oneDNN's and the CPU's notes at import, a rendezvous's abort after each step on TF's
+        # collectives) would come once per process and step; warnings and errors still pass, and a level the
+        # user sets is kept.
+        env[TF_LOG_LEVEL] = "1"
     env.update(worker_environment(spec, layout.job_dir, layout.cluster, with_plan, options.run_option, partitions,
                                   options.transport))
     env.update(bind_shim.environment(spec, loopback_only=options.transport == "ssh"))

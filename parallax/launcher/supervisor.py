@@ -21,6 +21,7 @@ from parallax.launcher.protocol import CONTROL_PREFIX
 from parallax.launcher.rank_output import RankLines, describe_exit, failed_rank, lines_of
 from parallax.launcher.input_ledger import InputLedger
 from parallax.launcher.step_ledger import StepLedger
+from parallax.launcher.tf_notes import TFNotes
 from parallax.launcher.watchdog import Watchdog
 
 _HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied")
@@ -59,6 +60,7 @@ class Supervisor:
         self.watchdog = Watchdog(list(self.rank_labels.values()), options.stall_warning_s, options.stall_timeout_s)
         self._watch_lock = threading.Lock()  # fed by the reader threads, checked by the main one
         self._files = {}
+        self._tf_notes = TFNotes()  # TF's INFO lines shown on the console, once per job
         self._lock = threading.Lock()
         self._stopping = None
         self._torn_down = False
@@ -296,7 +298,7 @@ class Supervisor:
         self.tails[label].append(text)
         if self.options.log_dir:
             self._log_file(label).write(text + "\n")
-        else:
+        elif not self._tf_notes.repeated(text):
             self._write(f"[{label}] {text}")
 
     def _control(self, label, words):

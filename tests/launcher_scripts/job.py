@@ -15,12 +15,14 @@
   JOB_STEPS_RANK=R,K  with JOB_LOOP: rank R stops after K steps (and ends normally)
   JOB_TRANSPORT=ssh   Config.transport (default direct)
   JOB_TWICE=1         every rank calls get_runner again after training (a mistake the job must name)
+  JOB_TF_LOG_AS_IS=1  leave TF_CPP_MIN_LOG_LEVEL as the environment has it (else 2 unless set)
 """
 import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if not os.environ.get("JOB_TF_LOG_AS_IS"):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import parallax  # noqa: E402
