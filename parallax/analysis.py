@@ -359,10 +359,10 @@ def _state_records(graph, trainable, slot_names, writers, apply_records, records
 
 def _read_back_by(variable, writes):
     """The variables written from `variable`'s value as read after one of `writes` wrote it, in the same step:
-    the reads are those that wait for a write (data or control edge), by reference or through a ref write's
-    output."""
+    the reads are those that wait for a write (data or control edge), by reference, through a ref variable's
+    snapshot (graph_utils.read_variables) or through a ref write's output."""
     after = graph_utils.descendants(writes) - set(writes)
-    reads = [op for op in after if variable in graph_utils.referenced_variables(op) or
+    reads = [op for op in after if variable in graph_utils.read_variables(op) or
              any(t.op in writes for t in op.inputs)]
     if not reads:
         return ()

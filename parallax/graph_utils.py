@@ -115,6 +115,22 @@ def runs_stateless_functions(op):
     return bool(functions) and not any(_function_has(op.graph, f, set(), lambda op_def: True) for f in functions)
 
 
+def read_variables(op):
+    """Names of the variables whose value `op` reads when it runs: those it takes by reference, and those it reads
+    through a ref variable's snapshot (its `read`: an Identity of the ref, waiting for nothing), which on the
+    variable's device aliases the variable's buffer, so an op that waits for a write of the variable reads the
+    written value through it, as through the ref itself."""
+    out = list(referenced_variables(op))
+    for t in op.inputs:
+        source = t.op
+        if source.type == "Identity" and not source.control_inputs and source.inputs and \
+                source.inputs[0].dtype._is_ref_dtype:
+            variable = _reference_source(source.inputs[0])
+            if variable is not None and variable.name not in out:
+                out.append(variable.name)
+    return tuple(out)
+
+
 def referenced_variables(op):
     """Names of the variable ops `op` takes by reference (a ref or a resource handle), to read or to write."""
     out = []

@@ -53,6 +53,23 @@ def test_state_a_replica_reads_back_is_held_by_every_worker_and_server_state_sta
     assert all(s.ps_task is not None for s in plan.state)  # no replica reads anything back
 
 
+def test_a_read_through_a_ref_variables_snapshot_is_a_read_back():
+    """A TF1 script's global step is a ref variable, and an average's decay reads it through its `read` snapshot,
+    which aliases the variable's buffer: after the step's increment, as the decay waits for it, it reads the
+    incremented value. Taken for no read back, the global step went to a server in HYBRID, the decay read it
+    before the chief's increment, and every shadow was off by up to 4.5e-4 (issue 57 item 1)."""
+    graph = _graph("ema_of_global_step_decay_ref")
+    assert graph.get_operation_by_name("global_step").outputs[0].dtype._is_ref_dtype
+    state = {s.name: s for s in parallax.analyze(graph).state}
+    assert state["global_step"].read_back_by == ("embedding/part_0/ExponentialMovingAverage",
+                                                 "embedding/part_1/ExponentialMovingAverage",
+                                                 "embedding/part_2/ExponentialMovingAverage",
+                                                 "w1/ExponentialMovingAverage", "w2/ExponentialMovingAverage")
+    plan, _ = _plan_and_rewrite(graph, "HYBRID")
+    where = {s.name: s.ps_task for s in plan.state}
+    assert where["global_step"] is None and where["w1/ExponentialMovingAverage"] is None
+
+
 def test_a_read_of_server_state_after_its_write_keeps_its_wait():
     """Adam's sparse update reads its slots back after scattering into them; the global step increment that every
     worker makes (HYBRID, read back by a replicated average) waits for that update's group. Cutting the group's

@@ -202,7 +202,7 @@ def _reads_back(op, written):
     directly or through cut waits); None when there is none."""
     if not written or op.type in SHAPE_READS:
         return None
-    read = set(graph_utils.referenced_variables(op)) - set(graph_utils.written_variables(op))
+    read = set(graph_utils.read_variables(op)) - set(graph_utils.written_variables(op))
     return next((v for v in sorted(read) if v in written), None)
 
 

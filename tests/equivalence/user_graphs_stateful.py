@@ -250,6 +250,34 @@ def hardest_example_kept(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((x, y), (xp, yp)))
 
 
+def ema_of_global_step_decay_ref(n, b, steps, graph_batch, lr_scale=1.0):
+    """A TF1 script's moving averages whose decay reads the global step (`num_updates`), applied after a centered
+    RMSProp with momentum, over ref variables (the global step's too, as under disable_v2_behavior): a
+    partitioned embedding and two dense layers."""
+    tf1 = tf.compat.v1
+    tf1.disable_control_flow_v2()
+    rng = np.random.RandomState(470)
+    ids = rng.randint(0, VOCAB, size=(n * b * steps, 3)).astype(np.int32)
+    y = np.sin(ids).sum(axis=1, keepdims=True)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp = tf1.placeholder(tf.int32, [None, 3], "ids"), tf1.placeholder(F64, [None, 1], "y")
+        emb = tf1.get_variable("embedding", [VOCAB, 4], F64, initializer=_init(471), use_resource=False,
+                               partitioner=tf1.fixed_size_partitioner(3))
+        w1 = tf1.get_variable("w1", [4, 6], F64, initializer=_init(472), use_resource=False)
+        w2 = tf1.get_variable("w2", [6, 1], F64, initializer=_init(473), use_resource=False)
+        hidden = tf.tanh(tf.matmul(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), axis=1), w1))
+        loss = tf.reduce_mean(tf.square(tf.matmul(hidden, w2) - yp))
+        step = tf1.get_variable("global_step", [], tf.int64, tf1.zeros_initializer(), trainable=False,
+                                use_resource=False, collections=[tf1.GraphKeys.GLOBAL_VARIABLES,
+                                                                 tf1.GraphKeys.GLOBAL_STEP])
+        opt_op = tf1.train.RMSPropOptimizer(0.01 * lr_scale, momentum=0.5, centered=True).minimize(loss, step)
+        with tf.control_dependencies([opt_op]):
+            train = tf1.train.ExponentialMovingAverage(0.9, num_updates=step).apply(tf1.trainable_variables())
+    return Case(g, train, _rows((ids, y), (idp, yp)))
+
+
 USER_GRAPHS_STATEFUL = {f.__name__: f for f in (
     transformer_positions_smoothed, towers_by_split, experts_load_balanced, spectral_norm_power_iteration,
-    target_network_copy, center_loss, memory_bank_negatives, memory_bank_sharded, hardest_example_kept)}
+    target_network_copy, center_loss, memory_bank_negatives, memory_bank_sharded, hardest_example_kept,
+    ema_of_global_step_decay_ref)}
