@@ -122,13 +122,18 @@ def read_variables(op):
     written value through it, as through the ref itself."""
     out = list(referenced_variables(op))
     for t in op.inputs:
-        source = t.op
-        if source.type == "Identity" and not source.control_inputs and source.inputs and \
-                source.inputs[0].dtype._is_ref_dtype:
-            variable = _reference_source(source.inputs[0])
-            if variable is not None and variable.name not in out:
-                out.append(variable.name)
+        variable = snapshot_source(t.op)
+        if variable is not None and variable.name not in out:
+            out.append(variable.name)
     return tuple(out)
+
+
+def snapshot_source(op):
+    """The ref variable op whose snapshot `op` is (its `read`: an Identity of the ref that waits for nothing, and
+    on the variable's device aliases its buffer), or None."""
+    if op.type == "Identity" and not op.control_inputs and op.inputs and op.inputs[0].dtype._is_ref_dtype:
+        return _reference_source(op.inputs[0])
+    return None
 
 
 def referenced_variables(op):

@@ -40,7 +40,9 @@ def fence(variant, fence_op):
         # worker's step may end and clean the step id up on the task that made the value, and a value not yet
         # received from there is lost with it (Aborted: Cleanup).
         here = {x.ref(): tf.identity(x) for x in returned}
-        settled = _branches_settled(ran + list(variant.branch_targets)) + _loops_settled(ran)
+        watched = ran + list(variant.branch_targets)
+        frames = graph_utils.v1_frames(watched[0].graph) if watched else None
+        settled = _branches_settled(watched, frames) + _loops_settled(ran, frames)
         with tf.control_dependencies(ran + [t.op for t in here.values()] + settled):
             done = fence_op(variant.digest, "fence")
         with tf.control_dependencies([done]):
@@ -51,7 +53,7 @@ def fence(variant, fence_op):
     return variant
 
 
-def _branches_settled(ran):
+def _branches_settled(ran, frames):
     """[a ControlTrigger after every op of a v1 cond's branch among `ran`'s ancestors], or [] when there is none.
     The cond's join (Merge) fires on its first live input, so a branch not taken may still be passing its deadness
     between tasks (a server's Send) when the join has fired: a fence that waited only for the join let another
@@ -62,7 +64,7 @@ def _branches_settled(ran):
     if not ran:
         return []
     graph = ran[0].graph
-    frame_of, parent = graph_utils.v1_frames(graph)  # a trigger outside every loop waits for ops there alone
+    frame_of, parent = frames  # (graph_utils.v1_frames) a trigger outside every loop waits for ops there alone
     in_branches = {op for op in graph_utils.v1_cond_ops(graph) & graph_utils.ancestors(ran)
                    if graph_utils.output_frame(op, frame_of, parent) == ""}
     last = sorted((op for op in in_branches if not any(c in in_branches for c in graph_utils.consumers(op))),
@@ -76,7 +78,7 @@ def _branches_settled(ran):
 _FRAME_EDGES = ("Enter", "RefEnter", "NextIteration", "RefNextIteration")
 
 
-def _loops_settled(ran):
+def _loops_settled(ran, frames):
     """[a ControlTrigger after the last iteration of every v1 while loop among `ran`'s ancestors that runs ops on a
     named task, or holds a loop that does], or []. A loop's exit fires on the iteration whose condition is false,
     while that iteration's body, dead, still passes its deadness between tasks (and earlier iterations may still
@@ -88,7 +90,7 @@ def _loops_settled(ran):
     if not ran:
         return []
     graph = ran[0].graph
-    frame_of, parent = graph_utils.v1_frames(graph)
+    frame_of, parent = frames  # graph_utils.v1_frames, before any gate of this fence is built
     spanning = set()
     for op, frame in frame_of.items():
         if frame and _elsewhere(op.device):

@@ -68,7 +68,7 @@ def pin_ref_reads(ctx):
         variable = ref_variables[name]
         after = graph_utils.descendants(ops)
         reads = [variable.outputs[0]] + [c.outputs[0] for c in variable.outputs[0].consumers()
-                                          if c.type == "Identity" and not c.control_inputs]
+                                          if graph_utils.snapshot_source(c) is variable]
         for t in reads:
             for consumer in list(t.consumers()):
                 if consumer not in after or graph_utils.is_writer(consumer) or \
