@@ -82,6 +82,7 @@ class SyncSteps:
         if key not in self._cache:
             variant = self._derive(leaves, fetch_digest(key))
             variant.digest, variant.name = fetch_digest(key), key[0] if key else "?"
+            self._buffers_read_after_step(variant)
             if self._fence_op and step_fence.needs_fence(variant, self._collectives):
                 with self._building():
                     variant = step_fence.fence(variant, self._fence_op)
@@ -159,6 +160,23 @@ class SyncSteps:
                 variant.from_chief = {i: k + 1 for k, i in enumerate(sent)}
         return variant
 
+    def _buffers_read_after_step(self, variant):
+        """A fetched ref variable (or a ref tensor, or a ref variable's snapshot) is its buffer on one device, which
+        the step's in-place writes change before the run returns: one device fetches its value after the step's
+        writes (`sess.run([train_op, global_step])` gives the incremented step). From another task the value is
+        copied when sent, which may be before them: such a leaf is fetched as a read, on the variable's device, that
+        waits for the rest of this worker's step and for its release (after the chief's writes)."""
+        aliased = {i: ref for i, ref in enumerate(_aliased_ref(x) for x in variant.leaves)
+                   if ref is not None and ref.op not in self._in_loops and ref.op not in self._in_branches}
+        waits = [op for i, op in enumerate(_op_of(x) for x in variant.leaves) if op is not None and i not in aliased]
+        waits += variant.targets + ([variant.released[0].op] if variant.released else [])
+        if not aliased or not waits:
+            return
+        with self._building(), tf.control_dependencies(waits):
+            for i, ref in aliased.items():
+                with self._g.colocate_with(ref.op):
+                    variant.leaves[i] = tf.identity(ref, name=f"{SYNC_SCOPE}/{variant.digest}/after_step_{i}")
+
     def _split(self, ops):
         """(ops a step may wait for, ops inside a v1 cond's branch), each sorted by name."""
         ops = sorted(set(ops), key=lambda o: o.name)
@@ -223,6 +241,19 @@ def _must_run(op, in_loops, collectives):
     if op in collectives or graph_utils.is_writer(op):
         return True
     return op.op_def.is_stateful and op.type not in graph_utils.PURE_READS and len(op.inputs) > 0
+
+
+def _aliased_ref(x):
+    """The ref tensor whose buffer a fetched leaf is on one device (a ref variable, a ref tensor, a ref variable's
+    snapshot), or None."""
+    if isinstance(x, tf.Variable):
+        x = x.op.outputs[0]  # a resource variable's is its handle: no buffer to alias
+    if isinstance(x, tf.Tensor):
+        if x.dtype._is_ref_dtype:
+            return x
+        if graph_utils.snapshot_source(x.op) is not None:
+            return x.op.inputs[0]
+    return None
 
 
 def _op_of(x):

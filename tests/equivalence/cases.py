@@ -30,6 +30,9 @@ class Case:
     # sets them.
     average: Optional[bool] = None
     methods: Optional[Dict[str, str]] = None  # Config.methods for the distributed run (a mixed plan)
+    # What each step fetches is compared too: every worker's fetched values (an op's None left out) must be one
+    # device's, step by step (run_case.py saves them beside the variables as "fetched:<step>:<leaf>").
+    fetches_compared: bool = False
 
     def fetch(self, k):
         return self.train_op if self.step_fetch is None else self.step_fetch(k)

@@ -61,9 +61,9 @@ def main():
         tf1.disable_eager_execution()
     if _reference_made(args, launched=ENV_ROLE in os.environ):
         return
-    values = train_worker(case_builder(args.case), args)
+    values, fetched = train_worker(case_builder(args.case), args)
     if values is not None:
-        _save(args.out, values)
+        _save(args.out, {**values, **fetched})
 
 
 def _reference_made(args, launched):
@@ -85,7 +85,21 @@ def run_in_threads(args, pool, timeout_s):
         return
     build = case_builder(args.case)
     job = ThreadJob(pool, args.spec or f"localhost:{args.workers}", timeout_s=timeout_s)
-    _save(args.out, job.run(lambda: train_worker(build, args))[0])
+    (values, fetched), *others = job.run(lambda: train_worker(build, args))
+    for i, (_, theirs) in enumerate(others, 1):
+        _check_fetched_alike(fetched, theirs, i)
+    _save(args.out, {**values, **fetched})
+
+
+def _check_fetched_alike(chiefs, theirs, worker):
+    """A case with compared fetches: worker `worker` fetched what the chief fetched (the chief's are compared with
+    one device's by the harness)."""
+    from tests.equivalence.harness import F64_TOLERANCE
+    assert sorted(theirs) == sorted(chiefs), f"worker {worker} fetched {sorted(theirs)}, the chief {sorted(chiefs)}"
+    for key, value in chiefs.items():
+        diff = float(np.max(np.abs(np.asarray(theirs[key], np.float64) - value))) if np.size(value) else 0.0
+        assert diff <= F64_TOLERANCE, f"worker {worker}'s {key} differs from the chief's by {diff:.3g}: " \
+                                      f"{theirs[key]} against {value}"
 
 
 def config_of(case, args):
@@ -101,40 +115,52 @@ def config_of(case, args):
 
 def train_worker(build, args):
     """One worker's part of the parallax run, as a user's script does it: build the graph for batch b, get_runner,
-    the steps; every global variable by name from the chief (None elsewhere). A launched worker runs it in its
-    process, a thread job's in its thread."""
+    the steps: (every global variable by name from the chief, None elsewhere; what its steps fetched, when the case
+    compares that). A launched worker runs it in its process, a thread job's in its thread."""
     n, b = args.workers, args.batch
     case = build(n, b, args.steps, b, args.lr_scale)
     with case.graph.as_default():
         variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
+    fetched = {}
     with parallax.get_runner(case.graph, args.spec or f"localhost:{n}", config_of(case, args)) as runner:
         i = runner.worker_id
         for k in range(args.steps):
-            runner.run(case.fetch(k), case.feeds(k, k * n * b + i * b, b) if case.feeds else None)
+            _keep_fetched(case, k, runner.run(case.fetch(k), case.feeds(k, k * n * b + i * b, b) if case.feeds
+                                              else None), fetched)
         values = runner.run(variables)
         if runner.is_chief:  # rule 4 on the job's own rewritten graph (write_order.py)
             write_order.check(case.graph, runner._rewritten)
         if runner.is_chief and args.plan_out:
             with open(args.plan_out, "w") as f:
                 f.write(plan_json.dumps(runner.plan))
-        return {v.op.name: value for v, value in zip(variables, values)} if runner.is_chief else None
+        return ({v.op.name: value for v, value in zip(variables, values)} if runner.is_chief else None), fetched
+
+
+def _keep_fetched(case, step, result, into):
+    """Step `step`'s fetched values into `into` by position, when the case compares them."""
+    if case.fetches_compared:
+        for j, value in enumerate(tf.nest.flatten(result)):
+            if value is not None:
+                into[f"fetched:{step}:{j}"] = np.asarray(value)
 
 
 KEEPS_EAGER = {"eager_left_on"}  # legal TF2 code: a graph built in `with tf.Graph().as_default()`, eager left on
 
 
 def run_single(case, steps, batch, out=None):
-    """The unmodified graph in a plain Session, `batch` examples a step: every global variable by name (also saved
-    to `out`)."""
+    """The unmodified graph in a plain Session, `batch` examples a step: every global variable by name, and what the
+    steps fetched when the case compares that (also saved to `out`)."""
     with case.graph.as_default():
         variables = sorted(tf1.global_variables(), key=lambda v: v.op.name)
         init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]  # a script runs both
+    fetched = {}
     with tf1.Session(graph=case.graph) as sess:
         sess.run(init)
         for k in range(steps):
-            sess.run(case.fetch(k), case.feeds(k, k * batch, batch) if case.feeds else None)
+            _keep_fetched(case, k, sess.run(case.fetch(k), case.feeds(k, k * batch, batch) if case.feeds else None),
+                          fetched)
         values = sess.run(variables)
-    values = {v.op.name: value for v, value in zip(variables, values)}
+    values = {**{v.op.name: value for v, value in zip(variables, values)}, **fetched}
     if out:
         _save(out, values)
     return values

@@ -444,3 +444,8 @@ USER_GRAPHS.update(USER_GRAPHS_UNSEEN)
 from tests.equivalence.user_graphs_batchwise import USER_GRAPHS_BATCHWISE  # noqa: E402
 
 USER_GRAPHS.update(USER_GRAPHS_BATCHWISE)
+
+# The sixteenth (user_graphs_fetches.py): what a step fetches beside its train op, compared step by step.
+from tests.equivalence.user_graphs_fetches import USER_GRAPHS_FETCHES  # noqa: E402
+
+USER_GRAPHS.update(USER_GRAPHS_FETCHES)
