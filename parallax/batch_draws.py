@@ -24,7 +24,7 @@ from typing import Tuple
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from parallax import batch_samples, graph_utils
+from parallax import batch_samples, draw_guards, graph_utils
 from parallax.batch_samples import draw_as_split, merged_as_split, same_in_every_part
 from parallax.batch_shapes import MARKERS, batch_axis, merged_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.rewrite.reroute import new_ops, reroute_consumers
@@ -39,6 +39,8 @@ class BatchDraws:
     split: Tuple[Tuple[str, int], ...] = ()  # (random op, the batch's axis in its output)
     unsplittable: Tuple[str, ...] = ()
     layout: str = BLOCKS
+    # Those of `unsplittable` that run only in some branches of a cond (draw_guards.py): warned of when they run.
+    guarded: Tuple[Tuple[str, str, str, str, Tuple[int, ...], int], ...] = ()
 
 
 def is_draw(op):
@@ -77,8 +79,10 @@ def find(graph):
         return BatchDraws(layout=_layout(graph_def))  # rows gathered by statistics_combined.py follow it too
     in_functions = nodes_in_functions(graph_def, _is_draw_node)
     # A draw in a function (a v2 while loop's body) cannot be probed or rewritten from outside.
-    unsplittable = [f"{op.name}: {d}" for op in callers
-                    for d in sorted({d for f in functions_run_by(op) for d in in_functions(f)})]
+    in_callers = [(f"{op.name}: {d}", op, d) for op in callers
+                  for d in sorted({d for f in functions_run_by(op) for d in in_functions(f)})]
+    unsplittable = [entry for entry, _, _ in in_callers]
+    guarded = [draw_guards.function_guard(entry, op, d, in_functions) for entry, op, d in in_callers]
     subgraph = shape_subgraph(graph, graph_def, candidates)
     inputs = per_worker_inputs(graph) if candidates else []
     drawn = [op.outputs[0] for op in candidates]
@@ -93,9 +97,10 @@ def find(graph):
         axis = batch_axis(first, second)
         if axis is None or op in in_loops or _other_inputs_from_the_batch(op):
             unsplittable.append(op.name)
+            guarded.append(draw_guards.v1_cond_guard(op))
         else:
             split.append((op.name, axis))
-    return BatchDraws(tuple(split), tuple(unsplittable), _layout(graph_def))
+    return BatchDraws(tuple(split), tuple(unsplittable), _layout(graph_def), tuple(g for g in guarded if g))
 
 
 def held_as_rewritten(graph, tensors, split, merged=None):
@@ -248,8 +253,19 @@ def is_split(graph, op_name):
 
 
 def unsplittable_note(plan):
-    """One sentence naming the plan's unsplittable draws and what that costs: for the planner's warning and explain."""
-    return (f"random draw(s) {', '.join(plan.unsplittable_draws)} depend on the batch in a way parallax cannot split "
-            f"(their shape is unknown or merges the batch with another dimension, they read the batch's values, or "
-            f"they run in a while loop): the workers draw other values than one device, so the job is not exact "
-            f"there")
+    """One sentence naming the plan's unsplittable draws that every step running their ops runs, and what that
+    costs: for the planner's warning and explain; "" when there are none."""
+    guarded = {g[0] for g in plan.guarded_draws}
+    always = [name for name in plan.unsplittable_draws if name not in guarded]
+    return (f"random draw(s) {', '.join(always)} depend on the batch in a way parallax cannot split (their shape is "
+            f"unknown or merges the batch with another dimension, they read the batch's values, or they run in a "
+            f"while loop): the workers draw other values than one device, so the job is not exact there") * \
+        bool(always)
+
+
+def guarded_note(plan):
+    """One sentence on the unsplittable draws that only some branches of a cond run (dropout under a training
+    flag), for explain; "" when there are none."""
+    return (f"random draw(s) {', '.join(g[0] for g in plan.guarded_draws)} depend on the batch in a way parallax "
+            f"cannot split, but run only when a cond takes their branch (as dropout under a training flag): a step "
+            f"that runs one is not exact there, and is warned of when it runs") * bool(plan.guarded_draws)

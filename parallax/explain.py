@@ -148,8 +148,8 @@ def premise(plan, analysis):
                  else "a block of the global batch's examples, in worker order")
         text += (f"; {len(plan.batch_draws)} random draw(s) whose shape follows the batch (dropout) draw for the whole "
                  f"batch with the same seed as one device, each worker keeping its share: {share}")
-    if plan.unsplittable_draws:
-        text += f"; {batch_draws.unsplittable_note(plan)}"
+    text += "".join(f"; {note}" for note in (batch_draws.unsplittable_note(plan), batch_draws.guarded_note(plan))
+                    if note)
     if plan.batch_statistics:
         text += (f"; {len(plan.batch_statistics)} statistic(s) of the batch that the step computes with (a token "
                  f"count a loss divides by, batch norm's moments, the gradients flowing into them) are every "

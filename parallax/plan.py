@@ -156,6 +156,9 @@ class Plan:
     paired_rows: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
     # The training step reads no input: every worker computes the same batch (input_sharding.py): warned
     reads_no_input: bool = False
+    # Those of unsplittable_draws that only some branches of a cond run (draw_guards.py): (draw, the op whose run
+    # decides it, the cond's predicate, "if" | "case", the branches that draw, how many it has); warned when run.
+    guarded_draws: Tuple[Tuple[str, str, str, str, Tuple[int, ...], int], ...] = ()
 
     @property
     def methods(self):
@@ -224,7 +227,9 @@ class Plan:
         """Lines: the random draws that follow the batch, split as one device draws them or not; the statistics of
         the batch the workers combine, and those they cannot (none when the plan has none of either)."""
         draws = [f"{name} (batch axis {axis}, {self.batch_layout})" for name, axis in self.batch_draws]
-        draws += [f"{name} (cannot be split: differs from one device's)" for name in self.unsplittable_draws]
+        guarded = {g[0] for g in self.guarded_draws}
+        draws += [f"{name} (cannot be split: differs from one device's" + " in a step that runs it)" * (name in guarded)
+                  + ")" * (name not in guarded) for name in self.unsplittable_draws]
         statistics = [f"{name} ({law} over workers)" for name, law, _ in self.batch_statistics]
         statistics += [f"{name} (fused batch norm, its mean and variance over workers)"
                        for name, _ in self.fused_batch_norms]

@@ -55,7 +55,9 @@ def from_data(data):
                 tuple(data.get("unsharded_inputs", [])),
                 tuple((name, examples) for name, examples in data.get("repeated_shards", [])),
                 tuple((kind, name, tuple(readers)) for kind, name, readers in data.get("paired_rows", [])),
-                data.get("reads_no_input", False))
+                data.get("reads_no_input", False),
+                tuple((draw, runs, pred, kind, tuple(branches), count)
+                      for draw, runs, pred, kind, branches, count in data.get("guarded_draws", [])))
 
 
 def _plain(x):

@@ -76,7 +76,8 @@ def _planned(graph, analysis, spec, config, statistics, draws):
     if spec.num_workers > 1:
         plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
-                                   unsplittable_draws=draws.unsplittable, batch_statistics=statistics.combined,
+                                   unsplittable_draws=draws.unsplittable, guarded_draws=draws.guarded,
+                                   batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
                                    fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
                                    repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers),

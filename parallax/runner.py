@@ -8,7 +8,8 @@ import tensorflow as tf
 from tensorflow.python.client.session import SessionInterface
 from tensorflow.python.framework import stack
 
-from parallax import collectives, example_counts, graph_utils, step_fence, step_measure, user_initializers
+from parallax import (collectives, draw_guards, example_counts, graph_utils, step_fence, step_measure,
+                      user_initializers)
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
                              UnsupportedError)
 from parallax.input_end import InputEnds
@@ -60,6 +61,7 @@ class Runner(SessionInterface):
         self._closed = False
         self._defaults = []  # the default graph and session contexts `with runner:` entered
         self._script_groups = user_initializers.ScriptGroups(source_graph, self._graph, role.is_chief)
+        self._draws = draw_guards.DrawWatch(self._graph, plan.guarded_draws, role.worker_id)
         self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None,
                                      self._context.collective_group)
         self._graph.finalize()
@@ -157,10 +159,12 @@ class Runner(SessionInterface):
             run_metadata = run_metadata if run_metadata is not None else tf1.RunMetadata()
         if self._collectives & variant.ancestors:  # TF's collectives: the step's ids (input_end.py)
             options = self._input_ends.keyed(options)
+        guards = self._guarded_draws(variant)
         try:
             ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
                                      "targets": variant.targets + variant.branch_targets,
-                                     "released": variant.released or [], "examples": [c for c, _ in counts]},
+                                     "released": variant.released or [], "examples": [c for c, _ in counts],
+                                     "guards": [pred for _, _, pred, _, _, _ in guards]},
                                     feed_dict=feeds or None, options=options, run_metadata=run_metadata)
         except tf.errors.OpError as e:
             if counts and isinstance(e, PASSED_ON):
@@ -174,6 +178,9 @@ class Runner(SessionInterface):
                 f"{self._synchronized_steps} (fetches {variant.name}): another worker failed, stopped or left the "
                 f"job before it (every worker must run the same synchronized steps); {type(e).__name__}: "
                 f"{first}") from e
+        if guards:
+            self._draws.check(guards, ran["guards"], f"synchronized step {self._synchronized_steps}"
+                              if variant.synchronized else "a step")
         if counts:
             for (count, _), n in zip(counts, ran["examples"]):
                 self._totals[count.name] = self._totals.get(count.name, 0) + int(n)
@@ -193,6 +200,13 @@ class Runner(SessionInterface):
             if self._measure:
                 self._measure.after_step(self._steps, self)
         return result
+
+    def _guarded_draws(self, variant):
+        """The guarded draws (draw_guards.py) this worker's step runs the cond of, and not yet warned of."""
+        guards = self._draws.predicates(variant.ancestors)
+        if self._sync is not None and not self.is_chief:  # a cond only the chief runs is the chief's to watch
+            guards = [g for g in guards if g[1] not in self._sync.chief_only]
+        return guards
 
     def _collective_names(self, variant):
         fences = [op.name for op in variant.targets if op.name.startswith(step_fence.FENCE_SCOPE)]

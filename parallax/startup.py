@@ -149,7 +149,7 @@ def _refuse_a_second_join(graph, role, context):
 
 def plan_warnings(plan):
     """What the launcher warns of at start: where the plan cannot make the job one device's, or may not."""
-    notes = [batch_draws.unsplittable_note(plan)] if plan.unsplittable_draws else []
+    notes = [note for note in [batch_draws.unsplittable_note(plan)] if note]
     notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
     notes += [plan.averaging[plan.averaging.index(loss_law.UNCHECKED):]] if loss_law.UNCHECKED in plan.averaging else []
     notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []

@@ -317,3 +317,23 @@ def wgan_gradient_penalty(n, b, steps, graph_batch, lr_scale=1.0):
 
 
 USER_GRAPHS_IDIOMS["wgan_gradient_penalty"] = wgan_gradient_penalty
+
+
+def dropout_under_a_training_flag(n, b, steps, graph_batch, lr_scale=1.0):
+    """`tf1.layers.dropout(h, training=flag)` with the flag left at its default (False) in every step, as a script
+    that trains without dropout does: the draw, in a v2 cond's branch that parallax cannot split, never runs, so
+    the job is exact and no warning is due (issue 57, item 8)."""
+    regression, inputs = _id_regression(490, n * b * steps)
+    g = tf.Graph()
+    with g.as_default():
+        idp, yp, emb = inputs()
+        training = tf1.placeholder_with_default(False, [], "training")
+        h = tf1.layers.dense(tf.reduce_sum(tf.nn.embedding_lookup(emb, idp), 1), 6, tf.nn.tanh,
+                             kernel_initializer=_init(491))
+        h = tf1.layers.dropout(h, 0.5, training=training, seed=492)
+        loss = tf.reduce_mean(tf.square(tf1.layers.dense(h, 1, kernel_initializer=_init(493)) - yp))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(loss, tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows(regression, (idp, yp)))
+
+
+USER_GRAPHS_IDIOMS["dropout_under_a_training_flag"] = dropout_under_a_training_flag
