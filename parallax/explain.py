@@ -150,6 +150,10 @@ def premise(plan, analysis):
                  f"batch with the same seed as one device, each worker keeping its share: {share}")
     text += "".join(f"; {note}" for note in (batch_draws.unsplittable_note(plan), batch_draws.guarded_note(plan))
                     if note)
+    if plan.batchless_writes:
+        text += (f"; a step whose input ends (an epoch's last) writes nothing: {len(plan.batchless_writes)} write(s) "
+                 f"of the step that read no input (an optimizer's slot decays) wait for the batch, where one device "
+                 f"runs them before the end stops its step (warned when the data ends)")
     if plan.batch_statistics:
         text += (f"; {len(plan.batch_statistics)} statistic(s) of the batch that the step computes with (a token "
                  f"count a loss divides by, batch norm's moments, the gradients flowing into them) are every "

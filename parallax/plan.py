@@ -159,6 +159,9 @@ class Plan:
     # Those of unsplittable_draws that only some branches of a cond run (draw_guards.py): (draw, the op whose run
     # decides it, the cond's predicate, "if" | "case", the branches that draw, how many it has); warned when run.
     guarded_draws: Tuple[Tuple[str, str, str, str, Tuple[int, ...], int], ...] = ()
+    # Writes of the training step that read no input that can end (sparse Adam's slot decays), with the inputs each
+    # is made to wait for (batchless_writes.py): a step whose input ends writes nothing, in every mode (warned).
+    batchless_writes: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
 
     @property
     def methods(self):

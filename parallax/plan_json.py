@@ -57,7 +57,8 @@ def from_data(data):
                 tuple((kind, name, tuple(readers)) for kind, name, readers in data.get("paired_rows", [])),
                 data.get("reads_no_input", False),
                 tuple((draw, runs, pred, kind, tuple(branches), count)
-                      for draw, runs, pred, kind, branches, count in data.get("guarded_draws", [])))
+                      for draw, runs, pred, kind, branches, count in data.get("guarded_draws", [])),
+                tuple((write, tuple(inputs)) for write, inputs in data.get("batchless_writes", [])))
 
 
 def _plain(x):

@@ -4,8 +4,8 @@ run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""
 import dataclasses
 
-from parallax import (batch_draws, batch_statistics, collectives, gradient_check, input_sharding, loss_law, loss_seeds,
-                      padded_inputs, state_writes)
+from parallax import (batch_draws, batch_statistics, batchless_writes, collectives, gradient_check, input_sharding,
+                      loss_law, loss_seeds, padded_inputs, state_writes)
 from parallax.launcher import ssh_transport
 from parallax.placement import decide_placements
 from parallax.plan import Aggregation, make_plan
@@ -74,6 +74,7 @@ def _planned(graph, analysis, spec, config, statistics, draws):
                                    (f"; {averaging}" if averaging.startswith(loss_law.UNCHECKED) else ""),
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
+        updates = [n for v in plan.variables for p in v.parts for n in p.update_ops]
         plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, guarded_draws=draws.guarded,
@@ -81,8 +82,8 @@ def _planned(graph, analysis, spec, config, statistics, draws):
                                    uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
                                    fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
                                    repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers),
-                                   reads_no_input=input_sharding.reads_no_input(
-                                       graph, [n for v in plan.variables for p in v.parts for n in p.update_ops]))
+                                   reads_no_input=input_sharding.reads_no_input(graph, updates),
+                                   batchless_writes=batchless_writes.find(graph, updates))
     return plan, config
 
 

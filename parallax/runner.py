@@ -2,14 +2,15 @@
 user's original tensors, ops, variables and names."""
 import atexit
 import os
+import sys
 import time
 
 import tensorflow as tf
 from tensorflow.python.client.session import SessionInterface
 from tensorflow.python.framework import stack
 
-from parallax import (collectives, draw_guards, example_counts, graph_utils, step_fence, step_measure,
-                      user_initializers)
+from parallax import (batchless_writes, collectives, draw_guards, example_counts, graph_utils, step_fence,
+                      step_measure, user_initializers)
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
                              UnsupportedError)
 from parallax.input_end import InputEnds
@@ -62,6 +63,7 @@ class Runner(SessionInterface):
         self._defaults = []  # the default graph and session contexts `with runner:` entered
         self._script_groups = user_initializers.ScriptGroups(source_graph, self._graph, role.is_chief)
         self._draws = draw_guards.DrawWatch(self._graph, plan.guarded_draws, role.worker_id)
+        self._batchless_warned = False
         self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None,
                                      self._context.collective_group)
         self._graph.finalize()
@@ -346,6 +348,10 @@ class Runner(SessionInterface):
         if ended or isinstance(error, tf.errors.OutOfRangeError):
             report_input_end(step, self._context)
             self._input_ends.ended(self._session, where)
+            if self.is_chief and self.plan.batchless_writes and not self._batchless_warned:
+                self._batchless_warned = True  # once a job: every epoch ends alike
+                print(f"parallax: warning: {batchless_writes.note(self.plan.batchless_writes, step)}",
+                      file=sys.stderr, flush=True)
         if ended and not isinstance(error, tf.errors.OutOfRangeError):
             raise tf.errors.OutOfRangeError(None, None, f"End of sequence: {where}: this worker's input ended (TF "
                                             f"ended the step with {type(error).__name__}, as another worker's step "

@@ -1,21 +1,16 @@
 """Random draws parallax cannot split that only some branches of a cond run (draw_guards.py): which guard each
 gets, and that a job warns of one at the step that runs it, in every mode, not at start (issue 57, item 8: a
 warning about dropout's draw in `dropout/cond`, which the steps never ran)."""
-import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 
 from parallax import batch_draws, draw_guards
-from parallax.launcher import bind_shim
 from parallax.plan import Plan
+from tests.rule_jobs_run import rule_jobs
 
 tf1 = tf.compat.v1
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def _found(build, v2=True):
@@ -84,12 +79,7 @@ def test_the_plan_and_explain_state_a_guarded_draw_apart():
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("draw_guards") / "jobs.json"
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **bind_shim.preloading_environment())
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "draw_guard_jobs.py"), str(out)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(out.read_text())
+    return rule_jobs("draw_guards", tmp_path_factory.mktemp("draw_guards"))
 
 
 @pytest.mark.slow  # three thread jobs in a process of their own: about 12 s

@@ -4,8 +4,8 @@ add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import (batch_draws, example_counts, fused_batch_norm, loss_seeds, padded_inputs, paired_rows,
-                      statistics_combined)
+from parallax import (batch_draws, batchless_writes, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
+                      paired_rows, statistics_combined)
 
 tf1 = tf.compat.v1
 
@@ -47,6 +47,12 @@ def split_batch_draws(ctx):
     for name, axis in ctx.plan.batch_draws:
         batch_draws.draw_for_the_whole_batch(ctx.graph, name, axis, ctx.plan.num_workers, ctx.worker_id,
                                              ctx.plan.batch_layout)
+
+
+def wait_for_the_batch(ctx):
+    """Each write of the training step that reads no input that can end waits for the step's inputs: a step whose
+    input ends (an epoch's) writes nothing, in every mode (batchless_writes.py)."""
+    batchless_writes.wait_for_the_batch(ctx.graph, ctx.plan.batchless_writes)
 
 
 def combine_batch_statistics(ctx):

@@ -12,15 +12,16 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import (batch_draws, collectives, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
-                      statistics_combined)
+from parallax import (batch_draws, batchless_writes, collectives, example_counts, fused_batch_norm, loss_seeds,
+                      padded_inputs, statistics_combined)
 from parallax.errors import PipelineError
 from parallax.plan import Aggregation
 from parallax.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
 from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
                                            count_examples, gather_paired_rows, pad_inputs_to_the_longest,
-                                           scale_loss_seeds, split_batch_draws, synchronize_fused_batch_norms)
+                                           scale_loss_seeds, split_batch_draws, synchronize_fused_batch_norms,
+                                           wait_for_the_batch)
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
@@ -112,6 +113,7 @@ FACTS = {
     "examples_counted": lambda ctx: example_counts.is_counted(ctx.graph, ctx.example_counts),
     "inputs_padded": lambda ctx: all(padded_inputs.is_padded(ctx.graph, name) for name, _, _ in ctx.plan.padded_inputs),
     "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
+    "writes_wait_for_the_batch": lambda ctx: batchless_writes.waits_for_the_batch(ctx.graph, ctx.plan.batchless_writes),
     "statistics_combined": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
                                            for name, _, readers in ctx.plan.batch_statistics),
     "rows_paired": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
@@ -138,6 +140,8 @@ PIPELINE = (
     _pass(pad_inputs_to_the_longest, lambda plan: bool(plan.padded_inputs), {"graph"},
           provides={"inputs_padded", "collectives"}),
     _pass(split_batch_draws, lambda plan: bool(plan.batch_draws), {"graph"}, provides={"draws_split"}),
+    _pass(wait_for_the_batch, lambda plan: bool(plan.batchless_writes), {"graph"},
+          provides={"writes_wait_for_the_batch"}),
     _pass(combine_batch_statistics, lambda plan: bool(plan.batch_statistics), {"graph"},
           provides={"statistics_combined", "collectives"}),
     _pass(gather_paired_rows, lambda plan: bool(plan.paired_rows), {"graph"}, provides={"rows_paired", "collectives"}),
