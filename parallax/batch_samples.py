@@ -376,6 +376,12 @@ def with_extents_from_runs(graph, tensors, probes, markers):
 
 
 def _extent(seen, examples, marker):
+    """The marker for a dimension that holds each part's number of examples; k times it for one that holds k rows
+    of each example (the batch merged with another axis: a reshape of [b, k, ...] to [b*k, ...]); the extent that
+    is the same in every part; else None."""
     if seen == examples:
         return marker
+    rows = {s // e for s, e in zip(seen, examples) if e and s % e == 0}
+    if len(rows) == 1 and all(e and s % e == 0 for s, e in zip(seen, examples)) and min(rows) > 1:
+        return min(rows) * marker
     return seen[0] if len(set(seen)) == 1 else None

@@ -18,7 +18,9 @@ def per_worker_inputs(graph):
     values of sparse inputs (each entry's example is its first index), not their dense shapes (sparse_inputs.py)."""
     sparse = sparse_inputs.find(graph)
     dense_shapes = {s.dense_shape.name for s in sparse}
-    read = [t for op in graph.get_operations() if reads_input(op) for t in op.outputs
+    # Not the step's own state: a stack's pop (a v1 loop's gradient reads its forward values so) is no input.
+    read = [t for op in graph.get_operations() if reads_input(op) and not graph_utils.carries_step_state(op)
+            for t in op.outputs
             if t.dtype not in (tf.resource, tf.variant) and not t.dtype._is_ref_dtype and
             t.shape.rank is not None and t.shape.rank >= 1 and t.name not in dense_shapes]
     return read + [t for s in sparse for t in (s.indices, s.values) if t not in read]

@@ -381,21 +381,26 @@ def _probe_shape(t, probes):
     first, second = (p.get(t.name) for p in probes)
     if first is None or second is None or len(first) != len(second):
         return None, None
-    axes = [d for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS]
-    if not axes and first and first[0] is None:
-        axes = [0]
-    if len(axes) != 1:
+    rows = {d: 1 for d, (a, b) in enumerate(zip(first, second)) if (a, b) == MARKERS}
+    if not rows:  # the batch merged with another axis, k rows an example (a reshape of [b, k] to [b*k])
+        rows = {d: a // MARKERS[0] for d, (a, b) in enumerate(zip(first, second)) if a is not None and b is not None
+                and a % MARKERS[0] == 0 and b % MARKERS[1] == 0 and a // MARKERS[0] == b // MARKERS[1] > 1}
+    if not rows and first and first[0] is None:
+        rows = {0: 1}
+    if len(rows) != 1:
         return None, None
-    return [2 * _HALF if d == axes[0] else (2 if a is None else a) for d, a in enumerate(first)], axes[0]
+    [(axis, k)] = rows.items()
+    return [2 * _HALF * k if d == axis else (2 if a is None else a) for d, a in enumerate(first)], axis
 
 
 def _part(value, axis, part):
-    """The whole batch, its examples in reverse order, or its first or second half."""
+    """The whole batch, its rows in reverse order, or its first or second half (of examples: of rows, k of each)."""
     if axis is None or part == "whole":
         return value
     if part == "reversed":
         return np.flip(value, axis=axis)
-    return np.take(value, range(part * _HALF, (part + 1) * _HALF), axis=axis)
+    half = value.shape[axis] // 2
+    return np.take(value, range(part * half, (part + 1) * half), axis=axis)
 
 
 def uncombinable_note(plan):

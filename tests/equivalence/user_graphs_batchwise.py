@@ -361,3 +361,24 @@ USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_ove
 # Not registered: median_error_loss (listed by the last check, with the job's warning).
 # Not registered: inputs_standardized_in_cond (v2 control flow: the moments inside the cond's functions, which no
 # rule looks inside; listed with the way out, tests/test_gradient_check.py).
+
+
+def activity_mean_over_merged_batch(n, b, steps, graph_batch, lr_scale=1.0):
+    """A penalty on the mean of per-step hidden states [b, 4, 5] taken over the batch merged with the steps
+    (`reduce_mean(reshape(h, [-1, 5]), 0)`): 4 rows an example, a statistic of the batch all the same (issue 57,
+    item 2: each worker's own mean before, listed)."""
+    rng = np.random.RandomState(1380)
+    x, y = rng.randn(n * b * steps, 4, 3), rng.randn(n * b * steps, 1)
+    g = tf.Graph()
+    with g.as_default():
+        xp, yp = tf1.placeholder(F64, [None, 4, 3], "x"), tf1.placeholder(F64, [None, 1], "y")
+        w = tf1.get_variable("w", [3, 5], F64, initializer=_init(1381))
+        h = tf.tanh(tf.einsum("btk,kj->btj", xp, w))
+        pred = _dense(tf.reduce_mean(h, 1), 1, "out", 1382)
+        penalty = tf.reduce_sum(tf.square(tf.reduce_mean(tf.reshape(h, [-1, 5]), 0)))
+        train = tf1.train.AdamOptimizer(0.05 * lr_scale).minimize(tf.reduce_mean(tf.square(pred - yp)) + penalty,
+                                                                  tf1.train.get_or_create_global_step())
+    return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+USER_GRAPHS_BATCHWISE["activity_mean_over_merged_batch"] = activity_mean_over_merged_batch

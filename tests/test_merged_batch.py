@@ -1,0 +1,33 @@
+"""The batch merged with another axis (issue 57, item 2): a run on random batches finds an extent of k rows an
+example (batch_samples._extent), a statistic taken over it is found and combined (activity_mean_over_merged_batch
+in the equivalence suite), and a v1 loop's stack pops are no per-worker input (batch_shapes.per_worker_inputs)."""
+import tensorflow as tf
+
+from parallax import batch_samples
+from parallax.batch_shapes import MARKERS, per_worker_inputs
+
+tf1 = tf.compat.v1
+
+
+def test_an_extent_of_k_rows_an_example_is_k_times_the_marker():
+    examples = [8, 8, 4, 4, 1, 7]
+    assert batch_samples._extent(examples, examples, MARKERS[0]) == MARKERS[0]
+    assert batch_samples._extent([3 * e for e in examples], examples, MARKERS[0]) == 3 * MARKERS[0]
+    assert batch_samples._extent([5] * 6, examples, MARKERS[0]) == 5  # the same in every part
+    assert batch_samples._extent([e + 1 for e in examples], examples, MARKERS[0]) is None
+
+
+def test_a_v1_loops_stack_pops_are_no_input():
+    tf1.disable_control_flow_v2()
+    try:
+        g = tf.Graph()
+        with g.as_default():
+            x = tf1.placeholder(tf.float64, [None, 3], "x")
+            w = tf1.get_variable("w", [3, 3], tf.float64, use_resource=False)
+            _, out = tf1.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))), [0, x])
+            tf1.gradients(tf.reduce_sum(out), [w])
+        found = per_worker_inputs(g)
+        assert [t.name for t in found] == ["x:0"], [t.name for t in found]
+        assert any(op.type == "StackPopV2" for op in g.get_operations())
+    finally:
+        tf1.enable_control_flow_v2()
