@@ -381,7 +381,8 @@ def _extent(seen, examples, marker):
     is the same in every part; else None."""
     if seen == examples:
         return marker
-    rows = {s // e for s, e in zip(seen, examples) if e and s % e == 0}
-    if len(rows) == 1 and all(e and s % e == 0 for s, e in zip(seen, examples)) and min(rows) > 1:
-        return min(rows) * marker
+    if all(e and s % e == 0 for s, e in zip(seen, examples)):
+        rows = {s // e for s, e in zip(seen, examples)}
+        if len(rows) == 1 and min(rows) > 1:
+            return min(rows) * marker
     return seen[0] if len(set(seen)) == 1 else None

@@ -11,8 +11,7 @@ The rule, the same in every mode: a step whose input ends writes nothing. Each w
 an input that can end (an iterator's or a queue's, not a fed placeholder) waits for the step's inputs; the runner
 warns, at the first end of the data, that one device would have run those writes (docs/modes.md).
 """
-from parallax import graph_utils
-from parallax.row_keys import reads_input
+from parallax import example_counts, graph_utils
 
 
 def find(graph, update_ops):
@@ -21,21 +20,15 @@ def find(graph, update_ops):
     updates = [graph.get_operation_by_name(n) for n in update_ops]
     fetched = [op for op in graph_utils.descendants(updates) if not graph_utils.consumers(op)]  # train ops, groups
     step = graph_utils.ancestors(fetched)
-    inputs = sorted((op for op in step if _can_end(op)), key=lambda op: op.name)
+    # What can end: the inputs whose examples a step counts (example_counts.py), but a fed placeholder.
+    inputs = sorted({t.op for t in example_counts.source_inputs(graph) if t.op in step and
+                     not t.op.type.startswith("Placeholder")}, key=lambda op: op.name)
     if not inputs:
         return ()
     fed_by, feeding = graph_utils.descendants(inputs), graph_utils.ancestors(inputs)  # no edge may close a cycle
     writes = sorted((op for op in step if graph_utils.is_writer(op) and op not in fed_by and op not in feeding and
                      op._get_control_flow_context() is None), key=lambda op: op.name)
     return tuple((op.name, tuple(i.name for i in inputs)) for op in writes)
-
-
-def _can_end(op):
-    """An op that reads input that can end: an iterator's get_next, a queue's dequeue, a reader's read; not a fed
-    placeholder, and not the step's own state (a stack, a TensorArray: row_keys.reads_input counts those), nor an
-    op in a loop or a branch."""
-    return reads_input(op) and not op.type.startswith("Placeholder") and not graph_utils.carries_step_state(op) \
-        and op._get_control_flow_context() is None
 
 
 def wait_for_the_batch(graph, writes):

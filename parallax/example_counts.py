@@ -39,9 +39,7 @@ def add_counts(graph, source_graph):
     sparse = sparse_inputs.find(source_graph)
     parts = {t.name: s for s in sparse for t in (s.indices, s.values)}
     first = {}  # input op -> the tensor its count is read from, and whether that is a dense shape
-    for t in per_worker_inputs(source_graph):
-        if not _is_source(t.op):
-            continue
+    for t in source_inputs(source_graph):
         if t.name in parts:
             shape = parts[t.name].dense_shape
             first.setdefault(shape.op.name, (shape.name, True))
@@ -61,6 +59,12 @@ def add_counts(graph, source_graph):
                     count = tf.identity(extent, name=name)
                 counts.append((op_name, count.name, total.read_value().name))
     return tuple(counts)
+
+
+def source_inputs(graph):
+    """The per-worker input tensors a step reads its examples from, of ops that are sources (`_is_source`): what
+    is counted, and what can end (an iterator's get_next, a queue's dequeue; or a fed placeholder)."""
+    return [t for t in per_worker_inputs(graph) if _is_source(t.op)]
 
 
 def _is_source(op):

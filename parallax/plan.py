@@ -231,8 +231,8 @@ class Plan:
         the batch the workers combine, and those they cannot (none when the plan has none of either)."""
         draws = [f"{name} (batch axis {axis}, {self.batch_layout})" for name, axis in self.batch_draws]
         guarded = {g[0] for g in self.guarded_draws}
-        draws += [f"{name} (cannot be split: differs from one device's" + " in a step that runs it)" * (name in guarded)
-                  + ")" * (name not in guarded) for name in self.unsplittable_draws]
+        draws += [f"{name} (cannot be split: differs from one device's{' in a step that runs it' * (name in guarded)})"
+                  for name in self.unsplittable_draws]
         statistics = [f"{name} ({law} over workers)" for name, law, _ in self.batch_statistics]
         statistics += [f"{name} (fused batch norm, its mean and variance over workers)"
                        for name, _ in self.fused_batch_norms]

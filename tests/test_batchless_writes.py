@@ -59,19 +59,27 @@ def _one_device(steps_per_epoch=None):
         return sess.run(emb)
 
 
+WHOLE_STEPS = -(-EXAMPLES // 4)  # a step of one device's batch of 4: the last of an epoch is short
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     return rule_jobs("epoch_end", tmp_path_factory.mktemp("epoch_end"))
 
 
+@pytest.fixture(scope="module")
+def one_device():
+    """(one device that never runs the step its input ends in, one device that runs into the end each epoch)"""
+    return _one_device(WHOLE_STEPS), _one_device()
+
+
 @pytest.mark.slow  # three thread jobs in a process of their own: about 12 s
 @pytest.mark.parametrize("mode", ["MPI", "PS", "HYBRID"])
-def test_a_step_whose_input_ends_writes_nothing_in_every_mode(jobs, mode):
-    whole_steps = -(-EXAMPLES // 4)  # one device never running the step its input ends in
-    expected, partial = _one_device(whole_steps), _one_device()
+def test_a_step_whose_input_ends_writes_nothing_in_every_mode(jobs, one_device, mode):
+    expected, partial = one_device
     got = np.asarray(jobs[mode]["chief"])
     assert np.max(np.abs(got - expected)) <= 1e-9, np.max(np.abs(got - expected))
     assert np.max(np.abs(partial - expected)) > 1e-3  # one device's partial steps do change the embedding
     warned = [line for line in jobs[mode]["stderr"].splitlines() if "the data ended in synchronized step" in line]
-    assert len(warned) == 1 and f"step {whole_steps + 1}." in warned[0] and "writes nothing" in warned[0], warned
+    assert len(warned) == 1 and f"step {WHOLE_STEPS + 1}." in warned[0] and "writes nothing" in warned[0], warned
     assert EPOCHS > 1  # the warning is once a job, not once an epoch

@@ -6,7 +6,7 @@ import re
 import pytest
 import tensorflow as tf
 
-from parallax import batch_draws, draw_guards
+from parallax import batch_draws, draw_guards, plan_json
 from parallax.plan import Plan
 from tests.rule_jobs_run import rule_jobs
 
@@ -73,7 +73,6 @@ def test_the_plan_and_explain_state_a_guarded_draw_apart():
     assert "cond: d/RandomUniform" in batch_draws.guarded_note(plan) and "warned of when it runs" in \
         batch_draws.guarded_note(plan)
     assert "cond: d/RandomUniform (cannot be split: differs from one device's in a step that runs it)" in str(plan)
-    from parallax import plan_json
     assert plan_json.loads(plan_json.dumps(plan)) == plan
 
 
