@@ -13,7 +13,7 @@ export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
 NEWEST_TF_TESTS := tests/model_scripts tests/test_tf_server.py tests/test_tf_collectives.py tests/test_uneven_data.py \
                    tests/test_user_saver.py tests/test_user_init.py tests/test_fed_batches.py \
                    tests/test_tape_capture.py tests/test_queue_runners.py tests/test_thread_job.py \
-                   tests/test_ssh_transport_local.py tests/test_listening_sockets.py \
+                   tests/test_ssh_transport_local.py tests/test_listening_sockets.py tests/test_step_check.py \
                    tests/legacy/test_legacy_config.py \
                    tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores
 # make test-tf runs the tests TEST_JOBS at a time (pytest-xdist; 0: one at a time), then the tests marked `alone`

@@ -17,7 +17,7 @@ COLLECTIVE_BACKENDS = ("auto", "horovod", "tf")
 TRANSPORTS = ("direct", "ssh")
 _FROM_THE_LOSS = ("average_dense", "average_sparse")  # None: True unless the loss is a sum (loss_law.py)
 _BOOL_FIELDS = ("average_dense", "average_sparse", "local_aggregation", "place_post_aggregation_ops",
-                "place_boundary_ops", "sync")
+                "place_boundary_ops", "sync", "check_fails")
 
 
 # The original Parallax's fields that are not Config's own; legacy_config.translate reads them.
@@ -66,6 +66,11 @@ class Config:
     # host's job address; "ssh": every server listens on its host's loopback only, and other hosts reach it through
     # ssh port forwarding. "ssh" covers the parameter servers and collective_backend "tf"; not MPI (nor Horovod).
     transport: str = "direct"
+    # A check users run on their own script (docs/check.md): the first check_steps synchronized training steps are
+    # computed again by the chief as one device computes them, on the workers' actual batches, and every variable
+    # is compared. A difference fails the job (check_fails=False: warns). 0: no check.
+    check_steps: int = 0
+    check_fails: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "legacy", {})
@@ -114,6 +119,8 @@ class Config:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"Config.{name}={value!r} must be a non-empty path string or None")
+        if isinstance(self.check_steps, bool) or not isinstance(self.check_steps, int) or self.check_steps < 0:
+            raise ConfigError(f"Config.check_steps={self.check_steps!r} must be an int >= 0 (0: no check)")
         steps = self.save_checkpoint_steps
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
             raise ConfigError(f"Config.save_checkpoint_steps={steps!r} must be a positive int or None")
@@ -147,6 +154,9 @@ class Config:
             raise ConfigError(f"Config.stall_warning_s={self.stall_warning_s:g} must be below "
                               f"Config.stall_timeout_s={self.stall_timeout_s:g} (or 0, no warnings), or the job "
                               f"would end before its stall is ever reported")
+        if self.check_steps and not self.sync:
+            raise ConfigError("Config.check_steps is set with sync=False: asynchronous steps are no one device's "
+                              "steps to compare with; check with sync=True")
         if self.profile_steps and self.log_dir is None:
             raise ConfigError("Config.profile_steps is set but Config.log_dir is None; traces are written there")
 

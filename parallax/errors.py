@@ -50,6 +50,10 @@ class CollectiveError(ParallaxError):
     """A collective did not complete: another worker failed, stopped or left the job before it."""
 
 
+class CheckError(ParallaxError):
+    """Config.check_steps: the job's first steps are not one device's with the global batch (step_check.py)."""
+
+
 class CheckpointError(ParallaxError):
     """A checkpoint could not be written or restored."""
 

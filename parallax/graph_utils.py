@@ -212,6 +212,15 @@ def variables_by_op_name(graph):
     return found
 
 
+def holds(graph, name):
+    """Whether `name` is a tensor or op of `graph`."""
+    try:
+        graph.as_graph_element(name, allow_tensor=True, allow_operation=True)
+        return True
+    except (KeyError, ValueError):
+        return False
+
+
 def consumers(op):
     """Ops that read an output of `op` or wait for it (control edge)."""
     return [c for t in op.outputs for c in t.consumers()] + list(op._control_outputs)

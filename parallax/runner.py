@@ -9,8 +9,8 @@ import tensorflow as tf
 from tensorflow.python.client.session import SessionInterface
 from tensorflow.python.framework import stack
 
-from parallax import (batchless_writes, collectives, draw_guards, example_counts, graph_utils, step_fence,
-                      step_measure, user_initializers)
+from parallax import (batchless_writes, collectives, draw_guards, example_counts, graph_utils, step_check,
+                      step_fence, step_measure, user_initializers)
 from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
                              UnsupportedError)
 from parallax.input_end import InputEnds
@@ -66,6 +66,7 @@ class Runner(SessionInterface):
         self._batchless_warned = False
         self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None,
                                      self._context.collective_group)
+        self._check = self._step_check(source_graph, plan, config, role) if config.check_steps else None
         self._graph.finalize()
         self._session = tf1.Session(server.target if server else "", graph=self._graph, config=session_config)
         self._initialize()
@@ -162,15 +163,17 @@ class Runner(SessionInterface):
         if self._collectives & variant.ancestors:  # TF's collectives: the step's ids (input_end.py)
             options = self._input_ends.keyed(options)
         guards = self._guarded_draws(variant)
+        checked = self._checked_step(variant, leaves, feed_dict) if trains else None
         try:
             ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
                                      "targets": variant.targets + variant.branch_targets,
                                      "released": variant.released or [], "examples": [c for c, _ in counts],
-                                     "guards": [pred for _, _, pred, _, _, _ in guards]},
+                                     "guards": [pred for _, _, pred, _, _, _ in guards],
+                                     "checked": checked[2] if checked else {}},
                                     feed_dict=feeds or None, options=options, run_metadata=run_metadata)
         except tf.errors.OpError as e:
             if counts and isinstance(e, PASSED_ON):
-                self._check_input_end(variant, counts, e)  # raises when the step's error is an input's end
+                self._check_input_end(variant, counts, e, checked)  # raises when the step's error is an input's end
             stuck = collectives.collective_named(e.message, self._collective_names(variant))
             if stuck is None:
                 raise
@@ -180,6 +183,8 @@ class Runner(SessionInterface):
                 f"{self._synchronized_steps} (fetches {variant.name}): another worker failed, stopped or left the "
                 f"job before it (every worker must run the same synchronized steps); {type(e).__name__}: "
                 f"{first}") from e
+        if checked:
+            self._record_checked(checked[:2], ran["checked"])
         if guards:
             self._draws.check(guards, ran["guards"], f"synchronized step {self._synchronized_steps}"
                               if variant.synchronized else "a step")
@@ -202,6 +207,34 @@ class Runner(SessionInterface):
             if self._measure:
                 self._measure.after_step(self._steps, self)
         return result
+
+    def _step_check(self, source_graph, plan, config, role):
+        """Config.check_steps (step_check.py): how this worker's record of the checked steps reaches the chief."""
+        if role.num_workers == 1:
+            gather = step_check.alone
+        elif self._server is not None:
+            gather = step_check.server_gather(self._server, role.worker_id, role.num_workers,
+                                              self._context.collective_group)
+        else:
+            gather = step_check.horovod_gather(role.worker_id)
+        return step_check.StepCheck(source_graph, self._variables, config.check_steps, config.check_fails,
+                                    role.worker_id, role.num_workers, gather)
+
+    def _checked_step(self, variant, leaves, feed_dict):
+        """(fetched names, {fed source name: value}, {input name: tensor to fetch}) of a step the check records."""
+        if self._check is None or not self._check.active or not (variant.synchronized or self.num_workers == 1):
+            return None
+        self._check.read_start(self._session)
+        ran = {op for op in (getattr(x, "op", x) for x in variant.leaves + variant.targets)
+               if isinstance(op, tf.Operation)}
+        fed = {self._map_feed(k).name: v for k, v in (feed_dict or {}).items()}
+        names = [x.name for x in leaves if x is not None and graph_utils.holds(self._source, x.name)]
+        return names, fed, self._check.inputs_read(graph_utils.ancestors(ran), self._lookup)
+
+    def _record_checked(self, step, read, ended=False):
+        self._check.record(*step, read, ended)
+        if not self._check.active:
+            self._check.finish(self._session)
 
     def _guarded_draws(self, variant):
         """The guarded draws (draw_guards.py) this worker's step runs the cond of, and not yet warned of."""
@@ -239,11 +272,15 @@ class Runner(SessionInterface):
     def _report_done(self):
         if not getattr(self, "_done_reported", False):
             self._done_reported = True
+            if self._check is not None and self._check.pending and self.is_chief:
+                print(f"parallax: warning: {self._check.pending}", file=sys.stderr, flush=True)
             report_done(self._synchronized_steps, self._context)
 
     def close(self):
         if self._closed:
             return
+        if self._check is not None:
+            self._check.finish(self._session)  # a job that stopped before its last checked step
         self._report_done()
         try:
             if self.config.checkpoint_dir and self.is_chief and self._steps:
@@ -319,7 +356,7 @@ class Runner(SessionInterface):
             self._variants[key] = variant
         return self._variants[key]
 
-    def _check_input_end(self, variant, counts, error):
+    def _check_input_end(self, variant, counts, error, checked=None):
         """A synchronized step failed with an error that may be an input's end: this worker's, or another's that TF
         passed on to the workers that wait for its tensors (as OutOfRangeError, or as the step's cancellation or
         abort: with TF's collectives, the workers' steps share their ids). Which it is, this worker's counters of
@@ -346,6 +383,8 @@ class Runner(SessionInterface):
                 f"workers that wait for it), while this worker's input had a batch: the workers' shares of the data "
                 f"hold different numbers of batches") from error
         if ended or isinstance(error, tf.errors.OutOfRangeError):
+            if checked:
+                self._record_checked(checked[:2], {}, ended=True)
             report_input_end(step, self._context)
             self._input_ends.ended(self._session, where)
             if self.is_chief and self.plan.batchless_writes and not self._batchless_warned:

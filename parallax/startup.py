@@ -23,7 +23,7 @@ from parallax.config import Config
 from parallax.errors import (ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, ParallaxError,
                              UnsupportedError, report_if_uncaught)
 from parallax.launcher.protocol import (ENV_EXPLAIN, ENV_PARTITIONS, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC,
-                                        ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, ProcessContext, Role,
+                                        ENV_CHECK, ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, ProcessContext, Role,
                                         this_process)
 from parallax.launcher.resource_spec import ResourceSpec
 from parallax.plan_json import check_matches
@@ -179,6 +179,10 @@ def _settings(resource_spec, config, environ):
     run_option = environ.get(ENV_RUN_OPTION)
     if run_option and run_option != config.run_option:
         config = dataclasses.replace(config, run_option=run_option)
+    check = environ.get(ENV_CHECK)
+    if check:  # parallax-launch --check-steps K [--check-warns]
+        steps, _, warns = check.partition(":")
+        config = dataclasses.replace(config, check_steps=int(steps), check_fails=warns != "warn")
     transport = environ.get(ENV_TRANSPORT)
     if transport and transport != config.transport:
         config = dataclasses.replace(config, transport=transport)

@@ -6,6 +6,12 @@
   5 feed True. Observed: what the planner and the workers printed.
 - epoch_end (test_batchless_writes.py): sparse Adam on an embedding read from a sharded tf.data pipeline, three
   epochs each run until OutOfRangeError and re-initialized. Observed: the chief's variables, and what was printed.
+- step_check (test_step_check.py): Config(check_steps=K, check_fails=False) on jobs that are one device's and on
+  jobs that are not: "exact" (the epoch graph, steps before its end), "planted" (average_sparse=False: the
+  embedding's gradient summed over the workers), "same_batches" (every worker feeds the same rows), "fixed_batch" (a reshape to
+  the per-worker batch size, which one device's global batch cannot take), "epoch_end" (the check spans an
+  input's end; HYBRID) and "no_input" (the batch is drawn in the graph, seeded; MPI). Observed: what each job
+  printed.
 """
 import contextlib
 import io
@@ -89,16 +95,71 @@ def epoch_end(mode):
     return script, {}
 
 
+def _fed_graph(fixed_batch):
+    g = tf.Graph()
+    with g.as_default():
+        b = 2 if fixed_batch else None
+        x, y = tf1.placeholder(tf.float64, [b, 3], "x"), tf1.placeholder(tf.float64, [b, 1], "y")
+        ids = tf1.placeholder(tf.int32, [b], "ids")
+        emb = tf1.get_variable("emb", [10, 3], tf.float64, tf1.random_uniform_initializer(seed=1, dtype=tf.float64))
+        h = x + tf.nn.embedding_lookup(emb, ids)
+        if fixed_batch:  # the batch size written into the graph: the inputs' shapes, and 2 examples of 3 values
+            h = tf.reshape(tf.reshape(h, [6]), [2, 3])
+        w = tf1.get_variable("w", [3, 1], tf.float64, tf1.random_uniform_initializer(seed=2, dtype=tf.float64))
+        loss = tf.reduce_mean(tf.square(tf.matmul(h, w) - y))
+        train = tf1.train.AdamOptimizer(0.05).minimize(loss, tf1.train.get_or_create_global_step())
+    return g, (x, y, ids), train
+
+
+def step_check(mode):
+    def job(kind):
+        check = parallax.Config(run_option=mode, collective_backend="tf", check_steps=3, check_fails=False,
+                                average_dense=False if kind == "planted" else None,
+                                average_sparse=False if kind == "planted" else None)
+        if kind in ("exact", "planted", "epoch_end"):
+            g, iterator, train, _ = epoch_graph(2, sharded=True)
+            with parallax.get_runner(g, TWO_HOSTS, check.replace(check_steps=6 if kind == "epoch_end" else 3)) \
+                    as runner:
+                run_epochs(runner.run, iterator, train, steps_per_epoch=None if kind == "epoch_end" else 3)
+            return None
+        if kind == "no_input":
+            g = tf.Graph()
+            with g.as_default():  # tf_cnn_benchmarks' synthetic data: the batch is drawn in the graph, seeded
+                x = tf.random.uniform([4, 3], dtype=tf.float64, seed=5)
+                w = tf1.get_variable("w", [3, 1], tf.float64)
+                train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)))
+            with parallax.get_runner(g, TWO_HOSTS, check) as runner:
+                for _ in range(3):
+                    runner.run(train)
+            return None
+        g, (x, y, ids), train = _fed_graph(kind == "fixed_batch")
+        with parallax.get_runner(g, TWO_HOSTS, check) as runner:
+            rng = np.random.RandomState(0 if kind == "same_batches" else runner.worker_id)
+            for _ in range(3):
+                runner.run(train, {x: rng.rand(2, 3), y: rng.rand(2, 1), ids: rng.randint(0, 10, 2)})
+        return None
+
+    kinds = ("exact", "planted", "same_batches", "fixed_batch") + {"HYBRID": ("epoch_end",), "MPI": ("no_input",)}.get(
+        mode, ())
+    return {kind: (lambda kind=kind: job(kind)) for kind in kinds}, {}
+
+
 def main():
-    scenario, out = {"draw_guards": draw_guards, "epoch_end": epoch_end}[sys.argv[1]], sys.argv[2]
+    scenarios = {"draw_guards": draw_guards, "epoch_end": epoch_end, "step_check": step_check}
+    scenario, out = scenarios[sys.argv[1]], sys.argv[2]
     tf1.disable_eager_execution()
     pool, results = ServerPool(), {}
     for mode in ("MPI", "PS", "HYBRID"):
-        script, facts = scenario(mode)
-        printed = io.StringIO()
-        with contextlib.redirect_stderr(printed):  # the planner's and every worker thread's
-            chief = ThreadJob(pool, TWO_HOSTS).run(script)[0]
-        results[mode] = {"stderr": printed.getvalue(), "chief": chief, **facts}
+        scripts, facts = scenario(mode)
+        for name, script in (scripts.items() if isinstance(scripts, dict) else [(None, scripts)]):
+            printed = io.StringIO()
+            with contextlib.redirect_stderr(printed):  # the planner's and every worker thread's
+                chief = ThreadJob(pool, TWO_HOSTS).run(script)[0]
+            observed = {"stderr": printed.getvalue(), "chief": chief, **facts}
+            if name is None:
+                results[mode] = observed
+            else:
+                results.setdefault(mode, {})[name] = observed
     with open(out, "w") as f:
         json.dump(results, f)
     os._exit(0)

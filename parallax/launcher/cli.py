@@ -4,7 +4,8 @@
                     a Slurm allocation)] [-np N]
                     [--run-option HYBRID|PS|MPI] [--transport direct|ssh] [--ssh-port P] [--ssh-identity-file K] [--ssh-option OPT]
                     [-x NAME[=VALUE]] [--python PATH] [--log-dir D] [--start-timeout S]
-                    [--stall-warning S] [--stall-timeout S] [--dry-run] -- python train.py [args]
+                    [--stall-warning S] [--stall-timeout S] [--check-steps K [--check-warns]] [--dry-run]
+                    -- python train.py [args]
 """
 import argparse
 import dataclasses
@@ -15,7 +16,7 @@ from parallax.config import RUN_OPTIONS, TRANSPORTS
 from parallax.errors import ParallaxError
 from parallax.launcher import local_cluster, slurm, ssh
 from parallax.launcher.job import LaunchOptions, launch, resolve_python
-from parallax.launcher.protocol import derived_stall_warning
+from parallax.launcher.protocol import ENV_CHECK, derived_stall_warning
 from parallax.launcher.planner import plan_by_running
 from parallax.launcher.resource_spec import ResourceSpec
 
@@ -64,6 +65,12 @@ def parser():
     p.add_argument("--stall-timeout", type=float, metavar="S",
                    help="end the job, naming them, after S seconds (default: the script's Config.stall_timeout_s, "
                         "600; 0: never)")
+    p.add_argument("--check-steps", type=int, metavar="K",
+                   help="check the job: its first K synchronized steps are computed again as one device computes "
+                        "them, on the workers' batches, and every variable is compared; a difference fails the job "
+                        "(overrides the script's Config.check_steps; docs/check.md)")
+    p.add_argument("--check-warns", action="store_true",
+                   help="with --check-steps: a difference only warns (Config.check_fails=False)")
     p.add_argument("--dry-run", action="store_true",
                    help="make the plan, check the hosts, print every process, start nothing")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
@@ -83,7 +90,8 @@ def main(argv=None):
                                 if args.ssh_identity_file else None,
                                 tuple(w for opt in args.ssh_option for w in ("-o", opt))),
             log_dir=os.path.abspath(args.log_dir) if args.log_dir else None, start_timeout=args.start_timeout,
-            dry_run=args.dry_run, python=args.python, run_option=args.run_option, env=_env_settings(args.env),
+            dry_run=args.dry_run, python=args.python, run_option=args.run_option,
+            env=_env_settings(args.env) + _check_setting(args),
             transport=args.transport)
         if args.local_cluster:
             return _on_local_cluster(args, command, options)
@@ -102,6 +110,17 @@ def main(argv=None):
     except ParallaxError as e:
         print(f"parallax-launch: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+
+
+def _check_setting(args):
+    """--check-steps K [--check-warns], for every process (protocol.ENV_CHECK)."""
+    if args.check_steps is None:
+        if args.check_warns:
+            raise ParallaxError("--check-warns needs --check-steps K")
+        return ()
+    if args.check_steps < 0:
+        raise ParallaxError(f"--check-steps {args.check_steps}: give a number of steps >= 0 (0: no check)")
+    return ((ENV_CHECK, f"{args.check_steps}:warn" if args.check_warns else str(args.check_steps)),)
 
 
 def _env_settings(items):

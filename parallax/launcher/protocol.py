@@ -36,6 +36,7 @@ ENV_PLAN_OUT = "PARALLAX_PLAN_OUT"  # role planner: where to write the plan
 ENV_EXPLAIN = "PARALLAX_EXPLAIN"  # role explain: JSON of explain's options
 ENV_CALIBRATE = "PARALLAX_CALIBRATE"  # role calibrate: JSON {"out": path, "steps": K}
 ENV_HEARTBEAT = "PARALLAX_HEARTBEAT_S"  # seconds between a launched process's heartbeat lines (watchdog.py)
+ENV_CHECK = "PARALLAX_CHECK"  # parallax-launch --check-steps K [--check-warns]: "K" or "K:warn"; wins over Config
 ENV_TRANSPORT = "PARALLAX_TRANSPORT"  # parallax-launch --transport: it wins over the script's Config
 ENV_CWD = "PARALLAX_CWD"  # transport ssh: the directory a remote worker runs in (mpirun's -wdir otherwise)
 ENV_SETTINGS_OUT = "PARALLAX_SETTINGS_OUT"  # role planner: where to write the script's launch settings (JSON)

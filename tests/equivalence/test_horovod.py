@@ -61,3 +61,19 @@ def test_horovod_collectives_are_exact_with_four_workers(tmp_path_factory):
     diff = check_case(tmp_path_factory.mktemp("eq"), "mixed_methods", 4, "HYBRID", spec=two_hosts(4),
                       backend=collectives.HOROVOD)
     print(f"horovod HYBRID mixed_methods N=4: max abs diff {diff:.3g}")
+
+
+def test_the_check_gathers_the_workers_batches_through_horovod():
+    """Config.check_steps on Horovod's collectives without servers (MPI): the records reach the chief by an
+    allgather (step_check.horovod_gather); a planted difference (gradients summed) is warned of, with the flag."""
+    import os
+    import sys
+
+    from tests.launched import ROOT, run_script
+    script = os.path.join(ROOT, "tests", "launcher_scripts", "checked_job.py")
+    proc = run_script(["-m", "parallax.launcher.cli", "-H", "localhost:2", "--check-steps", "3", "--check-warns",
+                       "--", sys.executable, script, "MPI", "planted", "horovod"], timeout=240)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "parallax: warning: check of the first 3 synchronized steps of 2 workers" in output and \
+        "w/Adam (max abs diff" in output and "worker 1 done" in output, output[-3000:]
