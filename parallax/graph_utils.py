@@ -44,13 +44,19 @@ def _reference_source(t):
 
 
 def reference_origin(t):
-    """The op that made the ref or resource `t` refers to, through identities and control-flow forwarding."""
-    op = t.op
+    """The op that made the ref or resource `t` refers to, through identities and control-flow forwarding (a v2
+    While passes a loop variable's handle from its input to its output of the same index)."""
     seen = set()
-    while op.type in _FORWARDS and op.inputs and op not in seen:
+    while t.op not in seen:
+        op = t.op
         seen.add(op)
-        op = next((i.op for i in op.inputs if _is_reference(i)), op.inputs[0].op)
-    return op
+        if op.type in _FORWARDS and op.inputs:
+            t = next((i for i in op.inputs if _is_reference(i)), op.inputs[0])
+        elif op.type in ("While", "StatelessWhile") and t.value_index < len(op.inputs):
+            t = op.inputs[t.value_index]
+        else:
+            break
+    return t.op
 
 
 def carries_step_state(op):

@@ -13,6 +13,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops, gen_state_ops
 
 from parallax import graph_utils
+from parallax.row_keys import reads_input
 
 tf1 = tf.compat.v1
 
@@ -21,34 +22,51 @@ class ReplayError(Exception):
     """The graph cannot be run on the global batch (a batch size fixed in the graph, e.g. a reshape to [b, ...])."""
 
 
-def batch_of(values, role):
+BLOCKS, INTERLEAVED = "blocks", "interleaved"  # as plan.batch_layout (batch_draws.py)
+
+
+def positions(sizes, layout):
+    """Where each worker's examples sit in one device's batch (`sizes`: each worker's count): worker 0's block
+    first ("blocks": fed rows, a dataset sharded over batches), or example e of worker i after the e-th examples of
+    workers before it ("interleaved": a dataset sharded element-wise, worker i's examples are i, i+N, ...)."""
+    if layout == BLOCKS:
+        starts = np.cumsum([0] + list(sizes[:-1]))
+        return [np.arange(size, dtype=np.int64) + start for size, start in zip(sizes, starts)]
+    where = {key: p for p, key in enumerate(sorted((e, i) for i, size in enumerate(sizes) for e in range(size)))}
+    return [np.array([where[(e, i)] for e in range(size)], dtype=np.int64) for i, size in enumerate(sizes)]
+
+
+def batch_of(values, role, layout=BLOCKS):
     """One device's batch from the workers' parts of one input tensor, in worker order. `role`: "batch" (rows are
-    examples: concatenated, other dimensions padded with zeros to the longest), "indices" / "dense_shape" (a
-    SparseTensor's: entries renumbered past the earlier workers' examples), or "same" (not per example: worker 0's)."""
+    examples: placed as `layout` says, other dimensions padded with zeros to the longest) or "same" (not per
+    example: worker 0's)."""
     values = [np.asarray(v) for v in values]
     if role == "same" or len(values) == 1:
         return values[0]
-    if role == "dense_shape":
-        return np.concatenate([[sum(int(v[0]) for v in values)], np.max([v[1:] for v in values], axis=0)]).astype(
-            values[0].dtype)
-    if role == "indices":
-        raise ValueError("indices are renumbered with their dense shapes: use sparse_batch_of")
     widest = np.max([v.shape for v in values], axis=0)
     padded = [np.pad(v, [(0, 0)] + [(0, int(w) - s) for w, s in zip(widest[1:], v.shape[1:])]) for v in values]
-    return np.concatenate(padded, axis=0)
+    joined = np.empty((sum(len(v) for v in padded),) + tuple(int(w) for w in widest[1:]), dtype=values[0].dtype)
+    for part, where in zip(padded, positions([len(v) for v in padded], layout)):
+        joined[where] = part
+    return joined
 
 
-def sparse_batch_of(indices, dense_shapes):
-    """One device's indices of a SparseTensor: each worker's entries, their example renumbered past the earlier
-    workers' examples (dense_shape[0] of each)."""
-    offset, parts = 0, []
-    for part, shape in zip(indices, dense_shapes):
+def sparse_batch_of(indices, values, dense_shapes, layout=BLOCKS):
+    """One device's (indices, values, dense_shape) of a SparseTensor from the workers' parts: each entry's example
+    renumbered to its place in the global batch, entries in row-major order, the dense shape the sum of the
+    examples and the largest of the other dimensions."""
+    dense_shapes = [np.asarray(d) for d in dense_shapes]
+    where = positions([int(d[0]) for d in dense_shapes], layout)
+    parts = []
+    for part, place in zip(indices, where):
         part = np.array(part, copy=True)
         if part.size:
-            part[:, 0] += offset
+            part[:, 0] = place[part[:, 0]]
         parts.append(part)
-        offset += int(np.asarray(shape)[0])
-    return np.concatenate(parts, axis=0)
+    joined, joined_values = np.concatenate(parts, axis=0), np.concatenate([np.asarray(v) for v in values], axis=0)
+    order = np.lexsort(joined.T[::-1]) if joined.size else np.arange(len(joined))
+    shape = np.concatenate([[sum(int(d[0]) for d in dense_shapes)], np.max([d[1:] for d in dense_shapes], axis=0)])
+    return joined[order], joined_values[order], shape.astype(dense_shapes[0].dtype)
 
 
 class Replay:
@@ -65,20 +83,12 @@ class Replay:
         with self.graph.as_default():
             self._fed = {name: tf1.placeholder(tensor(name).dtype, _open_shape(tensor(name)),
                                                name=f"parallax_replay/fed_{k}") for k, name in enumerate(fed)}
-            self._read = list(read)
             self._epoch = tf1.placeholder(tf.int32, [], name="parallax_replay/epoch")
-            dtypes = [tensor(name).dtype for name in self._read]
-            self._queues = [tf1.FIFOQueue(2, dtypes, name=f"parallax_replay/epoch_{e}") for e in range(epochs)] \
-                if self._read else []
-            self._values_in = [tf1.placeholder(d, name=f"parallax_replay/read_{k}") for k, d in enumerate(dtypes)]
-            self._enqueue = [q.enqueue(self._values_in) for q in self._queues]
-            self._close = [q.close() for q in self._queues]
-            dequeued = tf1.QueueBase.from_list(self._epoch, self._queues).dequeue() if self._read else []
-            dequeued = [dequeued] if isinstance(dequeued, tf.Tensor) else list(dequeued)
-            for name, t in zip(self._read, dequeued):
-                t.set_shape(_open_shape(tensor(name)))
+            self._sources = [_Source(op, names, epochs, self._epoch, tensor) for op, names in _by_op(read).items()]
             input_map = dict(self._fed)
-            input_map.update(zip(self._read, dequeued))
+            for source in self._sources:
+                input_map.update(source.outputs)
+            self._own = set(self.graph.get_operations())  # what stands in for the inputs
             try:
                 tf1.import_graph_def(_without_devices(graph_def), input_map=input_map, name="")
             except ValueError as e:
@@ -89,6 +99,7 @@ class Replay:
                 self._values[name] = self.graph.get_tensor_by_name(f"{name}:0") if kind == "ref" else \
                     gen_resource_variable_ops.read_variable_op(self.graph.get_tensor_by_name(f"{name}:0"), dtype)
             self._initializers = [self.graph.get_operation_by_name(n) for n in initializers]
+        self._checked_fetches = set()
         config = tf1.ConfigProto(allow_soft_placement=True)
         self.session = tf1.Session(graph=self.graph, config=config)
 
@@ -110,17 +121,18 @@ class Replay:
         """One step: run `fetches` (names) with the fed inputs' global batches `fed` {name: value}, the read inputs'
         `read` {name: value} (none when `ended`: the input ends in this step) and the other feeds. Returns whether
         the step ran to its end (False: its input ended, as in the job)."""
-        if self._queues:
+        for source in self._sources:
             if ended:
-                self.session.run(self._close[epoch])
-            else:
-                self.session.run(self._enqueue[epoch], dict(zip(self._values_in, [read[n] for n in self._read])))
+                self.session.run(source.close[epoch])
+            elif all(n in read for n in source.names):
+                self.session.run(source.enqueue[epoch], dict(zip(source.values, [read[n] for n in source.names])))
         feeds = {self._fed[name]: value for name, value in fed.items() if name in self._fed}
         feeds.update({self.graph.get_tensor_by_name(name): value for name, value in extra_feeds.items()})
-        if self._queues:
+        if self._sources:
             feeds[self._epoch] = epoch
         targets = [self.graph.as_graph_element(n, allow_tensor=True, allow_operation=True) for n in fetches
                    if graph_utils.holds(self.graph, n)]
+        self._check_reads_nothing_itself(targets)
         try:
             self.session.run(targets, feed_dict=feeds)
         except tf.errors.OutOfRangeError:
@@ -134,11 +146,51 @@ class Replay:
                               f"check it") from None
         return True
 
+    def _check_reads_nothing_itself(self, targets):
+        """The replay must take every per-worker input from the job's records: an input op it would run itself
+        (an iterator whose outputs were not recorded) reads the graph's own pipeline, not one device's batch."""
+        key = tuple(sorted(getattr(t, "name", str(t)) for t in targets))
+        if key in self._checked_fetches:
+            return
+        ops = graph_utils.ancestors([getattr(t, "op", t) for t in targets])
+        own = sorted(op.name for op in ops if reads_input(op) and not op.type.startswith("Placeholder") and
+                     op not in self._own and not graph_utils.carries_step_state(op))
+        if own:
+            raise ReplayError(f"the step reads {', '.join(own[:3])} where the check could not record what each "
+                              f"worker read (inside a loop or a cond)")
+        self._checked_fetches.add(key)
+
     def values(self):
         return self.session.run(self._values)
 
     def close(self):
         self.session.close()
+
+
+class _Source:
+    """What stands in for one op the graph reads its input from (an iterator's get_next): a queue per epoch, of
+    the values its outputs `names` had in each step; closed where the job's input ended."""
+
+    def __init__(self, op_name, names, epochs, epoch, tensor):
+        self.names = names
+        dtypes = [tensor(n).dtype for n in names]
+        scope = f"parallax_replay/{op_name}"
+        queues = [tf1.FIFOQueue(2, dtypes, name=f"{scope}/epoch_{e}") for e in range(epochs)]
+        self.values = [tf1.placeholder(d, name=f"{scope}/value_{k}") for k, d in enumerate(dtypes)]
+        self.enqueue = [q.enqueue(self.values) for q in queues]
+        self.close = [q.close() for q in queues]
+        dequeued = tf1.QueueBase.from_list(epoch, queues).dequeue()
+        dequeued = [dequeued] if isinstance(dequeued, tf.Tensor) else list(dequeued)
+        for name, t in zip(names, dequeued):
+            t.set_shape(_open_shape(tensor(name)))
+        self.outputs = dict(zip(names, dequeued))
+
+
+def _by_op(names):
+    grouped = {}
+    for name in names:
+        grouped.setdefault(name.rsplit(":", 1)[0], []).append(name)
+    return grouped
 
 
 def _first_cause(message):

@@ -146,8 +146,9 @@ def reads_input(op):
         return True
     if not op.op_def.is_stateful:
         return False
-    return any((i.dtype == tf.resource or i.dtype._is_ref_dtype) and graph_utils.variable_op_of(i) is None and
-               i.op.type not in graph_utils.VARIABLE_OP_TYPES for i in op.inputs)
+    # A variable's handle reaches ops inside a v1 loop or cond through Enter and Switch: still a variable's.
+    return any((i.dtype == tf.resource or i.dtype._is_ref_dtype) and
+               graph_utils.reference_origin(i).type not in graph_utils.VARIABLE_OP_TYPES for i in op.inputs)
 
 
 def _constant(t):

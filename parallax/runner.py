@@ -163,7 +163,7 @@ class Runner(SessionInterface):
         if self._collectives & variant.ancestors:  # TF's collectives: the step's ids (input_end.py)
             options = self._input_ends.keyed(options)
         guards = self._guarded_draws(variant)
-        checked = self._checked_step(variant, leaves, feed_dict) if trains else None
+        checked = self._checked_step(variant, leaves, feed_dict) if trains or variant.synchronized else None
         try:
             ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
                                      "targets": variant.targets + variant.branch_targets,
@@ -218,18 +218,26 @@ class Runner(SessionInterface):
         else:
             gather = step_check.horovod_gather(role.worker_id)
         return step_check.StepCheck(source_graph, self._variables, config.check_steps, config.check_fails,
-                                    role.worker_id, role.num_workers, gather)
+                                    role.worker_id, role.num_workers, gather, plan.batch_layout)
 
     def _checked_step(self, variant, leaves, feed_dict):
-        """(fetched names, {fed source name: value}, {input name: tensor to fetch}) of a step the check records."""
-        if self._check is None or not self._check.active or not (variant.synchronized or self.num_workers == 1):
+        """(fetched names, {fed source name: value}, {input name: tensor to fetch}) of a step the check records: one
+        that trains or is synchronized (a micro-step that adds the aggregated gradients into accumulators is one)."""
+        if self._check is None or not self._check.active:
             return None
         self._check.read_start(self._session)
         ran = {op for op in (getattr(x, "op", x) for x in variant.leaves + variant.targets)
                if isinstance(op, tf.Operation)}
-        fed = {self._map_feed(k).name: v for k, v in (feed_dict or {}).items()}
-        names = [x.name for x in leaves if x is not None and graph_utils.holds(self._source, x.name)]
-        return names, fed, self._check.inputs_read(graph_utils.ancestors(ran), self._lookup)
+        fed = {}
+        for key, value in (feed_dict or {}).items():
+            mapped = self._map_feed(key)
+            if isinstance(mapped, tf.SparseTensor):  # fed a SparseTensorValue (or a tuple of its three parts)
+                fed.update(zip((t.name for t in (mapped.indices, mapped.values, mapped.dense_shape)), tuple(value)))
+            else:
+                fed[mapped.name] = value
+        names = [x.name for x in tf.nest.flatten([x for x in leaves if x is not None], expand_composites=True)
+                 if graph_utils.holds(self._source, x.name)]
+        return names, fed, self._check.inputs_read(graph_utils.ancestors(ran), fed, self._lookup)
 
     def _record_checked(self, step, read, ended=False):
         self._check.record(*step, read, ended)

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from parallax import example_counts, graph_utils, one_device_replay, sparse_inputs
+from parallax import graph_utils, one_device_replay, sparse_inputs
 from parallax.batch_shapes import per_worker_inputs
 from parallax.errors import CheckError
 
@@ -38,17 +38,21 @@ def tolerance(dtype, magnitude):
 class StepCheck:
     """One worker's part of the check. `variables`: {source variable op name: this worker's tensor of its value}."""
 
-    def __init__(self, source, variables, steps, fails, worker_id, num_workers, gather):
+    def __init__(self, source, variables, steps, fails, worker_id, num_workers, gather,
+                 layout=one_device_replay.BLOCKS):
         self._source = source
         self._variables = {name: t for name, t in variables.items() if _is_variable(source, name)}
         self.steps, self._fails = steps, fails
         self._worker_id, self._num_workers = worker_id, num_workers
         self._gather = gather  # bytes -> [every worker's bytes] on the chief, None elsewhere
-        self._inputs = {t.name: t for t in example_counts.source_inputs(source)}
+        self._layout = layout  # plan.batch_layout: how the workers' examples of what the graph reads make one batch
         self._batch = {t.name for t in per_worker_inputs(source)}
         self._sparse = sparse_inputs.find(source)
-        # what a step may feed that is per worker: the inputs, and a sparse input's dense shape (its examples)
-        self._fed_inputs = set(self._inputs) | {s.dense_shape.name for s in self._sparse}
+        # What a step reads per worker, where it can be fetched (outside a v1 loop or cond): what reads input, a
+        # sparse input's three parts (a dataset's sparse element is a variant, parsed into them).
+        self._inputs = {t.name: t for t in per_worker_inputs(source) + [s.dense_shape for s in self._sparse]
+                        if t.op._control_flow_context is None}
+        self._fed_inputs = set(self._inputs)
         self._records, self._start, self._done = [], None, False
 
     @property
@@ -63,11 +67,11 @@ class StepCheck:
         return (f"Config.check_steps={self.steps}: the check did not run: the job ran {len(self._records)} checked "
                 f"steps and its Runner was not closed (close it, or use `with runner:`, to check them)")
 
-    def inputs_read(self, ancestors, lookup):
-        """The worker's tensors of the inputs a step that runs `ancestors` reads (fetched with it), by source name."""
+    def inputs_read(self, ancestors, fed, lookup):
+        """The worker's tensors of the inputs a step that runs `ancestors` reads and is not fed (fetched with it), by
+        source name."""
         names = {op.name for op in ancestors}
-        ops = {t.op for t in self._inputs.values() if t.op.name in names}
-        return {t.name: lookup(t.name) for op in ops for t in op.outputs if t.dtype not in (tf.resource, tf.variant)}
+        return {name: lookup(name) for name, t in self._inputs.items() if t.op.name in names and name not in fed}
 
     def read_start(self, session):
         if self._start is None and self._worker_id == 0:
@@ -113,6 +117,9 @@ class StepCheck:
         return {"differing": differing, "compared": len(after), "worst": worst, "same": same, "ends": ends}
 
     def _replay(self, records):
+        if len({len(r) for r in records}) > 1:
+            raise one_device_replay.ReplayError(f"the workers ran different numbers of steps that train or are "
+                                                f"synchronized ({', '.join(str(len(r)) for r in records)})")
         kinds = {name: _kind(self._source, name) for name in self._variables}
         fed = sorted({n for r in records[0] for n in r["fed"] if n in self._fed_inputs})
         read = sorted({n for r in records[0] for n in r["read"]})
@@ -134,51 +141,51 @@ class StepCheck:
             replay.close()
 
     def _global(self, parts, key, names):
-        """{name: one device's value} of the workers' values of per-worker inputs."""
+        """{name: one device's value} of the workers' values of per-worker inputs (those of `names` each step
+        holds): fed rows are blocks of the global batch, what the graph reads is laid out as its sharding says."""
+        layout = self._layout if key == "read" else one_device_replay.BLOCKS
+        present = [n for n in names if n in parts[0][key]]
         out = {}
-        for name in names:
-            values = [p[key][name] for p in parts]
-            sparse = next((s for s in self._sparse if name in (s.indices.name, s.dense_shape.name)), None)
-            if sparse is not None and name == sparse.indices.name:
-                shapes = [p[key].get(sparse.dense_shape.name) for p in parts]
-                out[name] = one_device_replay.sparse_batch_of(values, shapes)
-            elif sparse is not None:
-                out[name] = one_device_replay.batch_of(values, "dense_shape")
-            else:
-                out[name] = one_device_replay.batch_of(values, "batch" if name in self._batch else "same")
+        for s in self._sparse:
+            triple = [t.name for t in s.tensors]
+            if all(n in present for n in triple):
+                out.update(zip(triple, one_device_replay.sparse_batch_of(
+                    *([p[key][n] for p in parts] for n in triple), layout=layout)))
+        for name in present:
+            if name not in out:
+                out[name] = one_device_replay.batch_of([p[key][name] for p in parts],
+                                                       "batch" if name in self._batch else "same", layout)
         return out
 
 
 def _identical_batches(records, inputs):
-    """The first step at which every worker's batch was the same, 0 when the steps read no input at all (their
-    batch is made in the graph: the same in every worker, when its random ops are seeded), None otherwise: the job
-    then computes one worker's batch N times, not N workers' batches."""
+    """"all" when in every checked step every worker's batch was the same, "none" when the steps read no input at
+    all (their batch is made in the graph: the same in every worker where its random ops are seeded), else None.
+    Either way the job computes one worker's batch N times, not N workers' batches. (One step alike can be chance.)"""
     if len(records) < 2:
         return None
     batches = [[{n: v for n, v in {**step["fed"], **step["read"]}.items() if n in inputs} for step in r]
                for r in records]
     if not any(batch for worker in batches for batch in worker):
-        return 0
-    for k, batch in enumerate(batches[0]):
-        if batch and all(b[k].keys() == batch.keys() and all(np.array_equal(b[k][n], batch[n]) for n in batch)
-                         for b in batches[1:]):
-            return k + 1
-    return None
+        return "none"
+    alike = all(b[k].keys() == batch.keys() and all(np.array_equal(b[k][n], batch[n]) for n in batch)
+                for k, batch in enumerate(batches[0]) for b in batches[1:])
+    return "all" if alike else None
 
 
 def _report(result, steps, num_workers, fails):
     where = f"the first {steps} synchronized step{'s' * (steps != 1)} of {num_workers} worker" \
             f"{'s' * (num_workers != 1)}"
     problems = []
-    if result.get("same") == 0:
+    if result.get("same") == "none":
         problems.append(f"the steps read no input (no feed, no dataset, no queue): each worker makes its batch in "
                         f"the graph, the same one where its random ops are seeded, and the job is one device's "
                         f"batch b {num_workers} times; read the data through parallax.shard(ds), or feed each worker "
                         f"its rows")
     elif result.get("same"):
-        problems.append(f"every worker's batch in step {result['same']} was the same: the job trains on one "
-                        f"worker's batch {num_workers} times (shard the input with parallax.shard, or feed each "
-                        f"worker its rows of the global batch)")
+        problems.append(f"in every checked step, every worker's batch was the same: the job trains on one worker's "
+                        f"batch {num_workers} times (shard the input with parallax.shard, or feed each worker its "
+                        f"rows of the global batch)")
     if "replay" in result:
         problems.append(f"one device's steps could not be replayed: {result['replay']}")
     elif result["differing"]:

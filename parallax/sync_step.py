@@ -203,7 +203,7 @@ class SyncSteps:
             if op in seen:
                 continue
             seen.add(op)
-            if op in self.chief_only:
+            if op in self.chief_only or op.name in self._unsupported:
                 raise self._refusal(op)
             if op in self._send_of:
                 feeds[self._worker_index] = np.int32(self._w)

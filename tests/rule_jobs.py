@@ -12,6 +12,10 @@
   the per-worker batch size, which one device's global batch cannot take), "epoch_end" (the check spans an
   input's end; HYBRID) and "no_input" (the batch is drawn in the graph, seeded; MPI). Observed: what each job
   printed.
+- check_cases (test_step_check.py): the check on user graphs that parallax makes exact, of every kind of input it
+  records (fed rows, a sparse placeholder, a dataset sharded element-wise, a dataset of sparse elements, two
+  losses fed by turns), with micro-steps that only accumulate, and with v1 and v2 loops. Observed: what each
+  printed.
 """
 import contextlib
 import io
@@ -144,8 +148,25 @@ def step_check(mode):
     return {kind: (lambda kind=kind: job(kind)) for kind in kinds}, {}
 
 
+CHECKED_CASES = ("dropout_sharded", "sparse_dataset", "grad_accumulation", "two_losses_own_inputs", "keras_gru",
+                 "v1_loop_in_cond_lookups")
+
+
+def check_cases(mode):
+    from tests.equivalence import run_case
+
+    def job(name):
+        tf1.enable_control_flow_v2()  # as case_host.py: a TF1 case (v1_loop_in_cond_lookups) turns it off
+        args = run_case.parser().parse_args(["--case", name, "--mode", "parallax", "--workers", "2", "--batch", "3",
+                                             "--steps", "3", "--out", "unused", "--run-option", mode, "--backend",
+                                             "tf", "--check-steps", "3", "--spec", TWO_HOSTS])
+        run_case.train_worker(run_case.case_builder(name), args)
+    return {name: (lambda name=name: job(name)) for name in CHECKED_CASES}, {}
+
+
 def main():
-    scenarios = {"draw_guards": draw_guards, "epoch_end": epoch_end, "step_check": step_check}
+    scenarios = {"draw_guards": draw_guards, "epoch_end": epoch_end, "step_check": step_check,
+                 "check_cases": check_cases}
     scenario, out = scenarios[sys.argv[1]], sys.argv[2]
     tf1.disable_eager_execution()
     pool, results = ServerPool(), {}

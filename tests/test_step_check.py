@@ -19,18 +19,27 @@ from tests.rule_jobs_run import rule_jobs
 SCRIPT = os.path.join(ROOT, "tests", "launcher_scripts", "checked_job.py")
 
 
-def test_one_devices_batch_is_the_workers_batches_in_order_padded_to_the_longest():
+def test_one_devices_batch_is_the_workers_blocks_in_order_padded_to_the_longest():
     a, b = np.ones((2, 3)), 2 * np.ones((1, 2))
     joined = one_device_replay.batch_of([a, b], "batch")
     assert joined.shape == (3, 3) and joined[2].tolist() == [2, 2, 0] and joined[:2].tolist() == a.tolist()
     assert one_device_replay.batch_of([np.float64(0.1), np.float64(0.2)], "same") == 0.1
 
 
-def test_a_sparse_batchs_entries_are_renumbered_past_the_earlier_workers_examples():
+def test_an_element_wise_sharded_batch_interleaves_the_workers_examples():
+    # worker 0 read examples 0, 2, 4 and worker 1 examples 1, 3 of one device's batch of 5
+    joined = one_device_replay.batch_of([np.array([0, 2, 4]), np.array([1, 3])], "batch", "interleaved")
+    assert joined.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_sparse_batchs_entries_are_renumbered_to_their_examples_place_in_row_major_order():
     indices = [np.array([[0, 1], [1, 0]]), np.array([[0, 2], [2, 2]])]
-    shapes = [np.array([2, 3]), np.array([3, 4])]
-    assert one_device_replay.sparse_batch_of(indices, shapes).tolist() == [[0, 1], [1, 0], [2, 2], [4, 2]]
-    assert one_device_replay.batch_of(shapes, "dense_shape").tolist() == [5, 4]
+    values, shapes = [np.array([10, 11]), np.array([20, 21])], [np.array([2, 3]), np.array([3, 4])]
+    got = one_device_replay.sparse_batch_of(indices, values, shapes)
+    assert got[0].tolist() == [[0, 1], [1, 0], [2, 2], [4, 2]] and got[1].tolist() == [10, 11, 20, 21]
+    assert got[2].tolist() == [5, 4]
+    got = one_device_replay.sparse_batch_of(indices, values, shapes, "interleaved")  # 0->0, 1->2; 0->1, 2->4
+    assert got[0].tolist() == [[0, 1], [1, 2], [2, 0], [4, 2]] and got[1].tolist() == [10, 20, 11, 21]
 
 
 def test_tolerance_follows_the_dtype_and_the_magnitude():
@@ -42,9 +51,9 @@ def test_tolerance_follows_the_dtype_and_the_magnitude():
 
 def test_identical_batches_and_no_input_are_found():
     step = lambda v: {"fed": {"x:0": np.array([v])}, "read": {}, "ended": False, "fetches": []}  # noqa: E731
-    assert step_check._identical_batches([[step(1), step(2)], [step(3), step(2)]], {"x:0"}) == 2
-    assert step_check._identical_batches([[step(1)], [step(3)]], {"x:0"}) is None
-    assert step_check._identical_batches([[step(1)], [step(1)]], set()) == 0  # what was fed is no input
+    assert step_check._identical_batches([[step(1), step(2)], [step(1), step(2)]], {"x:0"}) == "all"
+    assert step_check._identical_batches([[step(1), step(2)], [step(3), step(2)]], {"x:0"}) is None  # chance
+    assert step_check._identical_batches([[step(1)], [step(1)]], set()) == "none"  # what was fed is no input
 
 
 def test_a_difference_fails_or_warns_as_configured(capsys):
@@ -87,7 +96,7 @@ def test_the_check_agrees_where_the_job_is_one_devices_and_catches_what_is_not(j
     assert planted and "variables differ from one device's" in planted[-1] and "emb/Adam (max abs diff" in \
         planted[-1], planted
     same = _check_lines(jobs[mode]["same_batches"])
-    assert same and "every worker's batch in step 1 was the same" in same[-1], same
+    assert same and "in every checked step, every worker's batch was the same" in same[-1], same
     fixed = _check_lines(jobs[mode]["fixed_batch"])
     assert fixed and "could not be replayed" in fixed[-1] and "give the inputs a first dimension of None" in \
         fixed[-1], fixed
@@ -99,6 +108,21 @@ def test_the_check_names_an_inputs_end_and_a_batch_made_in_the_graph(jobs):
     assert ended and "the input ended in checked step 5" in ended[-1] and "emb/Adam" in ended[-1], ended
     no_input = _check_lines(jobs["MPI"]["no_input"])
     assert no_input and "the steps read no input" in no_input[-1], no_input
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    return rule_jobs("check_cases", tmp_path_factory.mktemp("check_cases"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["MPI", "PS", "HYBRID"])
+def test_the_check_agrees_on_user_graphs_that_are_one_devices(cases, mode):
+    """Graphs of each kind of input the check records, exact in the suite: the check must say so (it found the
+    order of an element-wise sharded batch, a dataset's sparse elements and micro-steps that only accumulate)."""
+    for name, observed in cases[mode].items():
+        lines = _check_lines(observed)
+        assert lines and "are one device's with the global batch" in lines[-1], (name, lines)
 
 
 @pytest.mark.slow

@@ -49,6 +49,7 @@ def parser():
     p.add_argument("--switches", default="LA,OPAU,OPSW", help="optimizations on: any of LA,OPAU,OPSW (or none)")
     p.add_argument("--backend", default="auto", help="Config.collective_backend")
     p.add_argument("--calibration", help="Config.calibration (run option AUTO)")
+    p.add_argument("--check-steps", type=int, default=0, help="Config.check_steps, the check only warning")
     p.add_argument("--plan-out", help="--mode parallax: the chief also writes the job's plan (plan_json) here")
     p.add_argument("--reference-out", help="--mode parallax: the launching process also runs the graph as one "
                                            "process (--mode single) first and dumps it here")
@@ -110,7 +111,7 @@ def config_of(case, args):
                            local_aggregation="LA" in on,
                            place_post_aggregation_ops="OPAU" in on, place_boundary_ops="OPSW" in on,
                            methods=case.methods or {}, collective_backend=args.backend,
-                           calibration=args.calibration)
+                           calibration=args.calibration, check_steps=args.check_steps, check_fails=False)
 
 
 def train_worker(build, args):
