@@ -66,7 +66,7 @@ class Config:
     # host's job address; "ssh": every server listens on its host's loopback only, and other hosts reach it through
     # ssh port forwarding. "ssh" covers the parameter servers and collective_backend "tf"; not MPI (nor Horovod).
     transport: str = "direct"
-    # A check users run on their own script (docs/check.md): the first check_steps synchronized training steps are
+    # A check users run on their own script (docs/check.md): the first check_steps training steps are
     # computed again by the chief as one device computes them, on the workers' actual batches, and every variable
     # is compared. A difference fails the job (check_fails=False: warns). 0: no check.
     check_steps: int = 0

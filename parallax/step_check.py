@@ -1,4 +1,4 @@
-"""Config(check_steps=K): a check users run on their own script. The job's first K synchronized training steps are
+"""Config(check_steps=K): a check users run on their own script. The job's first K training steps are
 computed again as one device computes them (one_device_replay.py), on the concatenation of the workers' actual
 batches, from the job's starting state, and every variable is compared.
 
@@ -174,7 +174,7 @@ def _identical_batches(records, inputs):
 
 
 def _report(result, steps, num_workers, fails):
-    where = f"the first {steps} synchronized step{'s' * (steps != 1)} of {num_workers} worker" \
+    where = f"the first {steps} training step{'s' * (steps != 1)} of {num_workers} worker" \
             f"{'s' * (num_workers != 1)}"
     problems = []
     if result.get("same") == "none":

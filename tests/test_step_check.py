@@ -61,7 +61,7 @@ def test_a_difference_fails_or_warns_as_configured(capsys):
     with pytest.raises(CheckError, match=r"1 of 3 variables differ .* w \(max abs diff 0.5\)"):
         step_check._report(result, 2, 2, fails=True)
     step_check._report(result, 2, 2, fails=False)
-    assert "parallax: warning: check of the first 2 synchronized steps of 2 workers" in capsys.readouterr().err
+    assert "parallax: warning: check of the first 2 training steps of 2 workers" in capsys.readouterr().err
 
 
 def test_config_refuses_bad_check_settings():
@@ -131,7 +131,7 @@ def test_a_launched_job_that_fails_its_check_ends_every_process_with_the_differe
                        sys.executable, SCRIPT, "HYBRID", "planted", "tf"], timeout=240)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output[-3000:]
-    assert "CheckError: check of the first 3 synchronized steps of 2 workers" in output and \
+    assert "CheckError: check of the first 3 training steps of 2 workers" in output and \
         "w/Adam (max abs diff" in output, output[-3000:]
     assert "worker 0 done" not in output
 
@@ -142,4 +142,4 @@ def test_a_launched_job_that_passes_its_check_says_so_and_trains_on():
                        sys.executable, SCRIPT, "PS", "exact", "tf"], timeout=240)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
-    assert "the first 2 synchronized steps of 2 workers are one device's" in output and "worker 1 done" in output
+    assert "the first 2 training steps of 2 workers are one device's" in output and "worker 1 done" in output

@@ -66,7 +66,7 @@ def parser():
                    help="end the job, naming them, after S seconds (default: the script's Config.stall_timeout_s, "
                         "600; 0: never)")
     p.add_argument("--check-steps", type=int, metavar="K",
-                   help="check the job: its first K synchronized steps are computed again as one device computes "
+                   help="check the job: its first K training steps are computed again as one device computes "
                         "them, on the workers' batches, and every variable is compared; a difference fails the job "
                         "(overrides the script's Config.check_steps; docs/check.md)")
     p.add_argument("--check-warns", action="store_true",

@@ -75,5 +75,5 @@ def test_the_check_gathers_the_workers_batches_through_horovod():
                        "--", sys.executable, script, "MPI", "planted", "horovod"], timeout=240)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
-    assert "parallax: warning: check of the first 3 synchronized steps of 2 workers" in output and \
+    assert "parallax: warning: check of the first 3 training steps of 2 workers" in output and \
         "w/Adam (max abs diff" in output and "worker 1 done" in output, output[-3000:]
