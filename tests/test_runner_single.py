@@ -210,3 +210,34 @@ def test_a_second_runner_of_one_graph_while_the_first_is_open_is_refused():
     parallax.get_runner(other, LOCAL).close()  # another graph: another one-process job, as in a notebook
     first.close()
     parallax.get_runner(g, LOCAL).close()  # closed: the graph may start again
+
+
+def test_a_keras_models_variables_fetch_as_their_values_as_in_a_plain_session():
+    """Issue 57, item 6: `runner.run(variable)` (what tf.keras.backend.get_value runs) was reported to give a
+    resource handle for a Keras functional model's weights. Every weight, the optimizer's slots and the step fetch
+    as values equal to a plain Session's, by object and by the handle's name (not reproduced as a handle here)."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf1.placeholder(tf.float32, [None, 3]), tf1.placeholder(tf.float32, [None, 1])
+        inputs = tf.keras.Input((3,))
+        model = tf.keras.Model(inputs, tf.keras.layers.Dense(1, kernel_initializer="ones")(
+            tf.keras.layers.Dense(4, kernel_initializer="ones")(inputs)))
+        train = tf1.train.AdamOptimizer(0.1).minimize(tf.reduce_mean(tf.square(model(x) - y)),
+                                                      tf1.train.get_or_create_global_step())
+        variables = tf1.global_variables()
+    feed = {x: np.ones((2, 3), np.float32), y: np.zeros((2, 1), np.float32)}
+    with tf1.Session(graph=g) as sess:
+        sess.run(tf1.variables_initializer(variables))
+        sess.run(train, feed)
+        expected = sess.run(variables)
+    with parallax.get_runner(g, LOCAL) as runner:
+        runner.run(train, feed)
+        got = runner.run(variables)
+        by_name = runner.run([v.name for v in model.weights])
+    assert len(variables) > len(model.weights) >= 4
+    for v, value, want in zip(variables, got, expected):
+        assert isinstance(value, (np.ndarray, np.generic)) and value.dtype == want.dtype, (v.name, value)
+        np.testing.assert_array_equal(value, want, err_msg=v.name)
+    expected_by_name = {v.name: want for v, want in zip(variables, expected)}
+    for v, value in zip(model.weights, by_name):
+        np.testing.assert_array_equal(value, expected_by_name[v.name], err_msg=v.name)
