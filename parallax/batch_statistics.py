@@ -66,8 +66,9 @@ PAIRWISE = ("it pairs the batch's examples with each other (the batch is on two 
 NO_LAW = "its value on the whole batch is no sum, mean, maximum or minimum of its values on the parts"
 SELECTS = ("a selection of the batch's examples computed from variables (its top k, its first example): gradient "
            "flows only into the examples it selects, each worker's from its own batch")
-DATA_SET_COUNT = ("a mean over a number of elements that the data may set, as a boolean mask's or a padded length: "
-                  "each worker divides by its own count; divide a sum by a count instead")
+DATA_SET_COUNT = ("a mean over a number of elements that parallax could not tie to the batch's size (the data may "
+                  "set it, as a boolean mask's count or a padded length does; or a v1 loop builds the rows): each "
+                  "worker divides by its own count; divide a sum by a count instead")
 _HALF = 8  # examples in each half of the probe's batch (a top k of a constant k up to 8 runs on it)
 _TRIALS = 3  # random batches every law must hold on
 

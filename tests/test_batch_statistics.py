@@ -73,7 +73,7 @@ def _distinct_ids_whose_indices_are_read(x, n, p):
     (_distinct_ids_whose_indices_are_read, "not the sum of its values on the parts"),
     # a mean over a count the data set, read by the gradients: the count is combined (tests/test_data_counts.py)
     (lambda x, n, p: tf.reduce_mean(tf.boolean_mask(p[:, 0], n > 1)) ** 2, "a mean over a number of elements that "
-                                                                            "the data may set"),
+                                                                            "parallax could not tie"),
 ])
 def test_statistics_that_combine_in_no_known_way_are_listed(build, why):
     found = _find(build)
