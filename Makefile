@@ -49,7 +49,7 @@ CHECK  := $(wildcard tests/test_*.py) tests/legacy tests/model_scripts -m "not s
           "tests/equivalence/test_ps.py::test_ps_equivalence[linear-2]" \
           "tests/equivalence/test_hybrid.py::test_hybrid_equivalence[embedding_clip_adam-2]"
 
-.PHONY: install test test-tf test-cluster check demo convergence bench fuzz drill clean
+.PHONY: install test test-tf test-cluster check demo convergence bench fuzz drill clean pip-check
 
 install:
 	@bash scripts/install.sh
@@ -89,6 +89,11 @@ drill: install
 
 demo: install
 	$(PY) models/lm/demo.py
+
+# pip install ".[tf]" into a fresh Python 3.13 virtualenv as an unprivileged user, then the LM demo on it must
+# equal one device (scripts/pip_check.sh; PYTHON_VERSION=3.12 for another; downloads TF, not part of CI).
+pip-check:
+	@bash scripts/pip_check.sh
 
 # More random graphs than the suite's seeds: make fuzz SEEDS=0-199 [CASES=all] [MODES=MPI,PS,HYBRID] [WORKERS=2]
 # [BACKEND=horovod: real processes]

@@ -1,7 +1,7 @@
 """`make demo`: train the LM with parallax (HYBRID, 2 workers on localhost), evaluate its checkpoint in the
 single-device graph, and compare with a single-device run of the same total batch.
 
-    python models/lm/demo.py [--steps 600] [--work-dir demo-run]
+    python models/lm/demo.py [--steps 600] [--work-dir demo-run] [--max-difference PERCENT]
 """
 import argparse
 import os
@@ -44,6 +44,8 @@ def main():
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--batch-size", type=int, default=32, help="total batch")
     p.add_argument("--work-dir", default=os.path.join(ROOT, "demo-run"))
+    p.add_argument("--max-difference", type=float, metavar="PERCENT",
+                   help="exit 1 when the held-out perplexities differ by more than this (relative, in percent)")
     args = p.parse_args()
     started = time.time()
     shutil.rmtree(args.work_dir, ignore_errors=True)
@@ -72,8 +74,12 @@ def main():
     ppl_dist, ppl_single = perplexity(data, dist_ckpt), perplexity(data, single_ckpt)
     print(f"   held-out perplexity, parallax (2 workers): {ppl_dist:.2f}   ({dist_seconds:.0f} s incl. start-up)")
     print(f"   held-out perplexity, single device:        {ppl_single:.2f}   ({single_seconds:.0f} s)")
-    print(f"   relative difference: {abs(ppl_dist / ppl_single - 1) * 100:.2f}%")
+    difference = abs(ppl_dist / ppl_single - 1) * 100
+    print(f"   relative difference: {difference:.2f}%")
     print(f"\ndemo finished in {time.time() - started:.0f} s; checkpoints and TensorBoard logs in {args.work_dir}")
+    if args.max_difference is not None and difference > args.max_difference:
+        sys.exit(f"demo: the perplexities differ by {difference:.3f}%, more than --max-difference "
+                 f"{args.max_difference}%")
 
 
 if __name__ == "__main__":
