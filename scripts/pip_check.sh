@@ -44,10 +44,10 @@ as_user "$WORK/venv/bin/python" -m pip install -q --upgrade pip
 as_user "$WORK/venv/bin/python" -m pip install -q "$WORK/src[tf]"
 cd "$WORK/run"  # not the source tree: `import parallax` must find the installed package
 as_user "$WORK/venv/bin/python" - <<'PY'
-import parallax, shutil, tensorflow as tf
+import os, sys, parallax, tensorflow as tf
 from parallax.launcher import bind_shim
 assert "site-packages" in parallax.__file__, parallax.__file__
-assert shutil.which("parallax-launch"), "parallax-launch is not on the venv's PATH"
+assert os.access(os.path.join(sys.prefix, "bin", "parallax-launch"), os.X_OK), "no parallax-launch in the venv"
 print(f"[pip-check] parallax from {parallax.__file__}, TF {tf.__version__}, shim {bind_shim.preloading_environment()['LD_PRELOAD']}")
 PY
 as_user env PATH="$WORK/venv/bin:$PATH" "$WORK/venv/bin/python" models/lm/demo.py --steps "$STEPS" \
