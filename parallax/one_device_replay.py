@@ -79,7 +79,6 @@ class Replay:
         graph_def = source.as_graph_def()
         tensor = source.get_tensor_by_name
         self.graph = tf.Graph()
-        self._variables = variables
         with self.graph.as_default():
             self._fed = {name: tf1.placeholder(tensor(name).dtype, _open_shape(tensor(name)),
                                                name=f"parallax_replay/fed_{k}") for k, name in enumerate(fed)}

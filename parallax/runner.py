@@ -23,6 +23,13 @@ tf1 = tf.compat.v1
 PASSED_ON = (tf.errors.OutOfRangeError, tf.errors.CancelledError, tf.errors.AbortedError)
 
 
+def _ran(variant):
+    """The ops this worker's part of a step runs: with servers, its own inputs feed its contributions, which the
+    fetches' data ancestors (through the servers' aggregation) do not reach."""
+    return graph_utils.ancestors({op for op in (getattr(x, "op", x) for x in variant.leaves + variant.targets)
+                                  if isinstance(op, tf.Operation)})
+
+
 def _fetch_key(leaves):
     """A cache key for a fetch set (its mapped leaves): the same in every worker that fetches the same elements."""
     return tuple(getattr(x, "name", None) or str(id(x)) for x in leaves)
@@ -226,8 +233,6 @@ class Runner(SessionInterface):
         if self._check is None or not self._check.active:
             return None
         self._check.read_start(self._session)
-        ran = {op for op in (getattr(x, "op", x) for x in variant.leaves + variant.targets)
-               if isinstance(op, tf.Operation)}
         fed = {}
         for key, value in (feed_dict or {}).items():
             mapped = self._map_feed(key)
@@ -237,7 +242,7 @@ class Runner(SessionInterface):
                 fed[mapped.name] = value
         names = [x.name for x in tf.nest.flatten([x for x in leaves if x is not None], expand_composites=True)
                  if graph_utils.holds(self._source, x.name)]
-        return names, fed, self._check.inputs_read(graph_utils.ancestors(ran), fed, self._lookup)
+        return names, fed, self._check.inputs_read(_ran(variant), fed, self._lookup)
 
     def _record_checked(self, step, read, ended=False):
         self._check.record(*step, read, ended)
@@ -409,11 +414,7 @@ class Runner(SessionInterface):
         if not variant.synchronized:
             return []
         if key not in self._counts:
-            # What this worker runs: with servers, its own inputs feed its contributions, which the fetches' data
-            # ancestors (through the servers' aggregation) do not reach.
-            ran = {op for op in (getattr(x, "op", x) for x in variant.leaves + variant.targets)
-                   if isinstance(op, tf.Operation)}
-            names = example_counts.read_in(self._rewritten.example_counts, graph_utils.ancestors(ran))
+            names = example_counts.read_in(self._rewritten.example_counts, _ran(variant))
             self._counts[key] = [tuple(self._graph.get_tensor_by_name(n) for n in pair) for pair in names]
         return self._counts[key]
 

@@ -52,7 +52,6 @@ class StepCheck:
         # sparse input's three parts (a dataset's sparse element is a variant, parsed into them).
         self._inputs = {t.name: t for t in per_worker_inputs(source) + [s.dense_shape for s in self._sparse]
                         if t.op._control_flow_context is None}
-        self._fed_inputs = set(self._inputs)
         self._records, self._start, self._done = [], None, False
 
     @property
@@ -96,7 +95,7 @@ class StepCheck:
         _report(self._compare(records, after), len(self._records), self._num_workers, self._fails)
 
     def _compare(self, records, after):
-        same = _identical_batches(records, self._fed_inputs | {n for r in records[0] for n in r["read"]})
+        same = _identical_batches(records, set(self._inputs) | {n for r in records[0] for n in r["read"]})
         try:
             one_device = self._replay(records)
         except one_device_replay.ReplayError as e:
@@ -121,7 +120,7 @@ class StepCheck:
             raise one_device_replay.ReplayError(f"the workers ran different numbers of steps that train or are "
                                                 f"synchronized ({', '.join(str(len(r)) for r in records)})")
         kinds = {name: _kind(self._source, name) for name in self._variables}
-        fed = sorted({n for r in records[0] for n in r["fed"] if n in self._fed_inputs})
+        fed = sorted({n for r in records[0] for n in r["fed"] if n in self._inputs})
         read = sorted({n for r in records[0] for n in r["read"]})
         epochs = 1 + sum(r["ended"] for r in records[0])
         initializers = [op.name for op in _initializers(self._source, set(self._variables))]
@@ -134,7 +133,7 @@ class StepCheck:
                 ended = any(p["ended"] for p in parts)
                 replay.step(step["fetches"], self._global(parts, "fed", fed), {} if ended else
                             self._global(parts, "read", read),
-                            {n: v for n, v in step["fed"].items() if n not in self._fed_inputs}, epoch, ended)
+                            {n: v for n, v in step["fed"].items() if n not in self._inputs}, epoch, ended)
                 epoch += ended
             return replay.values()
         finally:
@@ -221,12 +220,9 @@ def _kind(graph, name):
 
 def _initializers(graph, set_later):
     """What initializes the state the check does not set: tables, and variables it does not compare."""
-    ops = list(graph.get_collection(tf1.GraphKeys.TABLE_INITIALIZERS))
-    for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) + graph.get_collection(
-            tf1.GraphKeys.LOCAL_VARIABLES):
-        if v.op.name not in set_later and getattr(v, "initializer", None) is not None:
-            ops.append(v.initializer)
-    return ops
+    return list(graph.get_collection(tf1.GraphKeys.TABLE_INITIALIZERS)) + [
+        v.initializer for name, v in graph_utils.variables_by_op_name(graph).items()
+        if name not in set_later and getattr(v, "initializer", None) is not None]
 
 
 def server_gather(server, worker_id, num_workers, group):
