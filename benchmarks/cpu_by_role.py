@@ -35,7 +35,7 @@ def role_of(pid):
     except OSError:
         return None
     line = " ".join(argv)
-    if "parallax.ps_server" in line:
+    if "parallax.runtime.ps_server" in line:
         return "server"
     if "train_distributed.py" in line:
         return "worker"

@@ -43,7 +43,7 @@ def floor_of(workload, plans, per_host, machine, backend):
     """{"cpu": {mode: predicted CPU s per step, all hosts}, "floor": HYBRID's without the collectives' fixed
     CPU, "per_gb": the calibrated allreduce CPU s per GB, "break_even": the allreduce CPU s per GB at which the
     floor equals PS's (None: not even at 0)}."""
-    from parallax import cost_model as cm
+    from parallax.plan import cost_model as cm
 
     def cpu(choices, m):
         return sum(cm.predict(workload, choices, per_host, m, backend).host_cpu)
@@ -61,7 +61,7 @@ def floor_of(workload, plans, per_host, machine, backend):
 
 def compute(graph, analysis, spec, config):
     """In the child: floor_of for the model's graph on the saved point's calibration."""
-    from parallax import auto_plan, plan_search
+    from parallax.plan import auto_plan, plan_search
     auto = auto_plan.choose(graph, analysis, spec, config)
     plans = {mode: plan_search.fixed_choices(auto.workload, mode, spec.num_hosts, config.local_aggregation)
              for mode in MODES}

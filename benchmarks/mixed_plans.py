@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 import common  # noqa: E402
-from parallax import calibration, cost_model as cm, plan_search  # noqa: E402
+from parallax.plan import calibration, cost_model as cm, plan_search# noqa: E402
 
 MB = 1 << 20
 PER_HOST = (2, 2)  # the predictions run's test bed: 2 hosts x 2 workers

@@ -1,7 +1,7 @@
 """The cost model at the Parallax paper's scale: 8 machines x 6 GPUs, 100 Gbit/s links, the paper's four models, and
 its Figure 13 (normalized throughput at 48 GPUs of TF-PS, Horovod and Parallax) side by side with the model's.
 
-No job runs: this feeds parallax/cost_model.py the paper's setting and prints what it predicts. Every input is
+No job runs: this feeds parallax/plan/cost_model.py the paper's setting and prints what it predicts. Every input is
 listed in the output with where it comes from:
 - paper: stated in the paper (cluster shape, links, Figure 13's figures as the issue quotes them);
 - architecture: computed here from the published architecture the paper names (parameter counts, the rows a
@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from parallax import cost_model as cm, plan_search  # noqa: E402
+from parallax.plan import cost_model as cm, plan_search# noqa: E402
 
 MACHINES, GPUS = 8, 6
 LINK = 100e9 / 8  # bytes/s: 100 Gbit/s InfiniBand (paper)

@@ -36,7 +36,7 @@ def plan_space(graph, analysis, spec, config):
     """For the graph explain built: {"plans": how many there are, "searched": which of them were predicted,
     "rows": each predicted plan's step and methods, "fixed": each fixed mode's predicted step, "fixed_methods" and
     "fixed_la": the fixed modes' methods and local aggregation}."""
-    from parallax import auto_plan, cost_model as cm, plan_search
+    from parallax.plan import auto_plan, cost_model as cm, plan_search
     auto = auto_plan.choose(graph, analysis, spec, config)
     w, machine = auto.workload, auto.machine
     per_host, backend, hosts = auto_plan.workers_per_host(spec), auto_plan.backend_for(config), spec.num_hosts
@@ -74,29 +74,25 @@ def plan_space(graph, analysis, spec, config):
 
 
 def child(script, args, spec_path, calibration_path, out, compute):
-    """In the explain role (the script builds its graph and stops at get_runner), with AUTO's predictions
-    replaced by `compute(graph, analysis, spec, config)`, whose result it writes to `out` as JSON."""
+    """Run the script in the explain role: at its get_runner call, `compute(graph, analysis, spec, config)`, whose
+    result it writes to `out` as JSON, takes explain's place."""
     import tensorflow as tf
     tf.compat.v1.disable_eager_execution()
-    from parallax import auto_plan
-    from parallax.launcher import protocol
-    from parallax.launcher.resource_spec import ResourceSpec
-    from parallax.startup import run_script_in_role
+    from parallax.analysis.graph_analysis import analyze
+    from parallax.process import protocol
+    from parallax.process.resource_spec import ResourceSpec
+    from parallax.process.script_roles import run_script_in_role
 
-    original = auto_plan.predictions
-
-    def predictions(graph, analysis, spec, config):
+    def computed(graph, spec, config):
         with open(out, "w") as f:
-            json.dump(compute(graph, analysis, spec, config), f)
-        return original(graph, analysis, spec, config)
-    auto_plan.predictions = predictions  # explain looks it up when it runs; its own table is not used here
-    role = {protocol.ENV_ROLE: "explain", protocol.ENV_EXPLAIN: json.dumps({"measure_sparsity": 0, "json": True}),
-            protocol.ENV_RESOURCE_SPEC: str(ResourceSpec.load(spec_path))}
+            json.dump(compute(graph, analyze(graph), spec, config), f)
+
+    role = {protocol.ENV_ROLE: "explain", protocol.ENV_RESOURCE_SPEC: str(ResourceSpec.load(spec_path))}
     with open(os.devnull, "w") as sink:
         stdout, sys.stdout = sys.stdout, sink
         try:
             ran = run_script_in_role(script, [*args, "--run-option", "AUTO", "--calibration", calibration_path,
-                                              "--collective-backend", "tf"], role)
+                                              "--collective-backend", "tf"], role, computed)
         finally:
             sys.stdout = stdout
     return 0 if ran and os.path.exists(out) else 1

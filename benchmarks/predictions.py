@@ -29,8 +29,9 @@ import dataclasses  # noqa: E402
 import testbed  # noqa: E402
 from paper_tables import ALL, MODELS, add_rate_arguments, chosen_models, make_data, script_args  # noqa: E402
 
-from parallax import calibration, collectives  # noqa: E402
-from parallax.launcher import calibrate  # noqa: E402
+from parallax import collectives# noqa: E402
+from parallax.plan import calibration
+from parallax.tools import calibrate# noqa: E402
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
 MODES = ("PS", "MPI", "HYBRID", "AUTO")

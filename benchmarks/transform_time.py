@@ -15,9 +15,9 @@ import common  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import parallax  # noqa: E402
-from parallax.analysis import analyze  # noqa: E402
-from parallax.launcher.resource_spec import ResourceSpec  # noqa: E402
-from parallax.planning import plan_job  # noqa: E402
+from parallax.analysis.graph_analysis import analyze  # noqa: E402
+from parallax.process.resource_spec import ResourceSpec  # noqa: E402
+from parallax.plan.planning import plan_job  # noqa: E402
 from parallax.rewrite import rewrite  # noqa: E402
 
 tf1 = tf.compat.v1

@@ -13,13 +13,13 @@ import importlib.util
 import logging
 import os
 
-from parallax import _tf_hook
+from parallax.capture import tf_hook as _tf_hook
 from parallax.config import Config
 from parallax.errors import (CheckpointError, CollectiveError, ConfigError, FetchNotFoundError, GraphAnalysisError,
                              GraphMismatchError, LaunchError, NoTrainOpError, ParallaxError, ResourceSpecError,
                              UnsupportedError)
-from parallax.launcher.resource_spec import Host, ResourceSpec
-from parallax.legacy_config import CheckPointConfig, CommunicationConfig, MPIConfig, ProfileConfig, PSConfig
+from parallax.process.resource_spec import Host, ResourceSpec
+from parallax.legacy.config import CheckPointConfig, CommunicationConfig, MPIConfig, ProfileConfig, PSConfig
 
 __version__ = "0.1.0"
 
@@ -32,16 +32,19 @@ if importlib.util.find_spec("tf_keras") is not None:
 
 # TensorFlow-dependent API, imported on first use.
 _LAZY = {
-    "analyze": "parallax.analysis",
-    "GraphAnalysis": "parallax.analysis",
-    "get_runner": "parallax.startup",
-    "Runner": "parallax.runner",
-    "parallel_run": "parallax.legacy_run",
-    "get_partitioner": "parallax.partitioner",
+    "analyze": "parallax.analysis.graph_analysis",
+    "GraphAnalysis": "parallax.analysis.graph_analysis",
+    "get_runner": "parallax.runtime.startup",
+    "Runner": "parallax.runtime.runner",
+    "parallel_run": "parallax.legacy.run",
+    "get_partitioner": "parallax.capture.partitioner",
     "explain": "parallax.explain",
     "Explanation": "parallax.explain",
-    "shared_input": "parallax.shared_inputs",
+    "shared_input": "parallax.analysis.shared_inputs",
 }
+
+# Modules of the API, by the original Parallax's spelling (parallax.shard.shard(ds), parallax.partition...)
+_MODULES = {"shard": "parallax.capture.shard", "partition": "parallax.legacy.partition"}
 
 # The original Parallax's logger, which its scripts use (`parallax.log.info(...)`).
 log = logging.getLogger("PARALLAX")
@@ -59,8 +62,8 @@ __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "Re
 
 
 def __getattr__(name):
-    if name in ("shard", "partition"):  # modules; shard is also callable: parallax.shard(ds), .shard.shard(ds)
-        return importlib.import_module(f"parallax.{name}")
+    if name in _MODULES:  # modules; shard is also callable: parallax.shard(ds), .shard.shard(ds)
+        return importlib.import_module(_MODULES[name])
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

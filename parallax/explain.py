@@ -20,16 +20,19 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import batch_draws, batch_statistics, input_sharding, loss_seeds
-from parallax.analysis import analyze, static_sparsity
-from parallax.callable_module import make_callable
+from parallax.rules import batch_draws, batch_statistics, input_sharding, loss_seeds
+from parallax.analysis.graph_analysis import analyze, static_sparsity
+from parallax.core.callable_module import make_callable
 from parallax.config import Config
 from parallax.errors import ConfigError
-from parallax.launcher.resource_spec import ResourceSpec
-from parallax.placement import server_devices
-from parallax.plan import Plan
-from parallax.planning import plan_job
-from parallax.text_table import format_table
+from parallax.process.resource_spec import ResourceSpec
+from parallax.plan import auto_plan, plan_json
+from parallax.plan.placement import server_devices
+from parallax.plan.records import Plan
+from parallax.plan.planning import plan_job
+from parallax.core.text_table import format_table
+from parallax.process import protocol
+from parallax.process.script_roles import run_script_in_role
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +61,6 @@ class Explanation:
     overlap_exponent: Optional[float] = None  # p of the p-norm of the model's two bounds (None: their max)
 
     def to_data(self):
-        from parallax import plan_json
         return {"plan": plan_json.to_data(self.plan), "traffic": [dataclasses.asdict(t) for t in self.traffic],
                 "bytes_per_step": self.bytes_per_step, "premise": self.premise, "predicted_seconds": self.predicted,
                 "measured_seconds": self.measured, "auto_basis": self.basis, "cpu_scales": self.cpu_scales,
@@ -191,8 +193,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
     placements = {"place_variables_on_servers": tuple(sorted(on_servers.items()))} if on_servers else {}
     placements.update({name: tuple((op, device or "worker") for op, device in moved)
                        for name, moved in plan.placements})
-    from parallax.auto_plan import predictions
-    predicted = predictions(graph, analysis, spec, config)
+    predicted = auto_plan.predictions(graph, analysis, spec, config)
     result = Explanation(plan, traffic, placements, premise(plan, analysis),
                          *(predicted if predicted else (None, None, "", None, "", None, None)))
     if print_table:
@@ -258,13 +259,16 @@ def main(argv=None):
     args.script_args = script_args + tail
     if not os.path.isfile(args.script):
         parser.error(f"script {args.script!r} does not exist")
-    from parallax.launcher import protocol
-    from parallax.startup import run_script_in_role
-    role = {protocol.ENV_ROLE: "explain",
-            protocol.ENV_EXPLAIN: json.dumps({"measure_sparsity": args.measure_sparsity, "json": args.json})}
+    role = {protocol.ENV_ROLE: "explain"}
     if args.resource_spec:
         role[protocol.ENV_RESOURCE_SPEC] = str(ResourceSpec.load(args.resource_spec))
-    if run_script_in_role(args.script, args.script_args, role):
+
+    def explain_the_graph(graph, spec, config):
+        result = explain(graph, spec, config, print_table=not args.json, measure_sparsity=args.measure_sparsity)
+        if args.json:
+            print(json.dumps(result.to_data(), indent=1, sort_keys=True), flush=True)
+
+    if run_script_in_role(args.script, args.script_args, role, explain_the_graph):
         return 0
     print("parallax.explain: the script ended without calling parallax.get_runner", file=sys.stderr)
     return 1

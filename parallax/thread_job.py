@@ -28,13 +28,15 @@ from typing import Any, List, Optional
 
 import tensorflow as tf
 
-from parallax import collectives, plan_json
+from parallax import collectives
+from parallax.plan import plan_json
 from parallax.collectives import tf_ops
 from parallax.errors import LaunchError, UnsupportedError
-from parallax.launcher import bind_shim, job as launched_job, ports, protocol
-from parallax.launcher.resource_spec import ResourceSpec
+from parallax.launcher import job as launched_job
+from parallax.process import bind_shim, ports, protocol
+from parallax.process.resource_spec import ResourceSpec
 from parallax.launcher.step_ledger import StepLedger
-from parallax.startup import Repartitioned
+from parallax.runtime.startup import Repartitioned
 
 tf1 = tf.compat.v1
 
@@ -55,7 +57,7 @@ class ServerPool:
         if not bind_shim.preloaded_here():
             raise LaunchError(f"TF's servers listen on every address of the machine unless parallax's bind shim is "
                               f"preloaded: start this process with the environment that "
-                              f"parallax.launcher.bind_shim.preloading_environment() gives ({bind_shim.ENV_BIND_HOSTS} "
+                              f"parallax.process.bind_shim.preloading_environment() gives ({bind_shim.ENV_BIND_HOSTS} "
                               f"and LD_PRELOAD), as tests/equivalence/case_hosts.py does")
         taken = ports.reserve_local_ports(num_servers + num_workers)
         self.cluster = {"ps": [f"{host}:{p}" for p in taken[:num_servers]],

@@ -114,7 +114,7 @@ def main():
     args.out_dir = args.out_dir or tempfile.mkdtemp(prefix="parallax-drill-logs-")
     os.makedirs(args.out_dir, exist_ok=True)
     print(f"each scenario's output goes to {args.out_dir}", file=sys.stderr, flush=True)
-    from parallax.text_table import format_table
+    from parallax.core.text_table import format_table
     rows = []
     for where in args.where.split(","):
         if where == "localhost":

@@ -45,7 +45,7 @@ as_user "$WORK/venv/bin/python" -m pip install -q "$WORK/src[tf]"
 cd "$WORK/run"  # not the source tree: `import parallax` must find the installed package
 as_user "$WORK/venv/bin/python" - <<'PY'
 import os, sys, parallax, tensorflow as tf
-from parallax.launcher import bind_shim
+from parallax.process import bind_shim
 assert "site-packages" in parallax.__file__, parallax.__file__
 assert os.access(os.path.join(sys.prefix, "bin", "parallax-launch"), os.X_OK), "no parallax-launch in the venv"
 print(f"[pip-check] parallax from {parallax.__file__}, TF {tf.__version__}, shim {bind_shim.preloading_environment()['LD_PRELOAD']}")

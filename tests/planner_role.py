@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from parallax import plan_json
+from parallax.plan import plan_json
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 HEADER = "import tensorflow as tf, parallax\ntf1 = tf.compat.v1\ng = tf.Graph()\nwith g.as_default():\n"

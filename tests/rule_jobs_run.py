@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from parallax.launcher import bind_shim
+from parallax.process import bind_shim
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 

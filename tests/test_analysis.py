@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import capture
+from parallax.capture import gradients as capture
 from tests.models_for_tests import embedding_mlp
 
 tf1 = tf.compat.v1

@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import auto_plan, calibration, cost_model, plan_json
+from parallax.plan import auto_plan, calibration, cost_model, plan_json
 from parallax.errors import ConfigError
-from parallax.plan import Method
-from parallax.planning import plan_job
+from parallax.plan.records import Method
+from parallax.plan.planning import plan_job
 
 tf1 = tf.compat.v1
 TWO_BY_TWO = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")

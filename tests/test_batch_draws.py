@@ -7,9 +7,10 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batch_draws, plan_json
+from parallax.rules import batch_draws
+from parallax.plan import plan_json
 from parallax.explain import premise
-from parallax.plan import Plan
+from parallax.plan.records import Plan
 from tests.planner_role import plan_in_planner_role
 
 tf1 = tf.compat.v1

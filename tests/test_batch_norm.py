@@ -6,8 +6,9 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batch_statistics, fused_batch_norm, plan_json
-from parallax.plan import Plan
+from parallax.rules import batch_statistics, fused_batch_norm
+from parallax.plan import plan_json
+from parallax.plan.records import Plan
 
 tf1 = tf.compat.v1
 F64 = tf.float64
@@ -173,7 +174,7 @@ def test_the_plan_carries_fused_batch_norms_through_json_and_states_them():
 @pytest.mark.parametrize("run_option, backend, gather", [("PS", "auto", "CollectiveGatherV2"),
                                                          ("MPI", "horovod", "HorovodAllgather")])
 def test_the_pass_synchronizes_each_fused_batch_norm_with_the_plans_collectives(run_option, backend, gather):
-    from parallax.planning import plan_job
+    from parallax.plan.planning import plan_job
     from parallax.rewrite.pipeline import FACTS, RewriteContext, passes_for
     g, *_ = _conv_bn()
     config = parallax.Config(run_option=run_option, collective_backend=backend)
@@ -204,7 +205,7 @@ def test_values_that_pair_the_examples_with_each_other_are_rewritten_not_listed(
 
 
 def test_the_cost_model_counts_each_gathered_statistic():
-    from parallax import auto_plan
+    from parallax.plan import auto_plan
     g, *_ = _conv_bn()
     found = batch_statistics.find(g, parallax.analyze(g))
     assert auto_plan.statistic_bytes(g, found) == (8, 8, 16)  # 2 channels of float32, 3 gathers

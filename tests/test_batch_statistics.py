@@ -7,9 +7,10 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batch_statistics, plan_json, statistics_combined
+from parallax.rules import batch_statistics, statistics_combined
+from parallax.plan import plan_json
 from parallax.explain import premise
-from parallax.plan import Plan
+from parallax.plan.records import Plan
 from tests.planner_role import plan_in_planner_role
 from tests.two_workers import TwoWorkers
 
@@ -231,7 +232,7 @@ def _token_weighted_graph():
 @pytest.mark.parametrize("run_option, backend, gather", [("PS", "auto", "CollectiveGatherV2"),
                                                          ("MPI", "horovod", "HorovodAllgather")])
 def test_the_pass_gathers_each_statistic_with_the_plans_collectives(run_option, backend, gather):
-    from parallax.planning import plan_job
+    from parallax.plan.planning import plan_job
     from parallax.rewrite.pipeline import RewriteContext, passes_for
     g = _token_weighted_graph()
     config = parallax.Config(run_option=run_option, collective_backend=backend)

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batchless_writes, plan_json
+from parallax.rules import batchless_writes
+from parallax.plan import plan_json
 from parallax.explain import premise
 from parallax.rewrite.pipeline import passes_for, rewrite
 from tests.rule_jobs import EPOCHS, EXAMPLES, epoch_graph, run_epochs

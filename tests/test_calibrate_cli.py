@@ -10,8 +10,8 @@ import time
 import pytest
 
 import parallax
-from parallax import calibration, cost_model
-from parallax.planning import plan_job
+from parallax.plan import calibration, cost_model
+from parallax.plan.planning import plan_job
 
 pytestmark = pytest.mark.slow  # real jobs (what they measure is checked for its kind, not its size)
 
@@ -20,7 +20,7 @@ DEMO = os.path.join(ROOT, "models", "demo", "train.py")
 
 
 def _calibrate(out, *command):
-    return subprocess.run([sys.executable, "-m", "parallax.launcher.calibrate", "-H", "localhost:2", "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "parallax.tools.calibrate", "-H", "localhost:2", "--out", str(out),
                            "--", sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
 
@@ -68,7 +68,7 @@ def test_an_auto_job_runs_the_script_again_with_the_shards_it_chose(tmp_path):
 
 
 def test_launch_options_calibration_cannot_honour_are_refused(capsys):
-    from parallax.launcher import calibrate
+    from parallax.tools import calibrate
     with pytest.raises(SystemExit) as stopped:
         calibrate.main(["-H", "localhost:2", "--out", "x", "--run-option", "PS", "--dry-run", "--", "python", "t.py"])
     assert stopped.value.code == 2 and "--run-option, --dry-run: parallax-calibrate runs" in capsys.readouterr().err
@@ -79,7 +79,7 @@ def test_a_calibration_job_that_never_ends_is_stopped_with_its_processes(tmp_pat
     """A hung calibration job ends the calibration with an error after the time limit, and every process the job
     started is stopped (its whole process group), instead of waiting forever."""
     from parallax.errors import ParallaxError
-    from parallax.launcher import calibrate
+    from parallax.tools import calibrate
     from parallax.launcher.processes import alive
     pid_file = tmp_path / "child.pid"
     fake_python = tmp_path / "python"  # stands in for the launcher: it starts a child and hangs

@@ -1,9 +1,9 @@
-"""Calibration (parallax/calibration.py): the fit of the calibration job's timings, and the file AUTO reads."""
+"""Calibration (parallax/plan/calibration.py): the fit of the calibration job's timings, and the file AUTO reads."""
 import dataclasses
 
 import pytest
 
-from parallax import calibration, cost_model, plan_search
+from parallax.plan import calibration, cost_model, plan_search
 from parallax.errors import ConfigError
 
 N = 4

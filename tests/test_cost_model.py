@@ -1,10 +1,10 @@
-"""The cost model (parallax/cost_model.py): Table 3's bytes per host link and per server, and the two time
+"""The cost model (parallax/plan/cost_model.py): Table 3's bytes per host link and per server, and the two time
 bounds."""
 import dataclasses
 
 import pytest
 
-from parallax import cost_model as cm
+from parallax.plan import cost_model as cm
 
 TWO_BY_TWO = (2, 2)
 NET = cm.Machine(bandwidth=1e8, latency=1e-4, cores=64, cpu_per_byte={}, cpu_per_message={})

@@ -31,7 +31,7 @@ def _wait_for_exec(pid, marker, timeout=10.0):
 def test_processes_are_counted_by_what_they_run():
     sleeping = "import sys, time; time.sleep(30)"
     started = {role: subprocess.Popen([sys.executable, "-c", sleeping, *argv]) for role, argv in
-               {"server": ["-m", "parallax.ps_server"], "worker": ["models/lm/train_distributed.py"],
+               {"server": ["-m", "parallax.runtime.ps_server"], "worker": ["models/lm/train_distributed.py"],
                 "other": ["something"]}.items()}
     try:
         for proc in started.values():

@@ -13,7 +13,7 @@ spec = importlib.util.spec_from_file_location("cpu_floor", os.path.join(ROOT, "b
 cpu_floor = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cpu_floor)
 
-from parallax import cost_model as cm, plan_search  # noqa: E402
+from parallax.plan import cost_model as cm, plan_search# noqa: E402
 
 MB = 1 << 20
 PER_HOST = (2, 2)

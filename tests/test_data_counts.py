@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batch_statistics, data_counts
+from parallax.rules import batch_statistics, data_counts
 from tests.test_batch_statistics import _find  # the loss is build(x [batch, 3], lengths [batch], prediction)
 
 tf1 = tf.compat.v1

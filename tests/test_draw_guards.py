@@ -6,8 +6,9 @@ import re
 import pytest
 import tensorflow as tf
 
-from parallax import batch_draws, draw_guards, plan_json
-from parallax.plan import Plan
+from parallax.rules import batch_draws, draw_guards
+from parallax.plan import plan_json
+from parallax.plan.records import Plan
 from tests.rule_jobs_run import rule_jobs
 
 tf1 = tf.compat.v1

@@ -1,9 +1,9 @@
-"""Each worker's count of examples per step (parallax/example_counts.py): the first dimension of each input, a
+"""Each worker's count of examples per step (parallax/rules/example_counts.py): the first dimension of each input, a
 sparse input's dense shape, and a counter of all the examples an input yielded."""
 import numpy as np
 import tensorflow as tf
 
-from parallax import example_counts
+from parallax.rules import example_counts
 
 tf1 = tf.compat.v1
 
@@ -41,7 +41,7 @@ def test_a_step_reads_the_counts_of_the_inputs_it_runs():
     counts = example_counts.add_counts(g, g)
     with g.as_default():
         only_dense = tf.reduce_sum(dense)
-    from parallax import graph_utils
+    from parallax.core import graph_utils
     read = example_counts.read_in(counts, graph_utils.ancestors([only_dense.op]))
     assert [c for c, _ in read] == [count for name, count, _ in counts if name == "dense"]
     assert len(example_counts.read_in(counts, graph_utils.ancestors([loss.op]))) == 3

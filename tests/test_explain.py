@@ -103,7 +103,7 @@ def test_cli_explains_a_training_script_without_starting_anything():
 
 def test_cli_json_prints_the_plan_as_the_job_loads_it():
     import json
-    from parallax import plan_json
+    from parallax.plan import plan_json
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, "-m", "parallax.explain", "--json", "models/demo/train.py",
                           "--resource-spec", "localhost:2", "--steps", "5"], cwd=ROOT, env=env,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from parallax.example_counts import fed_digest
+from parallax.rules.example_counts import fed_digest
 from parallax.launcher.input_ledger import InputLedger
 from tests.launched import run_script
 

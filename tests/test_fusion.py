@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax.planning import plan_job
+from parallax.plan.planning import plan_job
 from parallax.rewrite import rewrite
 from parallax.rewrite.fusion import effect_signatures, fusion_groups
 

@@ -5,8 +5,9 @@ gradient, or would gather strings. The equivalence suite runs the distinct-id lo
 import tensorflow as tf
 
 import parallax
-from parallax import batch_statistics, gathered_statistics, keyed_writes
-from parallax.planning import plan_job
+from parallax.rules import batch_statistics, gathered_statistics
+from parallax.analysis import keyed_writes
+from parallax.plan.planning import plan_job
 from parallax.rewrite.pipeline import RewriteContext, passes_for
 
 tf1 = tf.compat.v1

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import gradient_check
+from parallax.rules import gradient_check
 
 tf1 = tf.compat.v1
 
@@ -115,7 +115,7 @@ def test_the_planner_warns_of_it(tmp_path):
 
 
 def test_a_graph_that_blocks_when_run_is_not_checked_and_does_not_block_the_planner(monkeypatch):
-    from parallax import batch_samples
+    from parallax.analysis import batch_samples
     monkeypatch.setattr(batch_samples, "_BOUNDED", tf1.RunOptions(timeout_in_ms=500))
     g = tf.Graph()
     with g.as_default():
@@ -128,8 +128,9 @@ def test_a_graph_that_blocks_when_run_is_not_checked_and_does_not_block_the_plan
 def test_a_loss_that_cannot_be_run_on_random_batches_is_warned_of(monkeypatch):
     """A summed loss that the planner cannot run (here: it waits on a queue nothing fills) is taken for a mean:
     explain says the loss could not be checked, and the launcher warns, naming the setting that fixes a sum."""
-    from parallax import batch_samples, loss_law
-    from parallax.startup import plan_warnings
+    from parallax.analysis import batch_samples
+    from parallax.rules import loss_law
+    from parallax.runtime.startup import plan_warnings
     monkeypatch.setattr(batch_samples, "_BOUNDED", tf1.RunOptions(timeout_in_ms=500))
     g = tf.Graph()
     with g.as_default():
@@ -184,7 +185,7 @@ def test_per_example_gradients_in_a_map_fn_are_checked(noise, listed):
     noise the gradient is the workers' mean; seeded noise added to the sum before the division is not (each worker
     adds it to its own share), and is listed instead of differing silently. The gradients taken inside the loop
     are not the step's: capture.py records neither them nor their losses, whose names would name outer tensors."""
-    from parallax import capture
+    from parallax.capture import gradients as capture
     from tests.equivalence.user_graphs_unseen import dp_sgd_clipped_examples
     g = dp_sgd_clipped_examples(2, 4, 1, 4, noise=noise).graph
     assert capture.loss_records(g) == []
@@ -206,7 +207,8 @@ def _sum_statistic_graph(loss_of):
 
 def _at_the_workers_mean(g):
     """(the statistics as found, the last check's list with them read as the workers' mean)."""
-    from parallax import batch_draws, batch_statistics, planning
+    from parallax.rules import batch_draws, batch_statistics
+    from parallax.plan import planning
     spec, analysis = parallax.ResourceSpec.load("localhost:2"), parallax.analyze(g)
     found, draws = batch_statistics.find(g, analysis), batch_draws.find(g)
     plan, _ = planning._planned(g, analysis, spec, parallax.Config(), found, draws)

@@ -3,9 +3,9 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import graph_utils
-from parallax.plan import make_plan
-from parallax.planning import plan_job
+from parallax.core import graph_utils
+from parallax.plan.records import make_plan
+from parallax.plan.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
 from tests.models_for_tests import embedding_mlp
 from tests.models_for_tests.variants import runs, variants

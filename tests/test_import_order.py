@@ -15,9 +15,9 @@ def _run(code):
 
 def test_importing_parallax_and_its_launcher_does_not_import_tensorflow():
     assert _run("""
-        import sys, parallax, parallax.launcher.resource_spec, parallax.launcher.role, parallax.plan
-        import parallax.launcher.cli, parallax.launcher.calibrate, parallax.cost_model, parallax.calibration
-        import parallax.plan_search
+        import sys, parallax, parallax.process.resource_spec, parallax.process.role, parallax.plan.records
+        import parallax.launcher.cli, parallax.tools.calibrate, parallax.plan.cost_model, parallax.plan.calibration
+        import parallax.plan.plan_search
         print('tensorflow' in sys.modules)""") == "False"
 
 
@@ -57,7 +57,8 @@ def test_a_graph_built_before_import_parallax_has_its_losses_and_batch_statistic
         loss = tf.reduce_mean(tf.square((h - mean) * tf.math.rsqrt(variance + 1e-3)), name="loss")
         tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
         import parallax
-        from parallax import batch_statistics, capture
+        from parallax.rules import batch_statistics
+        from parallax.capture import gradients as capture
         g = tf1.get_default_graph()
         found = batch_statistics.find(g, parallax.analyze(g))
         print(capture.loss_records(g), sorted(n for n, _, _ in found.combined if not n.startswith("gradients/")))""") \

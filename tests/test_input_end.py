@@ -3,7 +3,7 @@ after an input's end, in which order and under which graph keys, and when nothin
 import pytest
 import tensorflow as tf
 
-from parallax import input_end
+from parallax.runtime import input_end
 from parallax.errors import CollectiveError
 
 tf1 = tf.compat.v1

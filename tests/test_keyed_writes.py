@@ -1,11 +1,11 @@
-"""Rows of the batch written into state by key (parallax/keyed_writes.py): a keyed write reads every worker's rows;
+"""Rows of the batch written into state by key (parallax/analysis/keyed_writes.py): a keyed write reads every worker's rows;
 a write by position, a write of gradients and a graph without either are left alone. The equivalence suite runs
 one such graph in every mode (frequency_scaled_rows)."""
 import tensorflow as tf
 
 import parallax
-from parallax import keyed_writes
-from parallax.planning import plan_job
+from parallax.analysis import keyed_writes
+from parallax.plan.planning import plan_job
 
 tf1 = tf.compat.v1
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0\n127.0.0.2: 0")
@@ -89,8 +89,8 @@ class _TwoWorkersGathered:
 def test_rows_are_put_in_one_devices_order_of_an_element_wise_sharded_input():
     """parallax.shard gives worker i every N-th example from the i-th: one device's batch interleaves the workers'
     rows (the last one short at the end of the data); fed rows are blocks in worker order."""
-    from parallax import batch_draws
-    from parallax.statistics_combined import over_workers
+    from parallax.rules import batch_draws
+    from parallax.rules.statistics_combined import over_workers
     with tf.Graph().as_default(), tf1.Session() as session:
         own = tf.constant([0, 1, 2], tf.int64)
         interleaved = over_workers(_TwoWorkersGathered(), own, keyed_writes.ROWS, batch_draws.INTERLEAVED)
@@ -100,7 +100,7 @@ def test_rows_are_put_in_one_devices_order_of_an_element_wise_sharded_input():
 
 
 def test_the_layout_is_told_without_random_draws():
-    from parallax import batch_draws
+    from parallax.rules import batch_draws
     g = tf.Graph()
     with g.as_default():
         ds = parallax.shard(tf.data.Dataset.range(8)).batch(2)

@@ -9,8 +9,9 @@ import time
 import pytest
 
 from parallax.errors import LaunchError
-from parallax.launcher import bind_shim, host_agent, local_cluster, rsh_agent, ssh
-from parallax.launcher.resource_spec import Host, ResourceSpec
+from parallax.launcher import host_agent, local_cluster, recorded_pids, rsh_agent, ssh
+from parallax.process import bind_shim
+from parallax.process.resource_spec import Host, ResourceSpec
 
 pytestmark = pytest.mark.alone  # make test runs it one test at a time: it times the launcher
 
@@ -140,7 +141,7 @@ def test_host_agent_stops_only_processes_of_its_job(tmp_path):
     try:
         (job_dir / "pid.worker.0").write_text(f"h {ours.pid}\n")
         (job_dir / "pid.worker.1").write_text(f"h {other.pid}\n")  # e.g. a pid reused by another program
-        survivors = host_agent.stop(str(job_dir), ["worker.0", "worker.1", "ps.0"], grace=1)
+        survivors = recorded_pids.stop(str(job_dir), ["worker.0", "worker.1", "ps.0"], grace=1)
         assert survivors == {}
         assert ours.wait(timeout=5) == -signal.SIGTERM
         assert other.poll() is None

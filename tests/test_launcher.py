@@ -14,7 +14,7 @@ from parallax.errors import UnsupportedError
 from parallax.launcher.tf_notes import TFNotes
 from parallax.launcher import mpirun, processes, rsh_agent
 from parallax.launcher.ssh import SshSettings
-from parallax.launcher.resource_spec import ResourceSpec
+from parallax.process.resource_spec import ResourceSpec
 
 pytestmark = pytest.mark.slow  # real jobs (those that time a teardown are marked alone too)
 
@@ -328,7 +328,7 @@ def test_chief_checkpoints_restore_into_the_unmodified_graph(tmp_path, run_optio
 
 def test_a_taken_port_is_an_error_naming_the_host_and_port():
     import socket
-    from parallax.tf_server import start_tf_server
+    from parallax.runtime.tf_server import start_tf_server
     from parallax.errors import LaunchError
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -339,8 +339,8 @@ def test_a_taken_port_is_an_error_naming_the_host_and_port():
             start_tf_server({"ps": [f"127.0.0.1:{port}"]}, "ps", 0)
         env = dict(os.environ, PYTHONPATH=ROOT, PARALLAX_ROLE="server", PARALLAX_PS_TASK="0",
                    PARALLAX_CLUSTER=f'{{"ps": ["127.0.0.1:{port}"]}}')
-        server = subprocess.run([sys.executable, "-m", "parallax.ps_server"], env=env, capture_output=True,
+        server = subprocess.run([sys.executable, "-m", "parallax.runtime.ps_server"], env=env, capture_output=True,
                                 text=True, timeout=120)
     assert server.returncode == 1
-    assert f"parallax.ps_server: LaunchError: ps task 0 cannot start its TF server: port {port} on 127.0.0.1" \
+    assert f"parallax.runtime.ps_server: LaunchError: ps task 0 cannot start its TF server: port {port} on 127.0.0.1" \
         in server.stderr, server.stderr

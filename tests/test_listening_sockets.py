@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from parallax.launcher import bind_shim, ports
-from parallax.launcher.resource_spec import ResourceSpec
+from parallax.process import bind_shim, ports
+from parallax.process.resource_spec import ResourceSpec
 from tests import listening
 
 pytestmark = pytest.mark.alone  # make test runs it one test at a time: it waits on a job's start with a deadline
@@ -54,7 +54,7 @@ def test_two_hosts_that_drew_the_same_port_each_serve_on_their_own_address(tmp_p
     spec = ResourceSpec.load("127.0.0.1: 0\n127.0.0.2: 0")
     env = dict(os.environ, **bind_shim.environment(spec), TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT,
                SERVE_CLUSTER=json.dumps(cluster))
-    serve = ("import json, os, sys, time\nfrom parallax.tf_server import start_tf_server\n"
+    serve = ("import json, os, sys, time\nfrom parallax.runtime.tf_server import start_tf_server\n"
              "start_tf_server(json.loads(os.environ['SERVE_CLUSTER']), 'worker', int(sys.argv[1]))\n"
              "print('serving', flush=True)\ntime.sleep(300)\n")
     logs = [tmp_path / f"task{t}.log" for t in (0, 1)]

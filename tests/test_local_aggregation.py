@@ -3,8 +3,8 @@ them to the server in one message per step."""
 import pytest
 
 import parallax
-from parallax import graph_utils
-from parallax.planning import plan_job
+from parallax.core import graph_utils
+from parallax.plan.planning import plan_job
 from parallax.rewrite import rewrite
 from parallax.rewrite.local_aggregation import local_chiefs
 from tests.models_for_tests import embedding_mlp

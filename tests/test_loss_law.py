@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import loss_law
+from parallax.rules import loss_law
 
 tf1 = tf.compat.v1
 F64 = tf.float64
@@ -74,7 +74,7 @@ def test_time_major_inputs_are_named_as_such_where_the_loss_cannot_be_checked():
 def test_a_table_fed_alike_to_every_worker_is_named_until_it_is_marked_shared():
     """A [3] placeholder of class weights is taken for examples (a per-worker input's first axis) and the loss's
     parts cannot run on it; the warning names it and parallax.shared_input, and once marked nothing is warned."""
-    from parallax.startup import plan_warnings
+    from parallax.runtime.startup import plan_warnings
     from tests.equivalence.user_graphs_batchwise import fed_class_weights, fed_class_weights_shared
     unmarked = parallax.explain(fed_class_weights(2, 4, 6, 4).graph, "localhost:2", print_table=False).plan
     (warning,) = plan_warnings(unmarked)
@@ -125,7 +125,7 @@ def test_a_sum_over_a_guarded_count_of_a_float_input_is_averaged():
     graph's random normal events the guard held its constant in every trial, where the loss is a sum of its parts;
     the trial of non-negative floats shows the count it divides by (batch_samples.NONNEGATIVE_TRIAL). Summed, the
     job took twice one device's step."""
-    from parallax import batch_statistics
+    from parallax.rules import batch_statistics
     from tests.equivalence.user_graphs_unseen import cox_partial_likelihood
     g = cox_partial_likelihood(2, 4, 6, 4).graph
     statistics = batch_statistics.find(g, parallax.analyze(g))

@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import capture, loss_law, loss_seeds
-from parallax.analysis import analyze
+from parallax.capture import gradients as capture
+from parallax.rules import loss_law, loss_seeds
+from parallax.analysis.graph_analysis import analyze
 from parallax.rewrite.pipeline import rewrite
 
 tf1 = tf.compat.v1

@@ -3,8 +3,8 @@ example (batch_samples._extent), a statistic taken over it is found and combined
 in the equivalence suite), and a v1 loop's stack pops are no per-worker input (batch_shapes.per_worker_inputs)."""
 import tensorflow as tf
 
-from parallax import batch_samples
-from parallax.batch_shapes import MARKERS, per_worker_inputs
+from parallax.analysis import batch_samples
+from parallax.analysis.batch_shapes import MARKERS, per_worker_inputs
 
 tf1 = tf.compat.v1
 
@@ -39,7 +39,7 @@ def test_a_mean_over_rows_a_v1_loop_builds_is_warned_by_name():
     stays each worker's own (the check measured 3.1e-4 off after 3 steps), and the plan names it, with the reason,
     before any step runs."""
     import parallax
-    from parallax import batch_statistics
+    from parallax.rules import batch_statistics
     tf1.disable_control_flow_v2()
     try:
         g = tf.Graph()

@@ -11,7 +11,7 @@ spec = importlib.util.spec_from_file_location("mixed_plans", os.path.join(ROOT, 
 mixed_plans = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mixed_plans)
 
-from parallax import cost_model as cm, plan_search  # noqa: E402
+from parallax.plan import cost_model as cm, plan_search# noqa: E402
 
 MB = 1 << 20
 MACHINE = cm.Machine(bandwidth=125e6, latency=1e-4, cores=2.0,

@@ -1,12 +1,12 @@
-"""Rows written by key that mix the batch's examples (parallax/mixed_rows.py): the mixing ops run on every worker's
+"""Rows written by key that mix the batch's examples (parallax/rules/mixed_rows.py): the mixing ops run on every worker's
 rows, gathered where they are the examples' own (a shape they read too); where the mixed value is read by anything
 but the write, or the mixing runs in a v1 loop or cond, the rows are listed. The equivalence suite runs the center
 loss in every mode (user_graphs_stateful.py)."""
 import tensorflow as tf
 
 import parallax
-from parallax import keyed_writes
-from parallax.planning import plan_job
+from parallax.analysis import keyed_writes
+from parallax.plan.planning import plan_job
 from tests.equivalence.run_case import case_builder
 
 tf1 = tf.compat.v1
@@ -81,7 +81,8 @@ def test_a_step_scaled_by_its_position_in_the_batch_reads_one_devices_positions(
 def test_a_mixing_op_in_a_v1_cond_is_refused():
     """Its frame's other ops cannot read gathered rows from outside it. (The samples do not run such a graph, so
     the rows are gathered as computed: the region is checked alone.)"""
-    from parallax import graph_utils, mixed_rows
+    from parallax.core import graph_utils
+    from parallax.rules import mixed_rows
     g = tf.Graph()
     with g.as_default():
         x = tf1.placeholder(tf.float64, [None, 2], "x")

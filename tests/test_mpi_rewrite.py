@@ -2,8 +2,8 @@
 import tensorflow as tf
 
 import parallax
-from parallax import graph_utils
-from parallax.planning import plan_job
+from parallax.core import graph_utils
+from parallax.plan.planning import plan_job
 from parallax.rewrite import rewrite
 from parallax.rewrite.fingerprint import first_difference, graph_fingerprint, node_digests
 from tests.models_for_tests import embedding_mlp

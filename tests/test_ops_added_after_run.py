@@ -3,7 +3,7 @@ with their control inputs, and without setting an attribute on an op that ran (w
 import pytest
 import tensorflow as tf
 
-from parallax import graph_utils
+from parallax.core import graph_utils
 
 tf1 = tf.compat.v1
 MARK = "_has_manual_control_dependencies"

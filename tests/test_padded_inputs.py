@@ -4,8 +4,9 @@ import numpy as np
 import tensorflow as tf
 
 import parallax
-from parallax import padded_inputs, plan_json
-from parallax.plan import Plan
+from parallax.rules import padded_inputs
+from parallax.plan import plan_json
+from parallax.plan.records import Plan
 from tests.two_workers import TwoWorkers
 
 tf1 = tf.compat.v1

@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batch_draws, paired_rows, plan_json
-from parallax.planning import plan_job
+from parallax.rules import batch_draws, paired_rows
+from parallax.plan import plan_json
+from parallax.plan.planning import plan_job
 
 tf1 = tf.compat.v1
 

@@ -2,7 +2,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax.launcher.role import ENV_NUM_SERVERS
+from parallax.process.role import ENV_NUM_SERVERS
 
 
 def _partitions(partitioner):

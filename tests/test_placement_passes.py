@@ -3,8 +3,8 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import graph_utils
-from parallax.planning import plan_job
+from parallax.core import graph_utils
+from parallax.plan.planning import plan_job
 from parallax.rewrite import rewrite
 from tests.models_for_tests import embedding_mlp
 
@@ -146,7 +146,7 @@ def _reads_graph():
 def _crossings_in_the_rewritten_step(g, plan, rewritten, worker):
     """Tensors that ops on a server send to a worker's ops in its training step: the rewritten graph's truth."""
     from parallax import collectives
-    from parallax.sync_step import SyncSteps
+    from parallax.runtime.sync_step import SyncSteps
     out = rewritten.graph
 
     def device(op):  # where TF puts it: its device, or its variable's (through a handle or colocation)
@@ -166,7 +166,7 @@ def _crossings_in_the_rewritten_step(g, plan, rewritten, worker):
 
 
 def test_server_reads_count_each_read_a_worker_consumes_as_the_rewritten_step_sends_it():
-    from parallax.placement import server_reads
+    from parallax.plan.placement import server_reads
     g = _reads_graph()
     analysis = parallax.analyze(g)
     config = parallax.Config(run_option="PS")

@@ -5,7 +5,7 @@ import pytest
 
 import parallax
 from parallax import Config, ResourceSpec
-from parallax.plan import make_plan
+from parallax.plan.records import make_plan
 
 
 @dataclasses.dataclass

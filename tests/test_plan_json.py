@@ -7,8 +7,8 @@ import sys
 import pytest
 
 import parallax
-from parallax import plan_json
-from parallax.planning import plan_job
+from parallax.plan import plan_json
+from parallax.plan.planning import plan_job
 from tests.models_for_tests import embedding_mlp
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -40,7 +40,7 @@ def test_reading_a_plan_imports_no_tensorflow(tmp_path):
     g, _ = embedding_mlp.build("Adam")
     path = tmp_path / "plan.json"
     path.write_text(plan_json.dumps(plan_job(g, parallax.analyze(g), TWO_HOSTS, parallax.Config())))
-    code = ("import sys; from parallax import plan_json; p = plan_json.loads(open(sys.argv[1]).read()); "
+    code = ("import sys; from parallax.plan import plan_json; p = plan_json.loads(open(sys.argv[1]).read()); "
             "print(p.server_tasks, 'tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout

@@ -1,10 +1,10 @@
-"""The plans the cost model chooses among (parallax/plan_search.py): the fixed modes' as plan.py decides them, and
+"""The plans the cost model chooses among (parallax/plan/plan_search.py): the fixed modes' as plan.py decides them, and
 the search for the plan of least predicted step time."""
 import itertools
 
 import pytest
 
-from parallax import cost_model as cm, plan_search
+from parallax.plan import cost_model as cm, plan_search
 
 TWO_BY_TWO = (2, 2)
 

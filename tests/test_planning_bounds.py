@@ -8,8 +8,8 @@ import tensorflow as tf
 from tensorflow.python.ops import data_flow_ops
 
 import parallax
-from parallax import batch_samples
-from parallax.startup import plan_warnings
+from parallax.analysis import batch_samples
+from parallax.runtime.startup import plan_warnings
 
 tf1 = tf.compat.v1
 

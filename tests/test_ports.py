@@ -10,9 +10,10 @@ import time
 import pytest
 
 from parallax.errors import LaunchError
-from parallax.launcher import ports, preflight
+from parallax.launcher import preflight
+from parallax.process import ports
 from parallax.launcher.preflight import HostReport
-from parallax.launcher.resource_spec import ResourceSpec
+from parallax.process.resource_spec import ResourceSpec
 from parallax.launcher.ssh import SshSettings
 
 

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import graph_utils
-from parallax.planning import plan_job
+from parallax.core import graph_utils
+from parallax.plan.planning import plan_job
 from parallax.rewrite import rewrite
 from tests.models_for_tests import embedding_mlp
 from tests.models_for_tests.variants import names, runs, variants

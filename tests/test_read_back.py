@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import parallax
 from parallax.errors import UnsupportedError
-from parallax.planning import plan_job
+from parallax.plan.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
 from tests.equivalence.cases import F64
 from tests.equivalence.run_case import case_builder
@@ -111,7 +111,7 @@ def test_a_write_only_the_forward_pass_waits_for_runs_in_the_chiefs_step():
     waits for it. In PS mode u lives on a server and only the chief writes it; the train op reaches the forward
     pass only through the workers' contributions to the accumulators, so the write must be found through those
     (it was left out of every step before: u kept its initial value, max abs diff 0.56 after one step)."""
-    from parallax.sync_step import SyncSteps
+    from parallax.runtime.sync_step import SyncSteps
     graph = _graph("spectral_norm_power_iteration")
     plan, rewritten = _plan_and_rewrite(graph, "PS")
     u = next(s for s in plan.state if s.name == "u")
@@ -140,7 +140,7 @@ def test_gradients_taken_after_another_optimizers_update_of_server_variables_are
                for name in generator), why
     # and a worker's step is refused, naming it (the list alone refused nothing: Config.check_steps found the job
     # 0.047 off in PS)
-    from parallax.sync_step import SyncSteps
+    from parallax.runtime.sync_step import SyncSteps
     train = rewritten.graph.get_operation_by_name(case.train_op.name)
     with pytest.raises(UnsupportedError, match="computed from discriminator/"):
         SyncSteps(rewritten.graph, rewritten.sync, 1, 2).variant(("train",), [train])

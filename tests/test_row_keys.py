@@ -3,7 +3,7 @@ merge of all workers' rows, checked against one device's gradient."""
 import numpy as np
 import tensorflow as tf
 
-from parallax import row_keys
+from parallax.analysis import row_keys
 
 tf1 = tf.compat.v1
 

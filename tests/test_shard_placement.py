@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import shard_placement
-from parallax.launcher import protocol
+from parallax.capture import shard_placement
+from parallax.process import protocol
 
 tf1 = tf.compat.v1
 N, B, STEPS = 2, 3, 4

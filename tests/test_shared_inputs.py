@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax.batch_shapes import per_worker_inputs
+from parallax.analysis.batch_shapes import per_worker_inputs
 
 tf1 = tf.compat.v1
 

@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import batch_draws, batch_samples, batch_statistics, loss_law, sparse_inputs
-from parallax.batch_shapes import MARKERS, per_worker_inputs
+from parallax.rules import batch_draws, batch_statistics, loss_law
+from parallax.analysis import batch_samples, sparse_inputs
+from parallax.analysis.batch_shapes import MARKERS, per_worker_inputs
 
 tf1 = tf.compat.v1
 F64 = tf.float64

@@ -1,12 +1,13 @@
-"""The last check on writes of state (parallax/state_writes.py): a value the batch changes in a way no rule makes one
+"""The last check on writes of state (parallax/rules/state_writes.py): a value the batch changes in a way no rule makes one
 device's is computed from every worker's rows where the ops that mix them can be (a memory bank of the batch's
 last keys), else listed, so the job warns (the batch's last example); values the rules make one device's (a
 running mean of the inputs, a fused batch norm's moving averages) and values of gradients are left alone."""
 import tensorflow as tf
 
 import parallax
-from parallax import batch_statistics, keyed_writes, state_writes
-from parallax.planning import plan_job
+from parallax.rules import batch_statistics, state_writes
+from parallax.analysis import keyed_writes
+from parallax.plan.planning import plan_job
 from tests.equivalence.run_case import case_builder
 
 tf1 = tf.compat.v1

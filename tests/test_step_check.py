@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import parallax
-from parallax import one_device_replay, step_check
+from parallax.runtime import one_device_replay, step_check
 from parallax.errors import CheckError, ConfigError
 from tests.launched import ROOT, run_script
 from tests.rule_jobs_run import rule_jobs

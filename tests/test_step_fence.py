@@ -1,5 +1,5 @@
 """TF's collectives run every worker's step under one shared step id, and when one worker's step ends TF cleans
-that id up on every task its step touched. So with the `tf` backend (parallax/step_fence.py, collectives
+that id up on every task its step touched. So with the `tf` backend (parallax/runtime/step_fence.py, collectives
 step_fence_for and allows_local_aggregation): a step that runs collectives and ops on a named task ends with a
 fence after all its work, and no worker's step runs ops on another worker's task (no local aggregation). Checked
 on rewritten graphs, without running them: the race they prevent shows only under load."""
@@ -7,10 +7,12 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax import collectives, graph_utils, step_fence
-from parallax.planning import plan_job
+from parallax import collectives
+from parallax.core import graph_utils
+from parallax.runtime import step_fence
+from parallax.plan.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
-from parallax.sync_step import SyncSteps
+from parallax.runtime.sync_step import SyncSteps
 from tests.equivalence.cases import Case
 from tests.equivalence.run_case import case_builder
 

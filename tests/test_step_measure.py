@@ -2,7 +2,7 @@
 end after them. The whole path (a job in each mode, its reports) runs in test_calibrate_cli.py."""
 import pytest
 
-from parallax import step_measure
+from parallax.runtime import step_measure
 from parallax.errors import ConfigError
 
 

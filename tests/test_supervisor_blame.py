@@ -7,9 +7,10 @@ import textwrap
 import pytest
 
 from parallax.launcher import spawn
-from parallax.launcher.job import LaunchOptions, Layout, Process
-from parallax.launcher.protocol import CONTROL_PREFIX
-from parallax.launcher.resource_spec import ResourceSpec
+from parallax.launcher.job import LaunchOptions
+from parallax.launcher.layout import Layout, Process
+from parallax.process.protocol import CONTROL_PREFIX
+from parallax.process.resource_spec import ResourceSpec
 from parallax.launcher.supervisor import Supervisor
 
 SPEC = ResourceSpec.parse("localhost: 0,1")

@@ -9,7 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 import parallax
-from parallax import capture, loss_seeds
+from parallax.capture import gradients as capture
+from parallax.rules import loss_seeds
 from parallax.rewrite.pipeline import rewrite
 
 tf1 = tf.compat.v1

@@ -13,7 +13,7 @@ from parallax import collectives
 from parallax.errors import ConfigError
 from parallax.launcher import processes
 from parallax.launcher.job import servers_of
-from parallax.planning import plan_job
+from parallax.plan.planning import plan_job
 from tests.models_for_tests import embedding_mlp
 from tests.test_launcher import ROOT, _finish, _start
 

@@ -1,4 +1,4 @@
-"""A parameter server process loads TF's server module without TF's Python API (parallax/tf_server.py)."""
+"""A parameter server process loads TF's server module without TF's Python API (parallax/runtime/tf_server.py)."""
 import os
 import subprocess
 import sys
@@ -7,8 +7,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 PROBE = """
 import os, sys
-from parallax import tf_server
-from parallax.launcher import ports
+from parallax.runtime import tf_server
+from parallax.process import ports
 server_lib = tf_server._tf_module("python.training.server_lib")
 print("api loaded:", "tensorflow.python.ops.nn_ops" in sys.modules, "package left:", "tensorflow" in sys.modules)
 port = ports.reserve_local_ports(1)[0]

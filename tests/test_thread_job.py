@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from parallax.errors import LaunchError
-from parallax.launcher import bind_shim, protocol
+from parallax.process import bind_shim, protocol
 from parallax.rewrite import fingerprint
 from tests.equivalence.run_case import case_builder
 

@@ -9,7 +9,7 @@ import re
 import pytest
 import tensorflow as tf
 
-from parallax import user_initializers
+from parallax.runtime import user_initializers
 from tests.launched import run_script
 
 pytestmark = pytest.mark.slow  # real jobs

@@ -39,7 +39,7 @@ def test_a_scripts_own_saver_saves_and_restores_through_the_runner(tmp_path, mod
 
 def test_a_partial_run_is_refused_with_a_parallax_error():
     from parallax.errors import UnsupportedError
-    from parallax.runner import Runner
+    from parallax.runtime.runner import Runner
     runner = Runner.__new__(Runner)
     with pytest.raises(UnsupportedError, match="partial runs"):
         runner.partial_run_setup([])

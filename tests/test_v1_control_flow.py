@@ -5,10 +5,12 @@ would never be sent, and every worker would wait for it). tests/equivalence runs
 import tensorflow as tf
 
 import parallax
-from parallax import collectives, graph_utils, step_fence
-from parallax.planning import plan_job
+from parallax import collectives
+from parallax.core import graph_utils
+from parallax.runtime import step_fence
+from parallax.plan.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
-from parallax.sync_step import SyncSteps
+from parallax.runtime.sync_step import SyncSteps
 from tests.equivalence.run_case import case_builder
 
 tf1 = tf.compat.v1

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax.planning import plan_job
+from parallax.plan.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
 from tests.equivalence.run_case import case_builder
 from tests.equivalence.test_user_graphs import NOT_IN_PS

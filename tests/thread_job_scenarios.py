@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from parallax.launcher import protocol  # noqa: E402
+from parallax.process import protocol# noqa: E402
 from parallax.thread_job import ServerPool, ThreadJob, ThreadJobError  # noqa: E402
 from tests.models_for_tests import embedding_mlp  # noqa: E402
 

@@ -16,13 +16,13 @@ OUT = os.environ.get("JOB_STAGES_DIR")
 # module -> [(attribute path, stage name)]
 STAGES = {
     "tests.equivalence.run_case": [("run_single", "reference run"), ("train_worker", "worker script")],
-    "parallax.analysis": [("analyze", "analysis")],
-    "parallax.planning": [("plan_job", "planning")],
+    "parallax.analysis.graph_analysis": [("analyze", "analysis")],
+    "parallax.plan.planning": [("plan_job", "planning")],
     "parallax.launcher.job": [("launch", "launch and wait for the job")],
-    "parallax.cluster": [("start_worker_server", "server start")],
+    "parallax.runtime.cluster": [("start_worker_server", "server start")],
     "parallax.rewrite.pipeline": [("rewrite", "rewrite")],
-    "parallax.worker_checks": [("check_same_graph", "graph check")],
-    "parallax.runner": [("Runner.__init__", "session and initial values"), ("Runner.run", "steps"),
+    "parallax.runtime.worker_checks": [("check_same_graph", "graph check")],
+    "parallax.runtime.runner": [("Runner.__init__", "session and initial values"), ("Runner.run", "steps"),
                         ("Runner.close", "close")],
     "parallax.thread_job": [("ThreadJob._plan", "planning (planner role)"), ("ServerPool.reset", "reset servers"),
                             ("ServerPool.__init__", "start server pool")],

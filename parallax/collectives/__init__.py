@@ -60,11 +60,6 @@ def ops_for(plan, group=1):
     raise ConfigError(f"the plan's collective backend {plan.backend!r} is not one of {', '.join(NAMES)}")
 
 
-def uses_worker_servers(plan):
-    """Whether every worker runs a TF server: for parameter servers, or for TF's collectives."""
-    return plan.uses_servers or (plan.uses_collectives and plan.backend == TF)
-
-
 def step_fence_for(plan, group=1):
     """The step fence of `plan`'s backend (step_fence.py), or None when its steps need none. TF's collectives run
     every worker's step under one step id (the group leader hands out a sequence, so that the workers' collectives

@@ -16,9 +16,9 @@ from parallax.config import RUN_OPTIONS, TRANSPORTS
 from parallax.errors import ParallaxError
 from parallax.launcher import local_cluster, slurm, ssh
 from parallax.launcher.job import LaunchOptions, launch, resolve_python
-from parallax.launcher.protocol import ENV_CHECK, derived_stall_warning
+from parallax.process.protocol import ENV_CHECK, derived_stall_warning
 from parallax.launcher.planner import plan_by_running
-from parallax.launcher.resource_spec import ResourceSpec
+from parallax.process.resource_spec import ResourceSpec
 
 
 def parser():

@@ -26,20 +26,19 @@ import sys
 import threading
 import time
 
-from parallax.launcher import ports
-from parallax.launcher.processes import alive, signal_group, signal_process_and_group
-from parallax.launcher.protocol import ENV_CWD, ENV_JOB_DIR, exit_line
-
-GRACE_SECONDS = 3.0
+from parallax.process import ports
+from parallax.launcher import stale
+from parallax.launcher.processes import signal_group
+from parallax.launcher.recorded_pids import GRACE_SECONDS, stop
+from parallax.process.protocol import ENV_CWD, ENV_JOB_DIR, exit_line
 
 
 # ---- check ------------------------------------------------------------------------------------------------------
 def check(request):
     """`request`: {"script": path or None, "ports": count, "job_dir": path or None, "files": {name: text}}, the
     files written into the job directory. Returns a JSON-able dict."""
-    import parallax
     report = {"hostname": socket.gethostname(), "python": sys.executable,
-              "parallax": os.path.dirname(os.path.abspath(parallax.__file__)), "errors": []}
+              "parallax": os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "errors": []}
     script = request.get("script")
     if script and not os.path.isfile(script):
         report["errors"].append(f"the script {script} does not exist on this host")
@@ -49,7 +48,6 @@ def check(request):
         report["errors"].append(str(e))
     job_dir = request.get("job_dir")
     if job_dir:
-        from parallax.launcher import stale
         stale.sweep_job_dirs(os.path.dirname(job_dir))  # what jobs whose launcher was killed with -9 left here
         try:
             os.makedirs(job_dir, exist_ok=True)
@@ -102,46 +100,10 @@ def _stop_group(child):
     signal_group(child.pid, signal.SIGKILL)
 
 
-# ---- stop / cleanup ---------------------------------------------------------------------------------------------
-def stop(job_dir, names, grace=GRACE_SECONDS):
-    """Stop the job's processes recorded on this host under `names`; returns {name: pid} of any that survived."""
-    targets = {}
-    for name in names:
-        pid = recorded_pid(job_dir, name)
-        if pid is not None and belongs_to_job(pid, job_dir):
-            targets[name] = pid
-    for pid in targets.values():
-        signal_process_and_group(pid, signal.SIGTERM)
-    deadline = time.time() + grace
-    while time.time() < deadline and any(alive(p) for p in targets.values()):
-        time.sleep(0.05)
-    for pid in targets.values():
-        if alive(pid):
-            signal_process_and_group(pid, signal.SIGKILL)
-    time.sleep(0.1)
-    return {name: pid for name, pid in targets.items() if alive(pid)}
-
-
+# ---- cleanup ---------------------------------------------------------------------------------------------------
 def cleanup(job_dir):
     if os.path.basename(job_dir.rstrip("/")).startswith("parallax-job-"):
         shutil.rmtree(job_dir, ignore_errors=True)
-
-
-def recorded_pid(job_dir, name):
-    try:
-        with open(os.path.join(job_dir, f"pid.{name}")) as f:
-            return int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def belongs_to_job(pid, job_dir):
-    """True if `pid` runs with this job's directory in its environment (so a recycled pid is left alone)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f"{ENV_JOB_DIR}={job_dir}".encode() in f.read().split(b"\0")
-    except OSError:
-        return False
 
 
 def main(argv):

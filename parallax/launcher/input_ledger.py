@@ -2,7 +2,7 @@
 which each worker's input ended. Plain Python, fed by the supervisor; it keeps no clock of its own.
 
 The workers' k-th batches are one device's k-th batch only while each worker has its equal share
-(parallax/example_counts.py). Two things break that at the end of the data, when its size is not a multiple of N*b:
+(parallax/rules/example_counts.py). Two things break that at the end of the data, when its size is not a multiple of N*b:
 - the workers' last batches hold different numbers of examples: the job goes on, and the launcher warns, naming
   the step, because that step is not exactly one device's;
 - one worker's input ends a step before another's: the others wait in that step for a worker that will never send

@@ -11,15 +11,17 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
-from parallax import collectives, plan_json
+from parallax.plan import plan_json
 from parallax.errors import LaunchError
-from parallax.launcher import bind_shim, mpirun, preflight, protocol, ssh_transport, stale
+from parallax.config import check_ssh_carries
+from parallax.launcher import mpirun, preflight, ssh_transport, stale
+from parallax.process import bind_shim, protocol
 from parallax.launcher.ssh import SshSettings, command as ssh_command, on_remote_hosts
-from parallax.launcher.resource_spec import Host, ResourceSpec
+from parallax.launcher.layout import Layout, Process
 from parallax.launcher.supervisor import Supervisor
-from parallax.text_table import format_table
+from parallax.core.text_table import format_table
 
 
 PLAN_FILE = "plan.json"
@@ -39,42 +41,6 @@ class LaunchOptions:
     stall_timeout_s: float = 600.0
     # "ssh": servers on loopback, reached through ssh forwards (ssh_transport.py); None: the script's Config
     transport: Optional[str] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Process:
-    host: Host
-    host_index: int
-    role: str  # "ps" | "worker" | "tunnel" (transport ssh: the forwards to and from one remote host)
-    index: int  # PS task or worker rank
-    port: Optional[int]
-
-    @property
-    def name(self):
-        return f"{self.role}.{self.index}"
-
-    @property
-    def label(self):
-        return f"{self.host.hostname}/{self.role}/{self.index}"
-
-
-@dataclasses.dataclass
-class Layout:
-    spec: ResourceSpec
-    processes: List[Process]
-    cluster: Optional[dict]
-    job_dir: str
-    python: str
-
-    @property
-    def hosts(self):
-        return self.spec.hosts
-
-    def servers(self):
-        return [p for p in self.processes if p.role == "ps"]
-
-    def workers(self):
-        return [p for p in self.processes if p.role == "worker"]
 
 
 def launch_job(spec, config, plan, command=None, out=None, options=None):
@@ -99,7 +65,7 @@ def servers_of(plan, run_option, num_hosts, num_workers=2):
     if tasks != tuple(range(len(tasks))):
         raise LaunchError(f"the plan uses parameter-server tasks {list(tasks)}; this launcher starts tasks "
                           f"0..k-1 only")
-    return len(tasks), collectives.uses_worker_servers(plan)
+    return len(tasks), plan.uses_worker_servers
 
 
 def launch(spec, command, options, plan_text, run_option=None, out=None):
@@ -112,7 +78,7 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
     plan = plan_json.loads(plan_text) if plan_text else None
     over_ssh = options.transport == "ssh"
     if over_ssh:  # planning refused these already; a command that could not be run once to plan has no plan
-        ssh_transport.check_supported(run_option, plan.backend if plan else None)
+        check_ssh_carries(run_option, plan.backend if plan else None)
     num_servers, worker_servers = servers_of(plan, run_option, spec.num_hosts, spec.num_workers)
     if num_servers > spec.num_hosts:
         raise LaunchError(f"the plan needs {num_servers} parameter servers, one per host, but the spec has "
@@ -251,7 +217,7 @@ def _server_process(process, python, env_extra, options):
     """(process, argv, env, stdin text) of a parameter server: run directly here, through ssh and the host agent
     elsewhere (the environment goes on stdin, never in a command line)."""
     extra = dict(env_extra, **{protocol.ENV_ROLE: "server", protocol.ENV_PS_TASK: str(process.index)})
-    argv = [python, "-m", "parallax.ps_server"]
+    argv = [python, "-m", "parallax.runtime.ps_server"]
     if process.host.is_local:
         return process, argv, dict(_local_environment(), **extra), None
     env = dict(mpirun.forwarded_environment(_local_environment()), **extra)
@@ -265,7 +231,7 @@ def describe(layout, python, command, main_cmd):
     rows = []
     for p in layout.processes:
         by = "mpirun" if by_mpirun else "spawn"
-        how = f"{python} -m parallax.ps_server" if p.role == "ps" else f"(by {by}) {' '.join(command)}"
+        how = f"{python} -m parallax.runtime.ps_server" if p.role == "ps" else f"(by {by}) {' '.join(command)}"
         where = "here" if p.host.is_local else "ssh"
         rows.append([p.host.hostname, p.role, str(p.index), str(p.port or "-"), where, how])
     table = format_table([["host", "role", "rank/task", "port", "started", "command"], *rows])

@@ -13,7 +13,7 @@ import sys
 import tempfile
 
 from parallax.errors import LaunchError
-from parallax.launcher import protocol
+from parallax.process import protocol
 
 TIMEOUT_SECONDS = 600
 

@@ -11,7 +11,8 @@ import subprocess
 from typing import Dict, List
 
 from parallax.errors import LaunchError
-from parallax.launcher import host_agent, ports, ssh
+from parallax.launcher import host_agent, ssh
+from parallax.process import ports
 
 AGENT = ["-m", "parallax.launcher.host_agent"]
 # Each host draws its ports on its own, so two hosts can draw the same one. Drawing a few more than a host needs

@@ -13,7 +13,7 @@ import sys
 import threading
 
 from parallax.launcher.processes import terminate_when_parent_dies
-from parallax.launcher.protocol import exit_line
+from parallax.process.protocol import exit_line
 
 _out_lock = threading.Lock()
 

@@ -13,28 +13,17 @@ import json
 import os
 import sys
 
-from parallax.errors import UnsupportedError
-from parallax.launcher import mpirun, preflight, protocol
+from parallax.launcher import mpirun, preflight
+from parallax.launcher.layout import Process
+from parallax.process import protocol
 from parallax.launcher.ssh import command as ssh_command
 
 LOOPBACK = "127.0.0.1"
 
 
-def check_supported(run_option, backend):
-    """Refuse what ssh cannot carry: MPI opens its own connections between hosts, to addresses and ports it
-    negotiates at run time, which no forward can follow (run_option MPI; collective backend Horovod)."""
-    if run_option == "MPI" or backend == "horovod":
-        what = "run_option='MPI'" if run_option == "MPI" else "collective_backend='horovod'"
-        raise UnsupportedError(
-            f"transport='ssh' cannot carry {what}: MPI (and Horovod on it) opens its own connections between "
-            f"hosts, which no ssh forward can carry. Use run_option 'PS', 'HYBRID' or 'AUTO' with "
-            f"collective_backend 'tf' or 'auto' (TF's gRPC is tunnelled), or transport='direct' on a trusted network")
-
-
 def tunnels(layout, options):
     """(role-"tunnel" process, argv, env, stdin) per remote host: `ssh -N` with its forwards, for the supervisor
     to run beside the servers (a tunnel that fails ends the job, naming it)."""
-    from parallax.launcher.job import Process
     found = []
     for index, host in enumerate(layout.hosts):
         if host.is_local:

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 
+from parallax.launcher import recorded_pids
 from parallax.launcher.processes import alive, signal_process
 
 OWNER_FILE = "owner"
@@ -54,7 +55,6 @@ def sweep_job_dirs(temp_dir=None, say=None, now=None):
     """Stop the recorded processes of, and remove, every job directory here whose launcher is gone: a launcher on
     this host is asked directly; one on another host cannot be, so its directory goes once every process it
     recorded here has ended and it is older than ABANDONED_AFTER_S. Returns the directories removed."""
-    from parallax.launcher import host_agent
     removed = []
     for job_dir in glob.glob(os.path.join(temp_dir or tempfile.gettempdir(), "parallax-job-*")):
         try:
@@ -69,7 +69,7 @@ def sweep_job_dirs(temp_dir=None, say=None, now=None):
         elif any(_recorded_alive(job_dir, name) for name in names) or \
                 (now or time.time()) - os.path.getmtime(job_dir) < ABANDONED_AFTER_S:
             continue
-        host_agent.stop(job_dir, names, grace=1.0)
+        recorded_pids.stop(job_dir, names, grace=1.0)
         shutil.rmtree(job_dir, ignore_errors=True)
         removed.append(job_dir)
         if say:
@@ -79,9 +79,8 @@ def sweep_job_dirs(temp_dir=None, say=None, now=None):
 
 
 def _recorded_alive(job_dir, name):
-    from parallax.launcher import host_agent
-    pid = host_agent.recorded_pid(job_dir, name)
-    return pid is not None and host_agent.belongs_to_job(pid, job_dir) and alive(pid)
+    pid = recorded_pids.recorded_pid(job_dir, name)
+    return pid is not None and recorded_pids.belongs_to_job(pid, job_dir) and alive(pid)
 
 
 # ---- local-cluster test beds ----------------------------------------------------------------------------------------

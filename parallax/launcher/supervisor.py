@@ -3,7 +3,7 @@
 mpirun runs the workers; services (parameter servers) start before it and are stopped after it. Every process
 announces itself, and its failures, with control lines in its output (role.CONTROL_PREFIX), which reach us through
 mpirun and ssh from any host; each also records `pid.<name>` in the job directory on its own host, by which teardown
-stops it there (host_agent.stop). Imports no TensorFlow.
+stops it there (recorded_pids.stop). Imports no TensorFlow.
 """
 import collections
 import concurrent.futures
@@ -15,9 +15,9 @@ import sys
 import threading
 import time
 
-from parallax.launcher import host_agent, mpirun, ssh
+from parallax.launcher import mpirun, recorded_pids, ssh
 from parallax.launcher.processes import signal_group, terminate_when_parent_dies
-from parallax.launcher.protocol import CONTROL_PREFIX
+from parallax.process.protocol import CONTROL_PREFIX
 from parallax.launcher.rank_output import RankLines, describe_exit, failed_rank, lines_of
 from parallax.launcher.input_ledger import InputLedger
 from parallax.launcher.step_ledger import StepLedger
@@ -246,7 +246,7 @@ class Supervisor:
                 names[p.host_index].append(f"agent.{p.name}")
         job_dir = self.layout.job_dir
         local = [n for i, ns in names.items() if self.layout.hosts[i].is_local for n in ns]
-        stopped_here = threading.Thread(target=host_agent.stop, args=(job_dir, local), kwargs={"grace": GRACE_SECONDS},
+        stopped_here = threading.Thread(target=recorded_pids.stop, args=(job_dir, local), kwargs={"grace": GRACE_SECONDS},
                                         daemon=True)
         stopped_here.start()
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:

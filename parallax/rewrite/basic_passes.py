@@ -4,8 +4,7 @@ add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax import (batch_draws, batchless_writes, example_counts, fused_batch_norm, loss_seeds, padded_inputs,
-                      paired_rows, statistics_combined)
+from parallax.rules import batch_draws, batchless_writes, example_counts, fused_batch_norm, loss_seeds, padded_inputs, paired_rows, statistics_combined
 
 tf1 = tf.compat.v1
 

@@ -9,7 +9,7 @@ the effects it would run for all of them, and the rest is pure computation.
 """
 import collections
 
-from parallax import graph_utils
+from parallax.core import graph_utils
 
 EMPTY = frozenset()
 

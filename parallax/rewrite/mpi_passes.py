@@ -8,10 +8,10 @@ import contextlib
 
 import tensorflow as tf
 
-from parallax.plan import Aggregation
-from parallax.row_keys import merge_rows, row_keys
+from parallax.plan.records import Aggregation
+from parallax.analysis.row_keys import merge_rows, row_keys
 from parallax.rewrite.fusion import fusion_groups
-from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
+from parallax.core.graph_surgery import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
 

@@ -12,11 +12,11 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax import (batch_draws, batchless_writes, collectives, example_counts, fused_batch_norm, loss_seeds,
-                      padded_inputs, statistics_combined)
+from parallax import collectives
+from parallax.rules import batch_draws, batchless_writes, example_counts, fused_batch_norm, loss_seeds, padded_inputs, statistics_combined
 from parallax.errors import PipelineError
-from parallax.plan import Aggregation
-from parallax.placement import OPAU, OPSW
+from parallax.plan.records import Aggregation
+from parallax.plan.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
 from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
                                            count_examples, gather_paired_rows, pad_inputs_to_the_longest,

@@ -1,7 +1,7 @@
 """The placement optimizations, applied: OPAU (place_post_aggregation_ops) and OPSW (place_boundary_ops) set the
-devices the plan decided (parallax/placement.py decides them, from the user's graph, before any rewrite)."""
-from parallax import graph_utils
-from parallax.placement import OPAU, OPSW, WORKER
+devices the plan decided (parallax/plan/placement.py decides them, from the user's graph, before any rewrite)."""
+from parallax.core import graph_utils
+from parallax.plan.placement import OPAU, OPSW, WORKER
 
 
 def place_post_aggregation_ops(ctx):

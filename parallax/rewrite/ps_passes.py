@@ -10,13 +10,13 @@ from typing import Dict, Tuple
 
 import tensorflow as tf
 
-from parallax import graph_utils
-from parallax.placement import server_devices
-from parallax.plan import WORKER_DEVICE, Aggregation
-from parallax.row_keys import merge_rows, row_keys
+from parallax.core import graph_utils
+from parallax.plan.placement import server_devices
+from parallax.plan.records import WORKER_DEVICE, Aggregation
+from parallax.analysis.row_keys import merge_rows, row_keys
 from parallax.rewrite.local_aggregation import gather_rows
 from parallax.rewrite.mpi_passes import gradients_of
-from parallax.rewrite.reroute import average_of, new_ops, reroute_consumers
+from parallax.core.graph_surgery import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1
 # Each take_grad advances an accumulator's step, and apply_grad silently drops a gradient whose local_step is

@@ -23,7 +23,7 @@ from typing import Tuple
 
 import tensorflow as tf
 
-from parallax import graph_utils
+from parallax.core import graph_utils
 from parallax.rewrite import min_cut
 
 tf1 = tf.compat.v1

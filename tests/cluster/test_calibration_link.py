@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from parallax import calibration
-from parallax.launcher import calibrate
+from parallax.plan import calibration
+from parallax.tools import calibrate
 from parallax.launcher.local_cluster import LINK_BURST_BYTES, LocalCluster
 from tests.cluster.conftest import ROOT, assert_nothing_left
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from parallax.launcher import bind_shim
+from parallax.process import bind_shim
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "case_host.py")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

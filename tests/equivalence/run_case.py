@@ -14,8 +14,8 @@ import numpy as np  # noqa: E402
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from parallax import plan_json  # noqa: E402
-from parallax.launcher.protocol import ENV_ROLE  # noqa: E402
+from parallax.plan import plan_json# noqa: E402
+from parallax.process.protocol import ENV_ROLE  # noqa: E402
 from tests.equivalence.cases import CASES  # noqa: E402
 from tests.equivalence import random_graphs, write_order  # noqa: E402
 from tests.equivalence.user_graphs import USER_GRAPHS  # noqa: E402

@@ -3,7 +3,7 @@ AUTO's choices differ (every variable on servers; dense variables on servers and
 fixed mode does; the cheaper method per variable), on two loopback hosts."""
 import pytest
 
-from parallax import calibration, cost_model
+from parallax.plan import calibration, cost_model
 from tests.equivalence.harness import check_case, two_hosts
 
 MACHINES = {
@@ -56,7 +56,7 @@ def test_auto_plans_are_exact_with_four_workers(tmp_path_factory, calibrations, 
 def test_each_machine_leads_auto_to_the_plan_it_stands_for(calibrations, machine, expected):
     """The plans the cases above run (no job: planning only), for the two cases the four-worker test runs."""
     import parallax
-    from parallax.planning import plan_job
+    from parallax.plan.planning import plan_job
     from tests.equivalence.run_case import case_builder
     for case in ("embedding_clip_adam", "random:103"):
         graph = case_builder(case)(2, 4, 3, 4, 1.0).graph
@@ -70,7 +70,7 @@ def test_a_shard_count_barely_predicted_faster_does_not_repartition_the_graph(ca
     """Planning only. On these machines another shard count of the case's embedding is predicted a few ns faster
     at most (a server's bytes balanced otherwise), far inside the model's error: the graph keeps its 2 shards."""
     import parallax
-    from parallax.planning import plan_job
+    from parallax.plan.planning import plan_job
     from tests.equivalence.run_case import case_builder
     graph = case_builder("embedding_clip_adam_partitioned")(2, 4, 3, 4, 1.0).graph
     plan = plan_job(graph, parallax.analyze(graph), parallax.ResourceSpec.parse(two_hosts(2)),

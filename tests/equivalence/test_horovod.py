@@ -35,8 +35,8 @@ def test_one_run_covers_both_modes_of_these():
     import json
 
     import parallax
-    from parallax import plan_json
-    from parallax.planning import plan_job
+    from parallax.plan import plan_json
+    from parallax.plan.planning import plan_job
     from tests.equivalence.run_case import case_builder
     spec = parallax.ResourceSpec.parse(two_hosts(2))
     for name in SAME_PLAN:

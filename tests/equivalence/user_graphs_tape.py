@@ -166,7 +166,7 @@ def keras_init_checks_in_process_order(n, b, steps, graph_batch, lr_scale=1.0):
     """keras_adam_minimize, plus a check per variable of whether it is initialized, made in an order that changes
     from process to process, as a Keras functional model makes its VarIsInitializedOp ops: here rotated by the
     worker's rank, so `VarIsInitializedOp_1` reads another variable in each worker. No step runs them."""
-    from parallax.launcher.protocol import this_process
+    from parallax.process.protocol import this_process
     g, train, (idp, yp) = _keras_regression(146, lambda: tf.keras.optimizers.legacy.Adam(0.05 * lr_scale), True)
     with g.as_default():
         variables = tf1.global_variables()

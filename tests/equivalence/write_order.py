@@ -3,7 +3,7 @@ for a write of server-held state in the user's graph still waits for it (an EMA 
 variable's update, behind the train op's group that every worker runs). A lost edge is a race that shows only under
 load, so a run cannot be relied on to find it: run_case.py's chief checks its own rewritten graph in every job with
 servers (every user graph in PS and HYBRID), and tests/test_write_order.py the random graphs without running them."""
-from parallax.sync_step import SyncSteps
+from parallax.runtime.sync_step import SyncSteps
 
 
 def _writes_before(graph, writes):

@@ -1,6 +1,6 @@
 """A small LSTM language model written for the original Parallax's API, in the style of its lm1b example: tf.app
 flags, a config built field by field (communication, checkpoint and profile configs), embedding and softmax shards
-from parallax.partition, a GPU pin, clipped gradients, Adagrad and an EMA, the LSTM state fed back as per-replica
+from parallax.legacy.partition, a GPU pin, clipped gradients, Adagrad and an EMA, the LSTM state fed back as per-replica
 lists, parallax.log, and an end by SIGTERM to itself. tests/legacy/test_parallel_run.py runs it."""
 import os
 

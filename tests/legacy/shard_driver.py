@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 import parallax
-from parallax import shard
+from parallax.capture import shard
 
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 import parallax
-from parallax import legacy_config, legacy_run
+from parallax.config import translate
+from parallax.legacy import run as legacy_run
 from parallax.errors import ConfigError, ParallaxError
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -47,7 +48,7 @@ def _original_config(**ps):
 
 
 def test_the_original_fields_become_config_fields_or_one_warning_each():
-    t = legacy_config.translate(_original_config(local_aggregation=False, boundary_among_servers=False,
+    t = translate(_original_config(local_aggregation=False, boundary_among_servers=False,
                                                  protocol="grpc+verbs"))
     c = t.config
     assert (c.run_option, c.average_sparse, c.local_aggregation, c.place_post_aggregation_ops,
@@ -64,7 +65,7 @@ def test_the_original_fields_become_config_fields_or_one_warning_each():
 def test_original_fields_that_contradict_each_other_are_warnings_not_errors():
     config = parallax.Config()
     config.ckpt_config = parallax.CheckPointConfig(save_ckpt_steps=10, save_ckpt_secs=5)
-    t = legacy_config.translate(config)
+    t = translate(config)
     assert t.config.save_checkpoint_steps is None and t.save_checkpoint_secs is None
     assert [w.split(" is not")[0] for w in t.warnings] == ["parallax: ckpt_config.save_ckpt_steps=10",
                                                            "parallax: ckpt_config.save_ckpt_secs=5"]
@@ -72,7 +73,7 @@ def test_original_fields_that_contradict_each_other_are_warnings_not_errors():
 
 def test_a_config_without_original_fields_translates_to_itself_without_warnings():
     config = parallax.Config(run_option="MPI")
-    t = legacy_config.translate(config)
+    t = translate(config)
     assert t.config == config and t.warnings == ()
 
 
@@ -147,7 +148,7 @@ LATE_SIGTERM = {
 @pytest.mark.parametrize("when", list(LATE_SIGTERM))
 def test_a_sigterm_handled_after_the_script_has_returned_does_not_abort_the_last_checkpoint(when):
     script = ("import atexit, os, signal, threading, time\n"
-              "from parallax import legacy_run\n"
+              "from parallax.legacy import run as legacy_run\n"
               "class S:\n"
               "    kill_in_close = False\n"
               "    def close(self):\n"
@@ -177,7 +178,7 @@ def test_a_sigterm_during_the_script_ends_it_as_its_end_does():
 
 @pytest.mark.slow  # real processes
 def test_a_last_checkpoint_that_fails_at_exit_fails_the_process():
-    script = ("from parallax import legacy_run\n"
+    script = ("from parallax.legacy import run as legacy_run\n"
               "class S:\n"
               "    def close(self):\n"
               "        raise OSError('disk full')\n"

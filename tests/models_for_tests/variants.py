@@ -1,5 +1,5 @@
 """Each worker's variant of a fetch in a rewritten graph, derived as the Runner does, without starting processes."""
-from parallax.sync_step import SyncSteps
+from parallax.runtime.sync_step import SyncSteps
 
 
 def variants(out, fetch, num_workers):

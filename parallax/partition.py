@@ -1,2 +1,0 @@
-"""The original Parallax's module name for partitioning: `parallax.partition.get_partitions(n)`."""
-from parallax.partitioner import get_partitioner, get_partitions  # noqa: F401

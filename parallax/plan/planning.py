@@ -1,0 +1,103 @@
+"""The whole plan of a job, made once: the TF-free decisions of plan.py, plus the op placements, which are read
+from the user's graph (placement.py), the collective backend (which needs to look at what is installed), and with
+run_option="AUTO" the methods the cost model chooses (auto_plan.py).
+Nothing is rewritten here."""
+import dataclasses
+
+from parallax import collectives
+from parallax.rules import batch_draws, batch_statistics, batchless_writes, gradient_check, input_sharding, loss_law, loss_seeds, padded_inputs, state_writes
+from parallax.config import check_ssh_carries
+from parallax.plan.placement import decide_placements
+from parallax.plan.records import Aggregation, make_plan
+from parallax.plan import auto_plan
+
+
+def plan_job(graph, analysis, spec, config):
+    # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
+    statistics = batch_statistics.find(graph, analysis) if spec.num_workers > 1 and config.sync else \
+        batch_statistics.BatchStatistics()
+    draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
+    plan, decided = _planned(graph, analysis, spec, config, statistics, draws)
+    # The check simulates split draws and the statistics combined of the data, not the other rules' rewrites or
+    # what they list.
+    if spec.num_workers > 1 and plan.sync and not (statistics.uncombinable or statistics.fused or statistics.paired or
+                                                   draws.unsplittable):
+        listed = _checked(graph, analysis, plan, statistics, draws)
+        if listed and statistics.whole_sums:
+            # A function of a sum that is not proportional to it (`positives + 1`, a guard) differs at the
+            # workers' mean: the step reads every such value whole instead, if its gradients then are one
+            # device's.
+            whole = statistics.read_whole()
+            whole_plan, whole_decided = _planned(graph, analysis, spec, config, whole, draws)
+            if not _checked(graph, analysis, whole_plan, whole, draws):
+                plan, decided, statistics, listed = whole_plan, whole_decided, whole, []
+        plan = dataclasses.replace(plan, uncombinable_statistics=tuple(listed))
+    if spec.num_workers > 1 and plan.sync:
+        # a statistic read whole (gathered_statistics.py's) is one device's for every reader, as combined ones are
+        one_devices = [name for name, _, _ in statistics.combined] + [
+            name for name, law in statistics.laws if law == batch_statistics.WHOLE]
+        rows, listed, covered = state_writes.checked(
+            graph, analysis, one_devices, draws.split,
+            [name for name, _ in statistics.fused], {entry.split(" ")[0] for entry in plan.uncombinable_statistics})
+        plan = dataclasses.replace(plan, batch_statistics=plan.batch_statistics + tuple(rows),
+                                   uncombinable_statistics=tuple(
+                                       entry for entry in plan.uncombinable_statistics
+                                       if entry.split(" ")[0] not in covered) + tuple(listed))
+    dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
+    backend = collectives.resolve(_backend_choice(decided), dense_only) if plan.uses_collectives else "none"
+    plan = dataclasses.replace(plan, backend=backend)
+    if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
+        plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
+                                                         for v in plan.variables))
+    return dataclasses.replace(plan, placements=decide_placements(graph, plan))
+
+
+def _planned(graph, analysis, spec, config, statistics, draws):
+    """(the plan, the config with its averaging decided) for the statistics combined as `statistics` says: the
+    losses' laws (read with the statistics as the rewrite makes them), their seeds, AUTO's methods."""
+    partitions, averaging, seeds, edges = None, "", (), ()
+    if config.average_dense is None or config.average_sparse is None:
+        laws, means, averaging = loss_law.laws_and_means(graph, statistics.laws, draws.split) \
+            if spec.num_workers > 1 else ({}, {}, "")
+        average = loss_law.averages(laws)
+        if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
+            seeds, edges = loss_seeds.find(graph, analysis, laws, means)
+        config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
+                                                if getattr(config, name) is None})
+    if config.run_option == "AUTO" and spec.num_workers > 1:
+        auto = auto_plan.choose(graph, analysis, spec, config, statistics)
+        config, partitions = auto.config, auto.partitions
+    plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
+    if seeds:  # a mean's gradients start at 1/N: every variable's are summed
+        plan = dataclasses.replace(plan, loss_seeds=seeds, mean_term_edges=edges,
+                                   averaging=loss_seeds.sentence(seeds, edges) +
+                                   (f"; {averaging}" if averaging.startswith(loss_law.UNCHECKED) else ""),
+                                   variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
+    if spec.num_workers > 1:
+        updates = [n for v in plan.variables for p in v.parts for n in p.update_ops]
+        plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
+                                   batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
+                                   unsplittable_draws=draws.unsplittable, guarded_draws=draws.guarded,
+                                   batch_statistics=statistics.combined,
+                                   uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
+                                   fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
+                                   repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers),
+                                   reads_no_input=input_sharding.reads_no_input(graph, updates),
+                                   batchless_writes=batchless_writes.find(graph, updates))
+    return plan, config
+
+
+def _checked(graph, analysis, plan, statistics, draws):
+    """The last check's list (gradient_check.py) for `plan`, its statistics read as `statistics` combines them."""
+    averaged = {v.name: v.average for v in plan.variables}
+    return gradient_check.mismatched(graph, analysis, lambda name: averaged.get(name, True), draws.split,
+                                     plan.loss_seeds, plan.mean_term_edges, statistics)
+
+
+def _backend_choice(config):
+    """Config.collective_backend, as the transport allows: over ssh only TF's gRPC can be tunnelled, so "auto"
+    means "tf"."""
+    if config.transport != "ssh":
+        return config.collective_backend
+    check_ssh_carries(config.run_option, config.collective_backend)
+    return collectives.TF

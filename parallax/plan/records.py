@@ -1,0 +1,436 @@
+"""The plan: the whole decision about a job, as plain records. Made once from an analysis, a spec and a config; the
+rewrite passes read it and decide nothing themselves. Imports no TensorFlow, so plans can be built, printed,
+serialized (plan_json.py) and tested without starting anything.
+
+Methods (per variable):
+  LOCAL  one worker: nothing to aggregate, the variable is updated in place
+  AR     replicated in every worker; its gradients reach every worker through collectives
+  AG     the same, named for a sparse variable: its IndexedSlices gradients are all-gathered
+  PS     stored on parameter server(s), one per part; gradients aggregated there by the synchronous protocol
+How each gradient is aggregated (`Aggregation`) follows from the method and the gradient's kind: a replicated
+variable's dense gradients are all-reduced and its IndexedSlices gradients all-gathered (densifying them would
+change a sparse optimizer's update); a server variable's dense gradients go through an accumulator and its
+IndexedSlices gradients through per-worker row queues.
+"""
+import dataclasses
+import enum
+from typing import Any, Optional, Tuple
+
+from parallax.errors import ConfigError, UnsupportedError
+from parallax.core.text_table import format_table
+
+
+class Method(str, enum.Enum):
+    LOCAL = "LOCAL"
+    AR = "AR"
+    AG = "AG"
+    PS = "PS"
+
+    def __str__(self):
+        return self.value
+
+    @property
+    def replicated(self):
+        return self in (Method.AR, Method.AG)
+
+
+class Aggregation(str, enum.Enum):
+    NONE = "none"  # LOCAL
+    ALLREDUCE = "allreduce"
+    ALLGATHER = "allgather"
+    ACCUMULATOR = "accumulator"  # dense, on the part's server
+    ROW_QUEUES = "row_queues"  # IndexedSlices, every worker's rows concatenated on the part's server
+
+    def __str__(self):
+        return self.value
+
+
+def ps_device(task):
+    return f"/job:ps/task:{task}"
+
+
+WORKER_DEVICE = ""  # the device of whatever worker runs the op: each holds its own copy
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientPlan:
+    scope: str  # names the aggregation: the part's name for its first gradient, "<part>/g<k>" for the k-th
+    values: str
+    indices: Optional[str]  # None for a dense gradient
+    aggregation: Aggregation
+    merge_rows: bool = False  # rows that one device holds once are merged across workers (row_keys.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartPlan:
+    """One variable op (a shard of a partitioned variable, or a whole one): where it lives and what touches it."""
+    name: str
+    device: str  # ps_device(task), or WORKER_DEVICE for a copy in every worker
+    ps_task: Optional[int]
+    slots: Tuple[str, ...]  # slot variable ops: they live with the part
+    update_ops: Tuple[str, ...]  # they run where the part lives
+    gradients: Tuple[GradientPlan, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class VariablePlan:
+    name: str
+    kind: str  # "dense" | "sparse"
+    method: Method
+    bytes: Optional[int]
+    average: bool  # aggregated gradients are divided by the number of workers
+    parts: Tuple[PartPlan, ...] = ()
+    local_aggregation: bool = False  # row queues go through each host's holder worker first
+    shape: Tuple[Optional[int], ...] = ()
+    dtype: str = ""
+
+    @property
+    def ps_tasks(self):
+        return tuple(p.ps_task for p in self.parts) if self.method == Method.PS else ()
+
+    @property
+    def gradients(self):
+        return tuple(g for p in self.parts for g in p.gradients)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatePlan:
+    """A non-trainable variable that training updates, and where it lives: a server task, or None (every worker)."""
+    name: str
+    kind: str
+    ps_task: Optional[int]
+    # its update reads worker data (e.g. batch-norm statistics): every worker's value averaged, then written; not
+    # where the value reads server state back after the chief's write of it (_place_state)
+    aggregate: bool
+    written_by: Tuple[str, ...] = ()
+    colocated_with: Optional[str] = None  # the variable TF colocates it with, which it leaves for another server
+
+    @property
+    def device(self):
+        return WORKER_DEVICE if self.ps_task is None else ps_device(self.ps_task)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    run_option: str
+    num_workers: int
+    num_hosts: int
+    variables: Tuple[VariablePlan, ...]
+    sync: bool = True
+    state: Tuple[StatePlan, ...] = ()
+    place_post_aggregation_ops: bool = False  # OPAU: only meaningful with servers, and in sync mode
+    worker_hosts: Tuple[int, ...] = ()  # the spec host (index) of each worker
+    place_boundary_ops: bool = False  # OPSW: only meaningful with servers
+    holders: Tuple[int, ...] = ()  # per worker: the worker that holds its host's local aggregation (its first)
+    backend: str = "horovod"  # the collective library, when collectives are used
+    # Decided op placements: (pass name, ((op, device), ...)), device WORKER_DEVICE for "whichever worker runs it".
+    placements: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = ()
+    partitions: Optional[int] = None  # AUTO: the shards of the variables get_partitioner splits (None: as built)
+    # Random draws whose shape follows the batch (batch_draws.py): (op, batch axis) each worker draws for the whole
+    # batch and keeps its share of, how the examples are shared ("blocks" or "interleaved"), and those it cannot.
+    batch_draws: Tuple[Tuple[str, int], ...] = ()
+    batch_layout: str = "blocks"
+    unsplittable_draws: Tuple[str, ...] = ()
+    # Statistics of the batch the gradients are computed from (batch_statistics.py): (tensor, how the workers'
+    # values combine into what each reads, the ops that read it), and those that cannot be combined ("tensor (why)").
+    batch_statistics: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
+    uncombinable_statistics: Tuple[str, ...] = ()
+    # Fused batch normalizations in training mode and their gradient ops, computed on the whole batch's statistics
+    # (fused_batch_norm.py).
+    fused_batch_norms: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    # Why the variables' `average` is what it is, when the loss decided it (loss_law.py); "" when Config set it.
+    averaging: str = ""
+    # Inputs their dataset pads to the batch's longest example (padded_inputs.py): (tensor, its padded axes, the
+    # padding value), padded further to the longest over every worker.
+    padded_inputs: Tuple[Tuple[str, Tuple[int, ...], Any], ...] = ()
+    # The losses' default seeds (loss_seeds.py), (seed op, "mean" | "sum"): a mean's starts at 1/N, and every
+    # variable's gradients are summed. A summed loss's mean terms' (a penalty's) gradient inputs (loss_terms.py),
+    # scaled by 1/N.
+    loss_seeds: Tuple[Tuple[str, str], ...] = ()
+    mean_term_edges: Tuple[Tuple[str, int], ...] = ()
+    unsharded_inputs: Tuple[str, ...] = ()  # read from a dataset nothing shards (input_sharding.py): warned
+    # Dataset shards a repeat() follows, over a number of examples no multiple of N (input_sharding.py): warned
+    repeated_shards: Tuple[Tuple[str, int], ...] = ()
+    # Values that pair the batch's examples (paired_rows.py): (GATHERED|OWN|PADDED|SUMMED, tensor, its readers),
+    # what each reader reads of the tensor instead, so that every worker computes one device's pairs.
+    paired_rows: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
+    # The training step reads no input: every worker computes the same batch (input_sharding.py): warned
+    reads_no_input: bool = False
+    # Those of unsplittable_draws that only some branches of a cond run (draw_guards.py): (draw, the op whose run
+    # decides it, the cond's predicate, "if" | "case", the branches that draw, how many it has); warned when run.
+    guarded_draws: Tuple[Tuple[str, str, str, str, Tuple[int, ...], int], ...] = ()
+    # Writes of the training step that read no input that can end (sparse Adam's slot decays), with the inputs each
+    # is made to wait for (batchless_writes.py): a step whose input ends writes nothing, in every mode (warned).
+    batchless_writes: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+
+    @property
+    def methods(self):
+        return frozenset(v.method for v in self.variables)
+
+    @property
+    def aggregations(self):
+        return frozenset(g.aggregation for v in self.variables for g in v.gradients)
+
+    @property
+    def uses_servers(self):
+        return Method.PS in self.methods or any(s.ps_task is not None for s in self.state)
+
+    @property
+    def server_tasks(self):
+        """The parameter-server tasks that hold something."""
+        tasks = {t for v in self.variables for t in v.ps_tasks} | {s.ps_task for s in self.state}
+        return tuple(sorted(t for t in tasks if t is not None))
+
+    @property
+    def coordinator(self):
+        """The server device that holds a synchronous step's barrier queues (the first server task)."""
+        return ps_device(self.server_tasks[0]) if self.server_tasks else None
+
+    @property
+    def uses_collectives(self):
+        """Replicated variables' gradients, or statistics of the batch, go through collectives."""
+        return any(m.replicated for m in self.methods) or \
+            bool(self.batch_statistics or self.fused_batch_norms or self.padded_inputs or self.paired_rows)
+
+    @property
+    def uses_worker_servers(self):
+        """Every worker runs a TF server: for parameter servers, or for TF's collectives (backend "tf")."""
+        return self.uses_servers or (self.uses_collectives and self.backend == "tf")
+
+    @property
+    def uses_local_aggregation(self):
+        return any(v.local_aggregation for v in self.variables)
+
+    @property
+    def parts(self):
+        return tuple(p for v in self.variables for p in v.parts)
+
+    def variable(self, name):
+        for v in self.variables:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def placed(self, pass_name):
+        return dict(self.placements).get(pass_name, ())
+
+    def __str__(self):
+        rows = [("variable", "kind", "bytes", "method", "average", "ps task(s)", "local agg")]
+        for v in self.variables:
+            rows.append((v.name, v.kind, str(v.bytes), str(v.method), str(v.average),
+                         ",".join(map(str, v.ps_tasks)) or "-", str(v.local_aggregation)))
+        head = f"plan: run_option={self.run_option} workers={self.num_workers} hosts={self.num_hosts} sync={self.sync}"
+        if self.uses_collectives:
+            head += f" collectives={self.backend}"
+        out = head + "\n" + format_table(rows)
+        out = out + "\n" + self.state_summary() if self.state else out
+        return "\n".join([out] + self.batch_summaries())
+
+    def state_summary(self):
+        """One line: where each piece of updated state lives."""
+        return "state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
+                                     + (" (averaged)" if s.aggregate else "") for s in self.state)
+
+    def batch_summaries(self):
+        """Lines: the random draws that follow the batch, split as one device draws them or not; the statistics of
+        the batch the workers combine, and those they cannot (none when the plan has none of either)."""
+        draws = [f"{name} (batch axis {axis}, {self.batch_layout})" for name, axis in self.batch_draws]
+        guarded = {g[0] for g in self.guarded_draws}
+        draws += [f"{name} (cannot be split: differs from one device's{' in a step that runs it' * (name in guarded)})"
+                  for name in self.unsplittable_draws]
+        statistics = [f"{name} ({law} over workers)" for name, law, _ in self.batch_statistics]
+        statistics += [f"{name} (fused batch norm, its mean and variance over workers)"
+                       for name, _ in self.fused_batch_norms]
+        statistics += [f"{entry}: each worker's own" for entry in self.uncombinable_statistics]
+        gathered = sorted(name for kind, name, _ in self.paired_rows if kind == "gathered")
+        statistics += [f"{name} (every worker's rows, for the values that pair the batch's examples)"
+                       for name in gathered]
+        padded = [f"{name} (axes {', '.join(map(str, axes))}, with {value!r})"
+                  for name, axes, value in self.padded_inputs]
+        return ["inputs padded to the longest over workers: " + ", ".join(padded)] * bool(padded) + \
+            ["draws for the whole batch: " + ", ".join(draws)] * bool(draws) + \
+            ["statistics of the batch: " + ", ".join(statistics)] * bool(statistics)
+
+
+def make_plan(analysis, spec, config):
+    """Decide everything but op placements (planning.py adds those from the graph). Deterministic: the same
+    analysis, spec and config give the same plan in every process."""
+    n = spec.num_workers
+    trained = sorted(analysis.trained_variables, key=lambda r: r.name)
+    overrides = _method_overrides(config, trained, n)
+    decisions = []
+    for v in trained:
+        # None (from the loss) is plan_job's to decide; alone, make_plan takes the loss for a mean.
+        average = (config.average_sparse if v.kind == "sparse" else config.average_dense) is not False
+        method = overrides.get(v.name) or _method(v.kind, config.run_option, n)
+        decisions.append(VariablePlan(v.name, v.kind, method, v.bytes, average, shape=tuple(v.shape),
+                                      dtype=v.dtype))
+    decisions = _one_side_per_update(decisions, trained)
+    if any(d.method.replicated for d in decisions) and not config.sync:
+        who = f"{config.run_option} with Config.methods" if overrides else config.run_option
+        raise UnsupportedError(f"{who} runs synchronously (its AllReduce and AllGather are collectives of all "
+                               f"workers); use Config(run_option='PS', sync=False) for asynchronous training")
+    worker_hosts = tuple(spec.host_of_worker(w) for w in range(n))
+    shared_host = len(set(worker_hosts)) < n  # local aggregation needs a host with several workers
+    local = config.local_aggregation and shared_host and config.sync
+    tasks, load = _assign_servers(decisions, {v.name: len(v.parts) for v in trained}, spec.num_hosts)
+    records = {v.name: v for v in trained}
+    decisions = [dataclasses.replace(d, parts=_parts(records[d.name], d.method, tasks.get(d.name)),
+                                     local_aggregation=local and d.method == Method.PS and d.kind == "sparse")
+                 for d in decisions]
+    state = _place_state(analysis, decisions, load, n)
+    with_servers = any(d.method == Method.PS for d in decisions)
+    return Plan(config.run_option, n, spec.num_hosts, tuple(decisions), config.sync, state,
+                place_post_aggregation_ops=config.place_post_aggregation_ops and with_servers and config.sync,
+                worker_hosts=worker_hosts, place_boundary_ops=config.place_boundary_ops and with_servers,
+                holders=_holders(worker_hosts))
+
+
+def _one_side_per_update(decisions, trained):
+    """Variables that one op updates together (an optimizer's apply_gradients inside a v2 tf.cond, which loss
+    scaling builds) cannot be split between the servers and every worker: that op runs once, on the chief, when
+    it writes server state. So when one of them is on a server, all of them are."""
+    group = {}  # variable -> representative, by shared update ops (union-find)
+
+    def find(name):
+        while group.setdefault(name, name) != name:
+            name = group[name]
+        return name
+    writer_of = {}
+    for v in trained:
+        for op in v.update_ops:
+            if op in writer_of:
+                group[find(v.name)] = find(writer_of[op])
+            writer_of.setdefault(op, v.name)
+    on_servers = {find(d.name) for d in decisions if d.method == Method.PS}
+    return [dataclasses.replace(d, method=Method.PS) if d.method.replicated and find(d.name) in on_servers else d
+            for d in decisions]
+
+
+def _method(kind, run_option, num_workers):
+    if num_workers == 1:
+        return Method.LOCAL
+    if run_option == "MPI":
+        return Method.AG if kind == "sparse" else Method.AR
+    if run_option == "PS":
+        return Method.PS
+    return Method.PS if kind == "sparse" else Method.AR  # HYBRID (and AUTO's default: auto_plan.py chooses)
+
+
+def _method_overrides(config, trained, num_workers):
+    """Config.methods: {variable name: method} for variables the user places by hand (a mixed plan)."""
+    chosen = dict(config.methods)
+    known = {v.name for v in trained}
+    unknown = sorted(set(chosen) - known)
+    if unknown:
+        raise ConfigError(f"Config.methods names {unknown}, which the graph does not train; trained variables: "
+                          f"{sorted(known)}")
+    if num_workers == 1:
+        return {}
+    return {name: Method(m) for name, m in chosen.items()}
+
+
+def _parts(record, method, tasks):
+    parts = []
+    for i, part in enumerate(record.parts):
+        task = tasks[i] if tasks else None
+        grads = tuple(GradientPlan(part.name if k == 0 else f"{part.name}/g{k}", g.values, g.indices,
+                                   _aggregation(method, g.is_sparse), g.merge_rows)
+                      for k, g in enumerate(part.gradients))
+        parts.append(PartPlan(part.name, WORKER_DEVICE if task is None else ps_device(task), task,
+                              tuple(s for _, s in part.slots), tuple(part.update_ops), grads))
+    return tuple(parts)
+
+
+def _aggregation(method, sparse):
+    if method == Method.LOCAL:
+        return Aggregation.NONE
+    if method.replicated:
+        return Aggregation.ALLGATHER if sparse else Aggregation.ALLREDUCE
+    return Aggregation.ROW_QUEUES if sparse else Aggregation.ACCUMULATOR
+
+
+def _holders(worker_hosts):
+    first = {}
+    for w, h in enumerate(worker_hosts):
+        first.setdefault(h, w)
+    return tuple(first[h] for h in worker_hosts)
+
+
+def _assign_servers(decisions, num_parts, num_servers):
+    """Greedy balance by bytes, largest first; the shards of one variable go to different servers.
+    Returns ({variable: task per part}, load per server)."""
+    load = [0] * max(num_servers, 1)
+    out = {}
+    for d in sorted((d for d in decisions if d.method == Method.PS), key=lambda d: (-(d.bytes or 0), d.name)):
+        parts = num_parts.get(d.name, 1)
+        part_bytes = (d.bytes or 0) // parts
+        tasks = []
+        for _ in range(parts):
+            # Prefer servers this variable does not use yet, then the least loaded; ties go to the lowest task.
+            task = min(range(len(load)), key=lambda t: (t in tasks, load[t], t))
+            load[task] += part_bytes
+            tasks.append(task)
+        out[d.name] = tuple(tasks)
+    return out, load
+
+
+def _place_state(analysis, decisions, load, num_workers):
+    """Where updated non-trainable state lives.
+
+    Without servers (MPI, or HYBRID on a dense-only model) every worker keeps and updates its own copy, as on one
+    device. With servers, state is written once per step by the chief, so it lives on a server, where every worker
+    reads the current value: with the variable it is colocated with when that one is on a server, else balanced
+    by bytes. State colocated with a replicated variable stays replicated (an EMA shadow: the chief's copy is the
+    one checkpointed), except optimizer state such as Adam's beta powers, which every worker's update reads."""
+    if num_workers == 1:
+        return ()
+    with_servers = any(d.method == Method.PS for d in decisions)
+    part_task = {p.name: p.ps_task for d in decisions for p in d.parts if p.ps_task is not None}
+    read_back = _read_back_by_every_worker(analysis.state, decisions, part_task)
+    # TF places state colocated with other state (batch renormalization's moving deviation with the moving
+    # variance) beside it, so the two live together: where their group's root does, on every worker if either is.
+    names = {s.name for s in analysis.state}
+    group = {s.name: s.colocated_with if s.colocated_with in names else s.name for s in analysis.state}
+    groups_read_back = {group[x] for x in read_back if x in group}
+    read_back |= {name for name in names if group[name] in groups_read_back}
+    tasks = {}
+    for s in sorted(analysis.state, key=lambda s: (group[s.name] != s.name, -(s.bytes or 0), s.name)):
+        if group[s.name] != s.name:
+            task = tasks[group[s.name]]
+        elif s.name in read_back:
+            task = None
+        elif s.colocated_with in part_task:
+            task = part_task[s.colocated_with]
+        elif not with_servers or (s.colocated_with is not None and s.kind != "optimizer"):
+            task = None
+        else:
+            task = min(range(len(load)), key=lambda t: (load[t], t))
+            load[task] += s.bytes or 0
+        tasks[s.name] = task
+    # Written from a server's state as read back after the chief's write of it (batch renormalization's moving
+    # variance, the square of its moving deviation as just updated): only the chief has that value, so the chief
+    # writes it alone. Its other inputs are one device's (combined statistics), as in a mode without servers.
+    from_chief_writes = {x for s in analysis.state if tasks[s.name] is not None for x in s.read_back_by}
+    placed = [StatePlan(s.name, s.kind, tasks[s.name], tasks[s.name] is not None and s.kind == "update_ops"
+                        and s.name not in from_chief_writes, tuple(s.written_by), s.colocated_with)
+              for s in analysis.state]
+    return tuple(sorted(placed, key=lambda s: s.name))
+
+
+def _read_back_by_every_worker(state, decisions, part_task):
+    """State whose value, read back after the step wrote it, feeds a write that every worker makes (a replica's
+    update, a replicated average): every worker holds its own copy and writes it, as one device does. On a server
+    only the chief's step writes it, after every worker's step, too late for the others' reads."""
+    held = {p.name for d in decisions if d.method != Method.PS for p in d.parts}
+    held |= {s.name for s in state if s.colocated_with is not None and s.kind != "optimizer"
+             and s.colocated_with not in part_task}  # replicated beside a replica (_place_state)
+    every_worker = set()
+    grown = True
+    while grown:
+        grown = False
+        for s in state:
+            if s.name not in every_worker and any(x in held or x in every_worker for x in s.read_back_by):
+                every_worker.add(s.name)
+                grown = True
+    return every_worker
