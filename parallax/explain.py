@@ -204,7 +204,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
 def _traffic(graph, record, vp, n, measured=None):
     b = vp.bytes
     a = (measured if measured is not None else static_sparsity(graph, record)) if vp.kind == "sparse" else None
-    # A replicated variable's IndexedSlices gradients are all-gathered, its dense ones all-reduced (plan.py).
+    # A replicated variable's IndexedSlices gradients are all-gathered, its dense ones all-reduced (plan/records.py).
     method = ("AG" if vp.kind == "sparse" else "AR") if vp.method.replicated else str(vp.method)
     if b is None or (vp.kind == "sparse" and method in ("PS", "AG") and a is None):
         return VariableTraffic(vp.name, str(vp.method), b, a, None)

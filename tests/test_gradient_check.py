@@ -184,7 +184,7 @@ def test_per_example_gradients_in_a_map_fn_are_checked(noise, listed):
     body reads variables, which made the check skip the graph), clipped, summed, over the batch's size. Without
     noise the gradient is the workers' mean; seeded noise added to the sum before the division is not (each worker
     adds it to its own share), and is listed instead of differing silently. The gradients taken inside the loop
-    are not the step's: capture.py records neither them nor their losses, whose names would name outer tensors."""
+    are not the step's: capture/gradients.py records neither them nor their losses, whose names would name outer tensors."""
     from parallax.capture import gradients as capture
     from tests.equivalence.user_graphs_unseen import dp_sgd_clipped_examples
     g = dp_sgd_clipped_examples(2, 4, 1, 4, noise=noise).graph

@@ -1,4 +1,4 @@
-"""The plans the cost model chooses among (parallax/plan/plan_search.py): the fixed modes' as plan.py decides them, and
+"""The plans the cost model chooses among (parallax/plan/plan_search.py): the fixed modes' as plan/records.py decides them, and
 the search for the plan of least predicted step time."""
 import itertools
 

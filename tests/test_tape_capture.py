@@ -1,4 +1,4 @@
-"""Gradients taken with tf.GradientTape in a v1 graph are captured as tf.gradients' are (tape_capture.py): the loss,
+"""Gradients taken with tf.GradientTape in a v1 graph are captured as tf.gradients' are (capture/tape.py): the loss,
 a default seed the rewrite can scale, the (variable, gradient) pairs, and each gradient op's forward op; so the
 loss rules hold for them. A tape run eagerly, or given its own output_gradients, behaves as without parallax."""
 import json

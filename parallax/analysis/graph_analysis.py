@@ -1,6 +1,6 @@
 """`parallax.analyze(graph)`: what the user's graph trains, and how, as plain printable records.
 
-Gradients and updates come from capture.py's records when the graph was built after `import parallax`.
+Gradients and updates come from capture/gradients.py's records when the graph was built after `import parallax`.
 Otherwise each variable's update scope (`<optimizer>/update_<var>/`, which every tf.compat.v1.train optimizer
 creates) is walked back to the tensors that feed it; those are then the gradients as the optimizer saw them,
 that is after any user clipping.

@@ -3,7 +3,7 @@
 TensorFlow's core is not patched. Importing parallax wraps the Python entry points that create gradients
 (`tf.compat.v1.gradients`, `tf.gradients`, `Optimizer.compute_gradients`) and the one that creates updates
 (`Optimizer.apply_gradients`). Records are JSON strings in a graph collection, so they survive
-`export_meta_graph` / `import_meta_graph`. Graphs built before the hooks existed are handled by analysis.py,
+`export_meta_graph` / `import_meta_graph`. Graphs built before the hooks existed are handled by analysis/graph_analysis.py,
 which walks update ops back to their gradient inputs instead.
 """
 import functools

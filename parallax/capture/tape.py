@@ -1,4 +1,4 @@
-"""Gradients taken with tf.GradientTape in a v1 graph get what tf.gradients' get from capture.py.
+"""Gradients taken with tf.GradientTape in a v1 graph get what tf.gradients' get from capture/gradients.py.
 
 The loss rules (loss_law, loss_seeds, loss_terms) read three things tf.gradients leaves and a tape does not:
 - the losses, recorded when the gradient is taken;
@@ -21,7 +21,7 @@ _ATTRS = 1  # position of the op's attributes in the tape's gradient function's 
 
 
 def install(record_losses, record_seeds, record_pairs):
-    """Wrap GradientTape.gradient and the tape's per-op gradient function once. The callbacks are capture.py's."""
+    """Wrap GradientTape.gradient and the tape's per-op gradient function once. The callbacks are capture/gradients.py's."""
     global _installed
     if _installed:
         return

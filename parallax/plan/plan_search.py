@@ -1,4 +1,4 @@
-"""The plans a cost model chooses among: the fixed modes' (as plan.py decides them), every plan of a workload, and
+"""The plans a cost model chooses among: the fixed modes' (as plan/records.py decides them), every plan of a workload, and
 the search that run_option AUTO runs (auto_plan.py) over cost_model.predict's step times. Imports no TensorFlow."""
 import itertools
 import math
@@ -9,7 +9,7 @@ EXHAUSTIVE_PLANS = 1 << 12  # search predicts every plan up to this many (method
 
 
 def fixed_choices(workload, run_option, hosts, local_aggregation=True):
-    """The choices of run option PS, MPI or HYBRID, with parts spread over the hosts' servers the way plan.py's
+    """The choices of run option PS, MPI or HYBRID, with parts spread over the hosts' servers the way plan/records.py's
     greedy balance does (largest first, least loaded)."""
     methods = {v.name: (cm.AG if v.kind == "sparse" else cm.AR) if run_option == "MPI" else
                cm.PS if run_option == "PS" or v.kind == "sparse" else cm.AR for v in workload.variables}

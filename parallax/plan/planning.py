@@ -1,4 +1,4 @@
-"""The whole plan of a job, made once: the TF-free decisions of plan.py, plus the op placements, which are read
+"""The whole plan of a job, made once: the TF-free decisions of plan/records.py, plus the op placements, which are read
 from the user's graph (placement.py), the collective backend (which needs to look at what is installed), and with
 run_option="AUTO" the methods the cost model chooses (auto_plan.py).
 Nothing is rewritten here."""

@@ -6,7 +6,7 @@ mean over examples: one device divides by the whole batch's count, and a worker 
 gradients then weights each worker's examples by 1/(its count), not 1/(the whole count), and the job differs from
 one device by as much as the counts differ. The rule: a value computed from the examples that reduces them away
 (its shape does not follow the batch while an input's does, by batch_shapes.py's markers), in the forward pass of
-the losses `tf.gradients` was taken of (capture.py records them) or, if not computed from the gradients, on the
+the losses `tf.gradients` was taken of (capture/gradients.py records them) or, if not computed from the gradients, on the
 way to an update (a streaming total of the predictions; sizes of the batch read from its shape: batch_sizes.py),
 is, wherever the gradients are computed from it, the *mean over workers* of the workers' values. Each worker's
 loss is then its share of one device's loss, in the sense the gradient average needs: with A_i a worker's sum and

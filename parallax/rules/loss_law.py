@@ -2,7 +2,7 @@
 default) are decided from.
 
 One device's gradient of a sum over N*b examples is the *sum* of the workers' gradients, of a mean their mean.
-So the workers' gradients are averaged unless every loss `tf.gradients` was taken of (capture.py records them) is
+So the workers' gradients are averaged unless every loss `tf.gradients` was taken of (capture/gradients.py records them) is
 a sum over the batch: its value on a random batch is, on every trial, the sum of its values on the parts of each of
 two splits of it (batch_samples.py), and the examples change it. The loss tf.gradients differentiates is the sum of
 the loss tensor's elements (its default seed is ones), so a per-example loss vector handed to `minimize` is a sum
