@@ -1,5 +1,6 @@
 """The worker's side of a job with parameter servers: its own TF server, and how its session reaches the cluster."""
 import json
+import time
 
 import tensorflow as tf
 
@@ -36,3 +37,18 @@ def start_worker_server(role, context, local_chiefs=(), tf_collectives=False):
     if tf_collectives:
         filters.MergeFrom(server_config)
     return server, filters
+
+
+def wait_for_chief(session, ready_op, worker_id, timeout_s):
+    """Until the chief has initialized the variables on the servers (`ready_op` lists those it has not yet)."""
+    deadline = time.time() + timeout_s
+    wait = 0.005  # the chief is usually a few milliseconds from done: ask again soon, then back off to 0.2 s
+    while True:
+        missing = session.run(ready_op)
+        if len(missing) == 0:
+            return
+        if time.time() > deadline:
+            raise LaunchError(f"worker {worker_id}: the chief did not initialize {len(missing)} variables "
+                              f"(e.g. {missing[0].decode()}) within {timeout_s} s; see the chief's log")
+        time.sleep(wait)
+        wait = min(2 * wait, 0.2)

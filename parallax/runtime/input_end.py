@@ -77,6 +77,22 @@ class InputEnds:
             session.run(self._moving_on, options=self.keyed(None))
 
 
+def input_state(session, counts, totals, probe_ms):
+    """(delivered, ended) of a worker's inputs after a failed synchronized step: whether they yielded their batch
+    in it (their totals grew past `totals`, the examples counted before it), or do now (taken only to tell: the
+    job cannot go on then), or are at their end. `counts`: [(count, total)] tensors of the inputs it reads."""
+    now = session.run([total for _, total in counts])
+    if any(int(t) > totals.get(c.name, 0) for (c, _), t in zip(counts, now)):
+        return True, False
+    try:
+        session.run([c for c, _ in counts], options=tf.compat.v1.RunOptions(timeout_in_ms=probe_ms))
+        return True, False
+    except tf.errors.OutOfRangeError:
+        return False, True
+    except tf.errors.DeadlineExceededError:  # an input that waits (a queue nobody fills): cannot tell
+        return False, False
+
+
 def _keyed(options, key):
     keyed = tf1.RunOptions()
     if options is not None:

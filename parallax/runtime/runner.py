@@ -3,7 +3,6 @@ user's original tensors, ops, variables and names."""
 import atexit
 import os
 import sys
-import time
 
 import tensorflow as tf
 from tensorflow.python.client.session import SessionInterface
@@ -12,13 +11,13 @@ from tensorflow.python.framework import stack
 from parallax import collectives
 from parallax.rules import batchless_writes, draw_guards, example_counts
 from parallax.core import graph_utils
-from parallax.runtime import step_check, step_fence, step_measure, user_initializers
-from parallax.errors import (CollectiveError, ConfigError, FetchNotFoundError, LaunchError, ParallaxError,
-                             UnsupportedError)
-from parallax.runtime.input_end import InputEnds
+from parallax.runtime import cluster, step_check, step_fence, step_measure, user_initializers
+from parallax.errors import CollectiveError, ConfigError, ParallaxError, UnsupportedError
+from parallax.runtime.fetch_names import FetchNames, fetch_key
+from parallax.runtime.input_end import InputEnds, input_state
 from parallax.process.protocol import this_process
 from parallax.process.role import report_done, report_examples, report_fed, report_input_end, report_step
-from parallax.runtime.sync_step import SyncSteps, Variant, fetch_digest
+from parallax.runtime.sync_step import SyncSteps, collective_variant
 
 tf1 = tf.compat.v1
 # The errors under which one worker's end of input reaches the others in a step (runner._check_input_end).
@@ -30,11 +29,6 @@ def _ran(variant):
     fetches' data ancestors (through the servers' aggregation) do not reach."""
     return graph_utils.ancestors({op for op in (getattr(x, "op", x) for x in variant.leaves + variant.targets)
                                   if isinstance(op, tf.Operation)})
-
-
-def _fetch_key(leaves):
-    """A cache key for a fetch set (its mapped leaves): the same in every worker that fetches the same elements."""
-    return tuple(getattr(x, "name", None) or str(id(x)) for x in leaves)
 
 
 class Runner(SessionInterface):
@@ -52,6 +46,7 @@ class Runner(SessionInterface):
         self._role = role
         self._graph = rewritten.graph
         self._variables = graph_utils.variables_by_op_name(self._graph)
+        self._names = FetchNames(source_graph, self._graph, self._variables)
         self._update_ops = {self._graph.get_operation_by_name(n) for p in plan.parts for n in p.update_ops}
         self._collectives = {self._graph.get_operation_by_name(n) for n in rewritten.collectives}
         self._server = server  # keeps this worker's gRPC server alive as long as the runner
@@ -75,7 +70,8 @@ class Runner(SessionInterface):
         self._batchless_warned = False
         self._input_ends = InputEnds(self._graph, role.num_workers, self._fence_op if self._collectives else None,
                                      self._context.collective_group)
-        self._check = self._step_check(source_graph, plan, config, role) if config.check_steps else None
+        self._check = step_check.for_worker(source_graph, self._variables, plan, config, role, server,
+                                             self._context.collective_group) if config.check_steps else None
         self._graph.finalize()
         self._session = tf1.Session(server.target if server else "", graph=self._graph, config=session_config)
         self._initialize()
@@ -141,6 +137,9 @@ class Runner(SessionInterface):
 
     # ---- running ----------------------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """A step, in stages: the user's fetches and feeds in the rewritten graph, the step's announcement to the
+        launcher, its options, the session's run, what the step checks and counts, the values back in the user's
+        structure, and what follows a training step (its trace, checkpoint and measure)."""
         if self._closed:
             raise ParallaxError("this Runner is closed; create a new one with get_runner")
         fetches, grouped = self._script_groups.read(fetches, feed_dict)
@@ -149,11 +148,26 @@ class Runner(SessionInterface):
             kept = [x for x in flat if x is not None]
             values = iter(self.run(kept + grouped, feed_dict, options, run_metadata) if kept or grouped else ())
             return tf.nest.pack_sequence_as(fetches, [None if x is None else next(values) for x in flat])
-        mapped = tf.nest.map_structure(self._map_fetch, fetches)
+        mapped = tf.nest.map_structure(self._names.fetch, fetches)
         leaves = tf.nest.flatten(mapped)
-        key = _fetch_key(leaves)
+        key = fetch_key(leaves)
         variant = self._variant(key, leaves)
-        feeds = {} if feed_dict is None else {self._map_feed(k): v for k, v in feed_dict.items()}
+        feeds = self._announced_feeds(variant, feed_dict)
+        counts, trains = self._counts_read(key, variant), self._trains(variant)
+        trace = trains and self._traces(self._steps + 1)
+        options, run_metadata = self._step_options(variant, trace, options, run_metadata)
+        guards = self._guarded_draws(variant)
+        checked = self._checked_step(variant, leaves, feed_dict) if trains or variant.synchronized else None
+        ran = self._session_step(variant, feeds, counts, guards, checked, options, run_metadata)
+        self._account(variant, ran, counts, guards, checked)
+        out = self._values(variant, ran)
+        self._after_step(trains, trace, run_metadata)
+        return tf.nest.pack_sequence_as(mapped, out)
+
+    def _announced_feeds(self, variant, feed_dict):
+        """The step's feeds in the rewritten graph; a synchronized step is announced to the launcher first (with the
+        digest of the first fed batch, example_counts.py)."""
+        feeds = {} if feed_dict is None else {self._names.feed_key(k): v for k, v in feed_dict.items()}
         feeds.update(variant.feeds)
         if variant.synchronized:
             self._synchronized_steps += 1
@@ -162,24 +176,26 @@ class Runner(SessionInterface):
             if fed:
                 report_fed(self._synchronized_steps, fed, self._context)
                 self._fed_inputs = set()
-        counts = self._counts_read(key, variant)
-        trains = self._trains(variant)
-        trace = trains and self._traces(self._steps + 1)
+        return feeds
+
+    def _step_options(self, variant, trace, options, run_metadata):
         if trace:
             options = options or tf1.RunOptions()
             options.trace_level = tf1.RunOptions.FULL_TRACE
             run_metadata = run_metadata if run_metadata is not None else tf1.RunMetadata()
         if self._collectives & variant.ancestors:  # TF's collectives: the step's ids (input_end.py)
             options = self._input_ends.keyed(options)
-        guards = self._guarded_draws(variant)
-        checked = self._checked_step(variant, leaves, feed_dict) if trains or variant.synchronized else None
+        return options, run_metadata
+
+    def _session_step(self, variant, feeds, counts, guards, checked, options, run_metadata):
+        """The session's run of the step; an input's end or a collective another worker left is said as such."""
         try:
-            ran = self._session.run({"leaves": [x for x in variant.leaves if x is not None],
-                                     "targets": variant.targets + variant.branch_targets,
-                                     "released": variant.released or [], "examples": [c for c, _ in counts],
-                                     "guards": [pred for _, _, pred, _, _, _ in guards],
-                                     "checked": checked[2] if checked else {}},
-                                    feed_dict=feeds or None, options=options, run_metadata=run_metadata)
+            return self._session.run({"leaves": [x for x in variant.leaves if x is not None],
+                                      "targets": variant.targets + variant.branch_targets,
+                                      "released": variant.released or [], "examples": [c for c, _ in counts],
+                                      "guards": [pred for _, _, pred, _, _, _ in guards],
+                                      "checked": checked[2] if checked else {}},
+                                     feed_dict=feeds or None, options=options, run_metadata=run_metadata)
         except tf.errors.OpError as e:
             if counts and isinstance(e, PASSED_ON):
                 self._check_input_end(variant, counts, e, checked)  # raises when the step's error is an input's end
@@ -192,6 +208,9 @@ class Runner(SessionInterface):
                 f"{self._synchronized_steps} (fetches {variant.name}): another worker failed, stopped or left the "
                 f"job before it (every worker must run the same synchronized steps); {type(e).__name__}: "
                 f"{first}") from e
+
+    def _account(self, variant, ran, counts, guards, checked):
+        """The step's record for the check, its guarded draws, and the examples its inputs yielded."""
         if checked:
             self._record_checked(checked[:2], ran["checked"])
         if guards:
@@ -201,13 +220,19 @@ class Runner(SessionInterface):
             for (count, _), n in zip(counts, ran["examples"]):
                 self._totals[count.name] = self._totals.get(count.name, 0) + int(n)
             report_examples(self._synchronized_steps, [int(n) for n in ran["examples"]], self._context)
+
+    @staticmethod
+    def _values(variant, ran):
+        """The fetched values in the order of the fetches' leaves (a value the chief released in its place)."""
         values = iter(ran["leaves"])
         out = [None if x is None else next(values) for x in variant.leaves]
         for i, k in variant.from_chief.items():
             out[i] = ran["released"][k]
-        result = tf.nest.pack_sequence_as(mapped, out)
+        return out
+
+    def _after_step(self, trains, trace, run_metadata):
         if trace:
-            self._write_trace(self._steps + 1, run_metadata)
+            step_measure.write_trace(self.config.log_dir, self.worker_id, self._steps + 1, run_metadata)
         if trains:
             self._steps += 1
             every = self.config.save_checkpoint_steps
@@ -215,19 +240,6 @@ class Runner(SessionInterface):
                 self.save_checkpoint()
             if self._measure:
                 self._measure.after_step(self._steps, self)
-        return result
-
-    def _step_check(self, source_graph, plan, config, role):
-        """Config.check_steps (step_check.py): how this worker's record of the checked steps reaches the chief."""
-        if role.num_workers == 1:
-            gather = step_check.alone
-        elif self._server is not None:
-            gather = step_check.server_gather(self._server, role.worker_id, role.num_workers,
-                                              self._context.collective_group)
-        else:
-            gather = step_check.horovod_gather(role.worker_id)
-        return step_check.StepCheck(source_graph, self._variables, config.check_steps, config.check_fails,
-                                    role.worker_id, role.num_workers, gather, plan.batch_layout)
 
     def _checked_step(self, variant, leaves, feed_dict):
         """(fetched names, {fed source name: value}, {input name: tensor to fetch}) of a step the check records: one
@@ -237,14 +249,14 @@ class Runner(SessionInterface):
         self._check.read_start(self._session)
         fed = {}
         for key, value in (feed_dict or {}).items():
-            mapped = self._map_feed(key)
+            mapped = self._names.feed_key(key)
             if isinstance(mapped, tf.SparseTensor):  # fed a SparseTensorValue (or a tuple of its three parts)
                 fed.update(zip((t.name for t in (mapped.indices, mapped.values, mapped.dense_shape)), tuple(value)))
             else:
                 fed[mapped.name] = value
         names = [x.name for x in tf.nest.flatten([x for x in leaves if x is not None], expand_composites=True)
                  if graph_utils.holds(self._source, x.name)]
-        return names, fed, self._check.inputs_read(_ran(variant), fed, self._lookup)
+        return names, fed, self._check.inputs_read(_ran(variant), fed, self._names.lookup)
 
     def _record_checked(self, step, read, ended=False):
         self._check.record(*step, read, ended)
@@ -264,16 +276,6 @@ class Runner(SessionInterface):
 
     def _traces(self, step):
         return step in self.config.profile_steps and self.worker_id in self.config.profile_workers
-
-    def _write_trace(self, step, run_metadata):
-        """The step's timeline as Chrome-trace JSON: every device the step ran on (this worker's, and the servers'
-        in PS and HYBRID modes), one lane per device."""
-        from tensorflow.python.client import timeline
-        os.makedirs(self.config.log_dir, exist_ok=True)
-        path = os.path.join(self.config.log_dir, f"trace.worker{self.worker_id}.step{step}.json")
-        with open(path, "w") as f:
-            f.write(timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format())
-        return path
 
     def save_checkpoint(self):
         """Save every global variable under the user's names into Config.checkpoint_dir; returns the path."""
@@ -327,7 +329,8 @@ class Runner(SessionInterface):
     def _initialize(self):
         ckpt = tf1.train.latest_checkpoint(self.config.checkpoint_dir) if self.config.checkpoint_dir else None
         if self._rewritten.ready_op is not None and not self.is_chief:
-            self._wait_for_chief()  # variables on the servers: the chief initializes them, once
+            # variables on the servers: the chief initializes them, once
+            cluster.wait_for_chief(self._session, self._rewritten.ready_op, self.worker_id, self.INIT_WAIT_SECONDS)
             self._session.run(self._rewritten.replica_init_op)
         elif ckpt and (self.is_chief or self._rewritten.broadcast_op is None):
             self._rewritten.saver.restore(self._session, ckpt)
@@ -338,19 +341,6 @@ class Runner(SessionInterface):
             self._session.run(self._rewritten.broadcast_op, options=self._input_ends.broadcast_options())
         self._input_ends.start(self._session)
 
-    def _wait_for_chief(self):
-        deadline = time.time() + self.INIT_WAIT_SECONDS
-        wait = 0.005  # the chief is usually a few milliseconds from done: ask again soon, then back off to 0.2 s
-        while True:
-            missing = self._session.run(self._rewritten.ready_op)
-            if len(missing) == 0:
-                return
-            if time.time() > deadline:
-                raise LaunchError(f"worker {self.worker_id}: the chief did not initialize {len(missing)} variables "
-                                  f"(e.g. {missing[0].decode()}) within {self.INIT_WAIT_SECONDS} s; see the chief's log")
-            time.sleep(wait)
-            wait = min(2 * wait, 0.2)
-
     def _global_step(self):
         step = next((s.name for s in self.analysis.state if s.kind == "global_step"), None)
         return int(self._session.run(self._variables[step])) if step in self._variables else self._steps
@@ -359,16 +349,8 @@ class Runner(SessionInterface):
         if self._sync is not None:
             return self._sync.variant(key, leaves)
         if key not in self._variants:
-            ancestors = graph_utils.ancestors([op for op in (getattr(x, "op", x) for x in leaves)
-                                               if isinstance(op, tf.Operation)])
-            # Without servers, a step is synchronized by its collectives (every worker must run the same ones).
-            collective = bool(self._collectives & ancestors)
-            variant = Variant(list(leaves), [], {}, synchronized=collective and self.num_workers > 1,
-                              ancestors=frozenset(ancestors), digest=fetch_digest(key), name=key[0] if key else "?")
-            if self._fence_op and step_fence.needs_fence(variant, self._collectives):
-                with graph_utils.ops_added_after_run(self._graph):
-                    variant = step_fence.fence(variant, self._fence_op)
-            self._variants[key] = variant
+            self._variants[key] = collective_variant(self._graph, key, leaves, self._collectives, self.num_workers,
+                                                     self._fence_op)
         return self._variants[key]
 
     def _check_input_end(self, variant, counts, error, checked=None):
@@ -380,17 +362,7 @@ class Runner(SessionInterface):
         in the same step. Raises CollectiveError when another worker's input ended while this one's had a batch,
         OutOfRangeError when this one's ended (whatever error TF gave); returns otherwise (the caller raises)."""
         step = self._synchronized_steps
-        totals = self._session.run([total for _, total in counts])
-        delivered = any(int(t) > self._totals.get(c.name, 0) for (c, _), t in zip(counts, totals))
-        ended = False
-        if not delivered:
-            try:
-                self._session.run([c for c, _ in counts], options=tf1.RunOptions(timeout_in_ms=self.INPUT_PROBE_MS))
-                delivered = True
-            except tf.errors.OutOfRangeError:
-                ended = True
-            except tf.errors.DeadlineExceededError:  # an input that waits (a queue nobody fills): cannot tell
-                pass
+        delivered, ended = input_state(self._session, counts, self._totals, self.INPUT_PROBE_MS)
         where = f"worker {self.worker_id}: synchronized step {step} (fetches {variant.name})"
         if delivered and isinstance(error, tf.errors.OutOfRangeError):
             raise CollectiveError(
@@ -424,52 +396,3 @@ class Runner(SessionInterface):
         """Does this run update a trained variable? (Counts steps for checkpointing and tracing.) A worker's part
         of a synchronized step counts too: the chief runs the updates for it."""
         return bool(self._update_ops & variant.ancestors)
-
-    def _map_fetch(self, x):
-        if isinstance(x, tf.IndexedSlices):
-            return tf.IndexedSlices(*(None if t is None else self._map_fetch(t)
-                                      for t in (x.values, x.indices, x.dense_shape)))
-        if isinstance(x, tf.SparseTensor):
-            return tf.SparseTensor(*(self._map_fetch(t) for t in (x.indices, x.values, x.dense_shape)))
-        if isinstance(x, tf.Variable):
-            self._check_graph(x.op)
-            if x.op.name in self._variables:
-                return self._variables[x.op.name]
-            return self._lookup(x.name)
-        if isinstance(x, (tf.Tensor, tf.Operation)):
-            self._check_graph(x)
-            return self._lookup(x.name)
-        if isinstance(x, str):
-            return self._lookup(x)
-        raise FetchNotFoundError(f"cannot fetch {x!r} ({type(x).__name__}); fetch a tensor, op or variable of the "
-                                 f"graph passed to get_runner, or its name")
-
-    def _map_feed(self, key):
-        mapped = self._map_fetch(key)
-        if isinstance(mapped, tf.Operation):
-            if len(mapped.outputs) != 1:
-                raise FetchNotFoundError(f"feed key {key!r} is an op with {len(mapped.outputs)} outputs; "
-                                         f"feed a tensor such as '{mapped.name}:0'")
-            return mapped.outputs[0]
-        return mapped
-
-    def _check_graph(self, element):
-        if element.graph is not self._source and element.graph is not self._graph:
-            raise FetchNotFoundError(f"{element.name!r} belongs to another graph than the one passed to "
-                                     f"get_runner; fetch elements of that graph")
-
-    def _lookup(self, name):
-        try:
-            element = self._graph.as_graph_element(name, allow_tensor=True, allow_operation=True)
-            if isinstance(element, tf.Tensor) and element.dtype == tf.resource and element.op.name in self._variables:
-                return self._variables[element.op.name]  # a resource variable by name: its value, not its handle
-            return element
-        except (KeyError, ValueError) as e:
-            hint = ""
-            if self._source is not None:
-                try:
-                    self._source.as_graph_element(name, allow_tensor=True, allow_operation=True)
-                    hint = " It was added to the graph after get_runner(); build the whole graph first."
-                except (KeyError, ValueError):
-                    pass
-            raise FetchNotFoundError(f"{name!r} is not in the graph passed to get_runner ({e}).{hint}") from None

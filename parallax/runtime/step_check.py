@@ -272,3 +272,16 @@ def horovod_gather(worker_id):
 
 def alone(data):
     return [data]
+
+
+def for_worker(source_graph, variables, plan, config, role, server, collective_group):
+    """Config.check_steps: this worker's StepCheck, with how its record of the checked steps reaches the chief
+    (its TF server's queue, Horovod's allgather without servers, or nothing to gather alone)."""
+    if role.num_workers == 1:
+        gather = alone
+    elif server is not None:
+        gather = server_gather(server, role.worker_id, role.num_workers, collective_group)
+    else:
+        gather = horovod_gather(role.worker_id)
+    return StepCheck(source_graph, variables, config.check_steps, config.check_fails, role.worker_id,
+                     role.num_workers, gather, plan.batch_layout)

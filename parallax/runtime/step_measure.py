@@ -78,6 +78,17 @@ class StepMeasure:
         os._exit(0)  # the script's own loop must not go on; TF's teardown could otherwise hang the process
 
 
+def write_trace(log_dir, worker_id, step, run_metadata):
+    """A step's timeline as Chrome-trace JSON in `log_dir`: every device the step ran on (this worker's, and the
+    servers' in PS and HYBRID modes), one lane per device. Returns the path."""
+    from tensorflow.python.client import timeline  # this module is read by parallax-calibrate, without TF
+    os.makedirs(log_dir, exist_ok=True)
+    path = os.path.join(log_dir, f"trace.worker{worker_id}.step{step}.json")
+    with open(path, "w") as f:
+        f.write(timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format())
+    return path
+
+
 def _finalize_mpi():
     """mpirun counts a rank that exits without MPI_Finalize as failed: end Horovod, then MPI, as their exit
     hooks would (os._exit runs none)."""

@@ -265,3 +265,17 @@ def _op_of(x):
 def _enqueue(queue_handle, value, name):
     from tensorflow.python.ops import gen_data_flow_ops
     return gen_data_flow_ops.queue_enqueue_v2(queue_handle, [value], name=name)
+
+
+def collective_variant(graph, key, leaves, collectives, num_workers, fence_op):
+    """The Variant of a fetch set without servers (its fetches as they are): a step is synchronized by its
+    collectives, as every worker must run the same ones, and fenced when its backend needs it."""
+    ancestors = graph_utils.ancestors([op for op in (getattr(x, "op", x) for x in leaves)
+                                       if isinstance(op, tf.Operation)])
+    collective = bool(collectives & ancestors)
+    variant = Variant(list(leaves), [], {}, synchronized=collective and num_workers > 1,
+                      ancestors=frozenset(ancestors), digest=fetch_digest(key), name=key[0] if key else "?")
+    if fence_op and step_fence.needs_fence(variant, collectives):
+        with graph_utils.ops_added_after_run(graph):
+            variant = step_fence.fence(variant, fence_op)
+    return variant
