@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import tensorflow as tf
 
@@ -33,7 +33,7 @@ from parallax.plan import plan_json
 from parallax.collectives import tf_ops
 from parallax.errors import LaunchError, UnsupportedError
 from parallax.launcher import job as launched_job
-from parallax.process import bind_shim, ports, protocol
+from parallax.process import bind_shim, control_lines, ports, protocol
 from parallax.process.resource_spec import ResourceSpec
 from parallax.launcher.step_ledger import StepLedger
 from parallax.runtime.startup import Repartitioned
@@ -111,7 +111,7 @@ class ServerPool:
 class _Worker:
     index: int
     context: protocol.ProcessContext
-    lines: List[str]
+    lines: list  # its control lines (control_lines.py records)
     result: Any = None
     error: Optional[BaseException] = None
     trace: str = ""
@@ -183,9 +183,9 @@ class ThreadJob:
         for rank in range(self.spec.num_workers):
             lines = []
 
-            def control(text, rank=rank, lines=lines):
-                lines.append(text)
-                steps.heard(rank, text)
+            def control(message, rank=rank, lines=lines):
+                lines.append(message)
+                steps.heard(rank, message)
             context = protocol.ProcessContext({**base, protocol.ENV_WORKER_ID: str(rank)}, control, self.pool,
                                               group, in_thread=True)
             workers.append(_Worker(rank, context, lines))
@@ -231,8 +231,9 @@ class ThreadJob:
     @staticmethod
     def _where(workers):
         """Each worker's last step line, or that it started none."""
-        return "; ".join(f"worker {w.index}: " + next((line for line in reversed(w.lines) if line.startswith("step")),
-                                                      "no synchronized step") for w in workers)
+        return "; ".join(f"worker {w.index}: " + next((m.text() for m in reversed(w.lines)
+                                                       if isinstance(m, control_lines.Step)), "no synchronized step")
+                         for w in workers)
 
 
 class _Steps:
@@ -241,13 +242,12 @@ class _Steps:
     def __init__(self):
         self._ledger, self._lock, self.problem = StepLedger(), threading.Lock(), None
 
-    def heard(self, rank, text):
-        word, *rest = text.split(" ", 3)
+    def heard(self, rank, message):
         with self._lock:
-            if word == "step":
-                problem = self._ledger.started(f"worker.{rank}", int(rest[0]), rest[1], rest[2])
-            elif word == "done":
-                problem = self._ledger.finished(f"worker.{rank}", int(rest[0]))
+            if isinstance(message, control_lines.Step):
+                problem = self._ledger.started(f"worker.{rank}", message.step, message.digest, message.name)
+            elif isinstance(message, control_lines.Done):
+                problem = self._ledger.finished(f"worker.{rank}", message.steps)
             else:
                 return
             self.problem = self.problem or problem

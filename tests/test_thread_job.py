@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from parallax.errors import LaunchError
-from parallax.process import bind_shim, protocol
+from parallax.process import bind_shim, control_lines, protocol
 from parallax.rewrite import fingerprint
 from tests.equivalence.run_case import case_builder
 
@@ -95,15 +95,15 @@ def test_each_thread_acts_as_its_own_process_and_the_process_keeps_its_environme
         environ = {protocol.ENV_ROLE: "worker", protocol.ENV_WORKER_ID: str(rank), protocol.ENV_NUM_WORKERS: "2"}
         lines = []
         with protocol.ProcessContext(environ, lines.append, in_thread=True).acting():
-            protocol.this_process().control("hello")
+            protocol.this_process().control(control_lines.Serving())
             seen[rank] = (protocol.current_role(), lines)
     threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert seen[0] == (protocol.Role("worker", 0, 2), ["hello"])
-    assert seen[1] == (protocol.Role("worker", 1, 2), ["hello"])
+    assert seen[0] == (protocol.Role("worker", 0, 2), [control_lines.Serving()])
+    assert seen[1] == (protocol.Role("worker", 1, 2), [control_lines.Serving()])
     assert protocol.current_role() == protocol.Role("launcher")  # this thread: the process's own environment
 
 

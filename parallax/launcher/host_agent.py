@@ -30,7 +30,8 @@ from parallax.process import ports
 from parallax.launcher import stale
 from parallax.launcher.processes import signal_group
 from parallax.launcher.recorded_pids import GRACE_SECONDS, stop
-from parallax.process.protocol import ENV_CWD, ENV_JOB_DIR, exit_line
+from parallax.process import control_lines
+from parallax.process.protocol import ENV_CWD, ENV_JOB_DIR
 
 
 # ---- check ------------------------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ def run(name, command, stdin=None):
         signal.signal(sig, lambda *_: _stop_group(child))
     threading.Thread(target=stop_when_stdin_closes, daemon=True).start()
     code = child.wait()
-    print(exit_line(code), file=sys.stderr, flush=True)
+    print(control_lines.line(control_lines.Exit(code)), file=sys.stderr, flush=True)
     return 128 - code if code < 0 else code
 
 

@@ -13,7 +13,7 @@ import sys
 import threading
 
 from parallax.launcher.processes import terminate_when_parent_dies
-from parallax.process.protocol import exit_line
+from parallax.process import control_lines
 
 _out_lock = threading.Lock()
 
@@ -64,7 +64,7 @@ def run(workers):
             pending.remove(item)
             worker = item[0]
             if not worker.get("stdin"):  # a remote worker's host agent writes this line itself
-                _emit(f"[1,{worker['rank']}]<stderr>:{exit_line(code)}")
+                _emit(f"[1,{worker['rank']}]<stderr>:{control_lines.line(control_lines.Exit(code))}")
         # Of the workers seen ended in one poll, one killed by a signal is the cause: its peers' collectives broke
         # because of it, and they may have ended within the same poll.
         for (worker, popen, readers), code in sorted(ended, key=lambda e: _signal_of(e[0][0], e[1]) is None):

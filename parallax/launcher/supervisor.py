@@ -8,7 +8,6 @@ stops it there (recorded_pids.stop). Imports no TensorFlow.
 import collections
 import concurrent.futures
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -16,16 +15,14 @@ import threading
 import time
 
 from parallax.launcher import mpirun, recorded_pids, ssh
-from parallax.launcher.processes import signal_group, terminate_when_parent_dies
-from parallax.process.protocol import CONTROL_PREFIX
-from parallax.launcher.rank_output import RankLines, describe_exit, failed_rank, lines_of
+from parallax.launcher.blame import Evidence, blame
 from parallax.launcher.input_ledger import InputLedger
+from parallax.launcher.output_router import OutputRouter
+from parallax.launcher.processes import signal_group, terminate_when_parent_dies
+from parallax.launcher.rank_output import RankLines, describe_exit, failed_rank, lines_of
 from parallax.launcher.step_ledger import StepLedger
-from parallax.launcher.tf_notes import TFNotes
 from parallax.launcher.watchdog import Watchdog
-
-_HARMLESS = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied")
-TAIL_LINES = 20
+from parallax.process import control_lines
 GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL at teardown (the whole teardown must fit in 5 s)
 SETTLE_SECONDS = 1.0  # after a failure, how long to wait for a silent death (a server's, a worker's): the cause
 MPIRUN = "launcher/mpirun"
@@ -49,9 +46,7 @@ class Supervisor:
         self.services = [_Proc(p.label, argv, env, text, p) for p, argv, env, text in services]
         self.rank_labels = {p.index: p.label for p in layout.workers()}
         self.expected = [p.label for p in layout.processes]
-        self.out = out or sys.stdout
-        self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
-        self.launcher_lines = collections.deque(maxlen=200)
+        self.output = OutputRouter(out or sys.stdout, options.log_dir, label)
         self.up, self.failures, self.exit_codes, self.serving = {}, [], {}, set()
         self._silent_death = None  # (label, how it ended): a worker that ended without a word, after a failure
         self._early_ends = []  # (worker, exit status) from its host agent, before mpirun named a failed rank
@@ -59,9 +54,11 @@ class Supervisor:
         self.inputs = InputLedger()  # the workers' counts of examples, and where their inputs ended
         self.watchdog = Watchdog(list(self.rank_labels.values()), options.stall_warning_s, options.stall_timeout_s)
         self._watch_lock = threading.Lock()  # fed by the reader threads, checked by the main one
-        self._files = {}
-        self._tf_notes = TFNotes()  # TF's INFO lines shown on the console, once per job
-        self._lock = threading.Lock()
+        self._on_control = {control_lines.Up: self._on_up, control_lines.Serving: self._on_serving,
+                            control_lines.Failed: self._on_failed, control_lines.Exit: self._on_exit,
+                            control_lines.Step: self._on_step, control_lines.Examples: self._on_examples,
+                            control_lines.Fed: self._on_fed, control_lines.InputEnd: self._on_input_end,
+                            control_lines.Done: self._on_done}
         self._stopping = None
         self._torn_down = False
         self._started_at = None
@@ -92,42 +89,26 @@ class Supervisor:
         finally:
             self.teardown()
             self._restore_signal_handlers(previous)
-            for f in self._files.values():
-                f.close()
+            self.output.close()
 
     def _outcome(self, problem):
+        """The job's exit status, after reporting whom blame.py names (`problem`: what ended the wait)."""
+        first = min(self.failures) if self.failures else None
+        rank = failed_rank("\n".join(self.output.launcher_lines))
+        verdict = blame(Evidence(
+            signal=self._stopping, step_problem=self.step_problem,
+            dead_service=(problem.label, self.exit_codes.get(problem.label, problem.popen.returncode))
+            if isinstance(problem, _Proc) else None,
+            message=problem if isinstance(problem, str) else None,
+            stalled=problem if isinstance(problem, tuple) else None,
+            first_failure=first[1:] if first else None, silent_death=self._silent_death,
+            behind=self.inputs.behind(first[1]) if first else None, main_exit=self.main.popen.returncode or 0,
+            failed_rank=(self._rank_label(rank[0]), rank[1]) if rank else None))
         if self._stopping is not None:
-            self._say(f"stopped by signal {self._stopping}; all processes torn down")
-            return 128 + self._stopping
-        if isinstance(problem, _Proc):
-            code = self.exit_codes.get(problem.label, problem.popen.returncode)
-            self._report(f"{problem.label} {describe_exit(code)} while the workers ran", problem.label)
-            return 1
-        if self.step_problem:  # the workers' collective or barrier errors are its consequences
-            self._report(self.step_problem, None)
-            return 1
-        if isinstance(problem, str):  # decided before teardown: the failures teardown causes come after it
-            self._report(problem, None)
-            return 1
-        if isinstance(problem, tuple):  # the watchdog's: (what, the process it names)
-            self._report(*problem)
-            return 1
-        if self.failures:
-            when, label, what = min(self.failures)
-            # A worker that died without a word (a signal, an exit without an exception) is the cause: the
-            # failures the others reported in that moment (a collective or a server connection broken) follow it.
-            if self._silent_death is not None:
-                dead, detail = self._silent_death
-                self._report(f"{dead} {detail or 'ended'}; then {label}: {what}", dead)
-                return 1
-            behind = self.inputs.behind(label)  # its collective waited for a worker whose input had ended
-            self._report(f"{behind}; then {label}: {what}" if behind else f"{label} failed first: {what}", label)
-            return 1  # mpirun's own status after teardown says nothing about the failure
-        code = self.main.popen.returncode
-        if code != 0:
-            self._report_rank_failure(code)
-            return code if code > 0 else 1
-        return 0
+            self.output.say(f"stopped by signal {self._stopping}; all processes torn down")
+        elif verdict.what:
+            self._report(verdict.what, verdict.label)
+        return verdict.code
 
     def _start(self, proc, forward):
         proc.popen = subprocess.Popen(proc.command, env=proc.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -200,7 +181,7 @@ class Supervisor:
         for label, code in list(self._early_ends):
             if code != 0 and label not in failed:
                 return label, describe_exit(code)
-        found = failed_rank("\n".join(self.launcher_lines))
+        found = failed_rank("\n".join(self.output.launcher_lines))
         if found is not None and self._rank_label(found[0]) not in failed:
             return self._rank_label(found[0]), found[1]
         return None
@@ -276,7 +257,7 @@ class Supervisor:
         for line in lines_of(proc.popen):
             for rank, text in lines.feed(line):
                 if rank is None:
-                    self._launcher_line(text)
+                    self.output.launcher_line(text)
                 else:
                     self._process_line(self._rank_label(rank), text)
         for rank, text in lines.rest():
@@ -292,97 +273,69 @@ class Supervisor:
     def _process_line(self, label, text):
         with self._watch_lock:
             self.watchdog.heard(label, time.time())
-        if text.startswith(CONTROL_PREFIX):
-            self._control(label, text[len(CONTROL_PREFIX):].split(None, 2))
+        if not control_lines.is_control(text):
+            self.output.process_line(label, text)
             return
-        self.tails[label].append(text)
-        if self.options.log_dir:
-            self._log_file(label).write(text + "\n")
-        elif not self._tf_notes.repeated(text):
-            self._write(f"[{label}] {text}")
+        message = control_lines.parse(text)
+        handler = self._on_control.get(type(message))
+        if handler is not None:
+            handler(label, message, time.time())
 
-    def _control(self, label, words):
-        now = time.time()
-        if words[:1] == ["serving"]:
-            self.serving.add(label)
-        elif words[:1] == ["up"]:
-            self.up.setdefault(label, now)
-            with self._watch_lock:
-                self.watchdog.up(label, now)
-        elif words[:1] == ["failed"] and len(words) == 3:
-            self.failures.append((float(words[1]), label, words[2]))
-            self.inputs.stopped.add(label)
-        elif words[:1] == ["exit"] and len(words) == 2:
-            self.exit_codes[label] = int(words[1])
-            if label in self.rank_labels.values() and failed_rank("\n".join(self.launcher_lines)) is None:
-                self._early_ends.append((label, int(words[1])))  # not one that spawn (or mpirun) stopped
-            with self._watch_lock:
-                self.watchdog.ended(label, now)
-        elif words[:1] == ["step"] and len(words) == 3:  # step <n> <digest> <fetch name>
-            digest, _, name = words[2].partition(" ")
-            self.step_problem = self.step_problem or self.steps.started(label, int(words[1]), digest, name) or \
-                self.inputs.started(label, int(words[1]))
-            with self._watch_lock:
-                self.watchdog.step(label, int(words[1]), now)
-        elif words[:1] == ["examples"] and len(words) == 3:  # examples <step> <count,count,...>
-            problem, warning = self.inputs.examples(label, int(words[1]), [int(n) for n in words[2].split(",")])
-            self.step_problem = self.step_problem or problem
-            if warning:
-                self._say(f"warning: {warning}")
-        elif words[:1] == ["fed"] and len(words) == 3:  # fed <step> <digest>
-            warning = self.inputs.fed(label, int(words[1]), words[2], len(self.rank_labels))
-            if warning:
-                self._say(f"warning: {warning}")
-        elif words[:1] == ["input-end"] and len(words) == 2:
-            self.step_problem = self.step_problem or self.inputs.input_ended(label, int(words[1]), now)
-        elif words[:1] == ["done"] and len(words) == 2:
-            self.inputs.stopped.add(label)
-            self.step_problem = self.step_problem or self.steps.finished(label, int(words[1]))
-            with self._watch_lock:
-                self.watchdog.ended(label, now)
+    # ---- control lines (control_lines.py), one handler per record ---------------------------------------------
+    def _on_up(self, label, message, now):
+        self.up.setdefault(label, now)
+        with self._watch_lock:
+            self.watchdog.up(label, now)
 
-    def _launcher_line(self, line):
-        self.launcher_lines.append(line)
-        # mpirun's ssh child may exec before mpirun moves it into a process group (EACCES): a harmless race.
-        if line.strip() and not set(line.strip()) <= {"-"} and not _HARMLESS.search(line):
-            self._write(f"[{self.main.label}] {line}")
+    def _on_serving(self, label, message, now):
+        self.serving.add(label)
 
-    def _log_path(self, label):
-        host, role, index = label.split("/")
-        return os.path.join(self.options.log_dir, f"{role}.{index}.{host}.log")
+    def _on_failed(self, label, message, now):
+        self.failures.append((message.time, label, message.what))
+        self.inputs.stopped.add(label)
 
-    def _log_file(self, label):
-        if label not in self._files:
-            os.makedirs(self.options.log_dir, exist_ok=True)
-            self._files[label] = open(self._log_path(label), "a", buffering=1)
-        return self._files[label]
+    def _on_exit(self, label, message, now):
+        self.exit_codes[label] = message.code
+        if label in self.rank_labels.values() and failed_rank("\n".join(self.output.launcher_lines)) is None:
+            self._early_ends.append((label, message.code))  # not one that spawn (or mpirun) stopped
+        with self._watch_lock:
+            self.watchdog.ended(label, now)
 
-    def _write(self, text):
-        with self._lock:
-            self.out.write(text + "\n")
-            self.out.flush()
+    def _on_step(self, label, message, now):
+        if not self.step_problem:  # the first problem is the cause; the ledgers stop at it
+            self.step_problem = self.steps.started(label, message.step, message.digest, message.name) or \
+                self.inputs.started(label, message.step)
+        with self._watch_lock:
+            self.watchdog.step(label, message.step, now)
+
+    def _on_examples(self, label, message, now):
+        problem, warning = self.inputs.examples(label, message.step, list(message.counts))
+        self.step_problem = self.step_problem or problem
+        if warning:
+            self._say(f"warning: {warning}")
+
+    def _on_fed(self, label, message, now):
+        warning = self.inputs.fed(label, message.step, message.digest, len(self.rank_labels))
+        if warning:
+            self._say(f"warning: {warning}")
+
+    def _on_input_end(self, label, message, now):
+        if not self.step_problem:
+            self.step_problem = self.inputs.input_ended(label, message.step, now)
+
+    def _on_done(self, label, message, now):
+        self.inputs.stopped.add(label)
+        if not self.step_problem:
+            self.step_problem = self.steps.finished(label, message.steps)
+        with self._watch_lock:
+            self.watchdog.ended(label, now)
 
     def _say(self, text):
-        sys.stderr.write(f"parallax: {text}\n")
-        sys.stderr.flush()
-
-    def _report_rank_failure(self, code):
-        text = "\n".join(self.launcher_lines)
-        rank, detail = failed_rank(text) or (None, None)
-        detail = detail or f"failed (mpirun exit status {code})"
-        if rank is None:
-            self._report(f"a worker {detail}", None)
-        else:
-            self._report(f"{self._rank_label(rank)} {detail}", self._rank_label(rank))
+        self.output.say(text)
 
     def _report(self, what, label):
-        lines = list(self.tails.get(label, [])) if label else list(self.launcher_lines)[-TAIL_LINES:]
-        tail = "\n".join("    " + t for t in lines) or "    (no output)"
-        where = f" (full log: {self._log_path(label)})" if self.options.log_dir and label else ""
         others = self.steps.others_at(label) if label else None
-        what = f"{what}; {others}" if others and not self.step_problem else what
-        self._say(f"job failed: {what}; every process was stopped.\n  last lines of {label or 'mpirun'}"
-                  f"{where}:\n{tail}")
+        self.output.report(f"{what}; {others}" if others and not self.step_problem else what, label)
 
     # ---- signals ----------------------------------------------------------------------------------------------
     def _install_signal_handlers(self):

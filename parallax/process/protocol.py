@@ -20,6 +20,7 @@ import sys
 from typing import Any, Callable, Mapping, Optional
 
 from parallax.errors import LaunchError
+from parallax.process import control_lines
 
 ENV_ROLE = "PARALLAX_ROLE"
 ENV_WORKER_ID = "PARALLAX_WORKER_ID"
@@ -40,15 +41,8 @@ ENV_CWD = "PARALLAX_CWD"  # transport ssh: the directory a remote worker runs in
 ENV_SETTINGS_OUT = "PARALLAX_SETTINGS_OUT"  # role planner: where to write the script's launch settings (JSON)
 # mpirun gives each rank its number; the launcher cannot know it in advance.
 MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
-# Lines a job's processes print for the launcher (which reads and hides them): they travel with the output, through
-# mpirun and ssh, so they reach the launcher from any host.
-CONTROL_PREFIX = "parallax-control:"
-
-
-def exit_line(code):
-    """The control line of a worker's end (Popen's status: -N for signal N), written by whoever started it: the
-    host agent, or spawn for a worker it started here; the supervisor reads it as the cause of a silent death."""
-    return f"{CONTROL_PREFIX} exit {code}"
+# Lines a job's processes print for the launcher (which reads and hides them): control_lines.py.
+CONTROL_PREFIX = control_lines.PREFIX
 
 
 ONE_PROCESS_ROLES = ("planner", "explain", "calibrate")
@@ -68,9 +62,9 @@ class Role:
         return {ENV_ROLE: self.role, ENV_WORKER_ID: str(self.worker_id), ENV_NUM_WORKERS: str(self.num_workers)}
 
 
-def _stderr_line(text):
+def _stderr_line(message):
     # One write call: a line of another thread cannot land in the middle of it.
-    sys.stderr.write(f"{CONTROL_PREFIX} {text}\n")
+    sys.stderr.write(control_lines.line(message) + "\n")
     sys.stderr.flush()
 
 
@@ -79,7 +73,8 @@ class ProcessContext:
     """Who this process, or a thread standing for one, is in a job.
 
     - `environ`: the PARALLAX_* variables the launcher set (os.environ itself for a launched process);
-    - `write_control`: where its control lines go (stderr, which the launcher reads; a list in a thread job);
+    - `write_control`: where its control lines (control_lines.py records) go (stderr, which the launcher reads;
+      a list in a thread job);
     - `servers`: None, or an object whose `server(job_name, task)` returns an already started TF server for this
       worker to use instead of starting its own (a thread job's in-process servers);
     - `collective_group`: the group key of the job's TF collectives (a thread job takes a new one per job, as its
@@ -88,7 +83,7 @@ class ProcessContext:
     - `at_get_runner`: in a one-process role (script_roles.py), what get_runner does with the script's graph,
       spec and config instead of joining a job."""
     environ: Mapping[str, str]
-    write_control: Callable[[str], None] = _stderr_line
+    write_control: Callable[[Any], None] = _stderr_line
     servers: Any = None
     collective_group: int = 1
     in_thread: bool = False
@@ -105,10 +100,10 @@ class ProcessContext:
         """Started by parallax's launcher (or a thread job) as a worker or server: its control lines are read."""
         return bool(self.environ.get(ENV_ROLE))
 
-    def control(self, text):
-        """A control line for the launcher, when someone reads them."""
+    def control(self, message):
+        """A control line (a control_lines.py record) for the launcher, when someone reads them."""
         if self.launched:
-            self.write_control(text)
+            self.write_control(message)
 
     @contextlib.contextmanager
     def acting(self):

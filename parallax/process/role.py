@@ -8,6 +8,7 @@ import threading
 import time
 
 from parallax.errors import print_uncaught
+from parallax.process import control_lines
 from parallax.process.protocol import (CONTROL_PREFIX, ENV_CLUSTER, ENV_HEARTBEAT, ENV_JOB_DIR,  # noqa: F401
                                         ENV_NUM_SERVERS, ENV_NUM_WORKERS, ENV_PLAN, ENV_PLAN_OUT, ENV_PS_TASK,
                                         ENV_RESOURCE_SPEC,
@@ -24,7 +25,7 @@ def register_process(context=None):
     job_dir = environ.get(ENV_JOB_DIR)
     if not job_dir or not context.launched:
         return
-    context.control(f"up {socket.gethostname()} {os.getpid()}")
+    context.control(control_lines.Up(socket.gethostname(), os.getpid()))
     if context.in_thread:
         return
     role = current_role(environ)
@@ -50,48 +51,48 @@ def _start_heartbeat(environ):
     def beat():
         while True:
             time.sleep(interval)
-            _control_line("alive")
+            _control_line(control_lines.Alive())
     threading.Thread(target=beat, name="parallax-heartbeat", daemon=True).start()
 
 
-def _control_line(text):
-    this_process().control(text)
+def _control_line(message):
+    this_process().control(message)
 
 
 def report_serving():
     """A parameter server listens: with transport ssh the launcher starts the workers only then, because a
     connection to an ssh forward whose server is not up yet is accepted and then closed, which TF does not retry
     (a refused connection, as without forwards, it does)."""
-    _control_line("serving")
+    _control_line(control_lines.Serving())
 
 
 def report_step(step, digest, name, context=None):
     """A launched worker starts synchronized step `step` (1-based) of the fetch set `digest` (its first fetch
     `name`): the launcher checks that every worker runs the same sequence (step_ledger.py)."""
-    (context or this_process()).control(f"step {step} {digest} {name}")
+    (context or this_process()).control(control_lines.Step(step, digest, name))
 
 
 def report_examples(step, counts, context=None):
     """Synchronized step `step` read `counts` examples from its inputs (one count per input, example_counts.py):
     the launcher compares the workers' counts of each step (input_ledger.py)."""
-    (context or this_process()).control(f"examples {step} {','.join(str(n) for n in counts)}")
+    (context or this_process()).control(control_lines.Examples(step, tuple(counts)))
 
 
 def report_fed(step, digest, context=None):
     """Synchronized step `step` was fed a batch whose digest is `digest` (this worker's first step with fed
     inputs): the launcher warns when every worker was fed the same one (input_ledger.py)."""
-    (context or this_process()).control(f"fed {step} {digest}")
+    (context or this_process()).control(control_lines.Fed(step, digest))
 
 
 def report_input_end(step, context=None):
     """Synchronized step `step` found this worker's input at its end (OutOfRangeError): fine when every worker's
     ended in that step; the launcher says so when another worker's had a batch there."""
-    (context or this_process()).control(f"input-end {step}")
+    (context or this_process()).control(control_lines.InputEnd(step))
 
 
 def report_done(steps, context=None):
     """A launched worker ran its last synchronized step: `steps` of them."""
-    (context or this_process()).control(f"done {steps}")
+    (context or this_process()).control(control_lines.Done(steps))
 
 
 def _report_failure_and_exit(print_traceback):
@@ -99,7 +100,7 @@ def _report_failure_and_exit(print_traceback):
     often fail after it, in a collective it left), prints its traceback, and exits at once: TF's gRPC teardown can
     otherwise hang the process, and then nobody would notice the failure."""
     def hook(exc_type, exc, tb):
-        _control_line(f"failed {time.time():.6f} {exc_type.__name__}: {cause_line(exc)}")
+        _control_line(control_lines.Failed(time.time(), f"{exc_type.__name__}: {cause_line(exc)}"))
         print_uncaught(exc_type, exc, tb, print_traceback)  # a ParallaxError's message says what to fix
         sys.stdout.flush()
         sys.stderr.flush()
