@@ -4,22 +4,24 @@
     ds = parallax.shard(ds)
     runner = parallax.get_runner(graph, "resource_specs/localhost.txt", parallax.Config())
 
-Importing parallax is cheap and never imports TensorFlow by itself, so the launcher stays instant. It arranges for
-gradient capture to be installed the moment TensorFlow is imported (or at once, if it already was): every
-(variable, raw gradient) pair built afterwards is recorded in the graph.
+`__all__` is what a user calls. The error classes are `parallax.errors`' (also importable from here, as before),
+and the original Parallax's names (`parallel_run`, `log`, `partition`, its configuration classes) are
+`parallax.legacy`'s, importable from here by their old spellings.
+
+Importing parallax never imports TensorFlow, so the launcher stays instant. It does two things, and only these:
+it arranges for gradient capture to be installed the moment TensorFlow is imported (or at once, if it already was:
+every (variable, raw gradient) pair built afterwards is recorded in the graph); and, when tf_keras is installed, it
+sets TF_USE_LEGACY_KERAS=1 unless the environment sets it (below).
 """
 import importlib
 import importlib.util
-import logging
 import os
 
+from parallax import errors
 from parallax.capture import tf_hook as _tf_hook
 from parallax.config import Config
-from parallax.errors import (CheckpointError, CollectiveError, ConfigError, FetchNotFoundError, GraphAnalysisError,
-                             GraphMismatchError, LaunchError, NoTrainOpError, ParallaxError, ResourceSpecError,
-                             UnsupportedError)
+from parallax.errors import ParallaxError
 from parallax.process.resource_spec import Host, ResourceSpec
-from parallax.legacy.config import CheckPointConfig, CommunicationConfig, MPIConfig, ProfileConfig, PSConfig
 
 __version__ = "0.1.0"
 
@@ -30,42 +32,41 @@ _tf_hook.install_capture_when_tensorflow_loads()
 if importlib.util.find_spec("tf_keras") is not None:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-# TensorFlow-dependent API, imported on first use.
+__all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "get_runner", "Runner", "shard", "shared_input",
+           "get_partitioner", "explain"]
+
+# Names imported on first use (they import TensorFlow, or are the original Parallax's), by the module that holds them.
 _LAZY = {
-    "analyze": "parallax.analysis.graph_analysis",
-    "GraphAnalysis": "parallax.analysis.graph_analysis",
     "get_runner": "parallax.runtime.startup",
     "Runner": "parallax.runtime.runner",
-    "parallel_run": "parallax.legacy.run",
+    "shared_input": "parallax.analysis.shared_inputs",
     "get_partitioner": "parallax.capture.partitioner",
     "explain": "parallax.explain",
     "Explanation": "parallax.explain",
-    "shared_input": "parallax.analysis.shared_inputs",
+    "analyze": "parallax.analysis.graph_analysis",
+    "GraphAnalysis": "parallax.analysis.graph_analysis",
+    # the original Parallax's
+    "parallel_run": "parallax.legacy.run",
+    "log": "parallax.legacy.log",
+    **{name: "parallax.legacy.config" for name in ("CheckPointConfig", "CommunicationConfig", "MPIConfig",
+                                                   "ProfileConfig", "PSConfig")},
 }
-
-# Modules of the API, by the original Parallax's spelling (parallax.shard.shard(ds), parallax.partition...)
+# Modules that are names of the API (parallax.shard(ds) and the original's parallax.shard.shard(ds), parallax.partition)
 _MODULES = {"shard": "parallax.capture.shard", "partition": "parallax.legacy.partition"}
-
-# The original Parallax's logger, which its scripts use (`parallax.log.info(...)`).
-log = logging.getLogger("PARALLAX")
-if not log.handlers:
-    _handler = logging.StreamHandler()
-    _handler.setFormatter(logging.Formatter("%(asctime)s PARALLAX %(levelname)s %(message)s"))
-    log.addHandler(_handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-
-__all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "ConfigError", "ResourceSpecError",
-           "GraphAnalysisError", "NoTrainOpError", "FetchNotFoundError", "UnsupportedError", "LaunchError",
-           "GraphMismatchError", "CollectiveError", "CheckpointError", "CheckPointConfig", "CommunicationConfig",
-           "MPIConfig", "ProfileConfig", "PSConfig", "log", "shard", "partition", *_LAZY]
 
 
 def __getattr__(name):
-    if name in _MODULES:  # modules; shard is also callable: parallax.shard(ds), .shard.shard(ds)
+    if name in _MODULES:
         return importlib.import_module(_MODULES[name])
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'parallax' has no attribute {name!r}")
+    elif isinstance(getattr(errors, name, None), type) and issubclass(getattr(errors, name), ParallaxError):
+        value = getattr(errors, name)  # the error classes' old spelling, parallax.ConfigError
+    else:
+        raise AttributeError(f"module 'parallax' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | set(_MODULES))
