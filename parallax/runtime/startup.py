@@ -25,7 +25,7 @@ from parallax.config import Config, translate
 from parallax.errors import (ConfigError, GraphAnalysisError, LaunchError, NoTrainOpError, ParallaxError,
                              UnsupportedError, report_if_uncaught)
 from parallax.process.protocol import (ENV_PARTITIONS, ENV_PLAN, ENV_PLAN_OUT, ENV_RESOURCE_SPEC,
-                                        ENV_CHECK, ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, Role,
+                                        ENV_CHECK, ENV_RUN_OPTION, ENV_SETTINGS_OUT, ENV_TRANSPORT, ProcessContext, Role,
                                         this_process)
 from parallax.process.resource_spec import ResourceSpec
 from parallax.process.script_roles import ScriptStopped
@@ -73,8 +73,7 @@ def _runner_for(graph, resource_spec, config):
     if not isinstance(graph, tf.Graph):
         raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
     context = this_process()
-    role = context.role
-    config = legacy_fields_applied(config, role)
+    config = legacy_fields_applied(config, context.role)
     config.check_combinations()
     spec, config = _settings(resource_spec, config, context.environ)
     if context.at_get_runner is not None:  # a one-process role: explain, calibrate (script_roles.py)
@@ -84,32 +83,74 @@ def _runner_for(graph, resource_spec, config):
     if not analysis.trained_variables:
         raise NoTrainOpError("the graph has trainable variables but no optimizer update for any of them; "
                              "add a training op, e.g. tf.compat.v1.train.AdamOptimizer().minimize(loss)")
-    plan = _job_plan(graph, analysis, spec, config, role, context.environ)
-    if role.role in ("launcher", "planner"):
-        _rebuild_if_repartitioned(graph, analysis, plan, context)
-        for note in plan_warnings(plan):
-            print(f"parallax: warning: {note}", file=sys.stderr, flush=True)
-    passes_for(plan)  # fails fast, before any process starts, on a plan this version cannot run
-    if role.role == "planner":
-        with open(context.environ[ENV_PLAN_OUT], "w") as f:
-            f.write(plan_json.dumps(plan))
-        if context.environ.get(ENV_SETTINGS_OUT):  # the script's Config fields that the launcher itself obeys
-            with open(context.environ[ENV_SETTINGS_OUT], "w") as f:
-                json.dump({"stall_warning_s": config.stall_warning(), "stall_timeout_s": config.stall_timeout_s,
-                           "transport": config.transport}, f)
-        sys.exit(0)  # the script's work is done: its plan is written
-    if role.role == "launcher":
-        if spec.num_workers > 1 or not spec.hosts[0].is_local:
-            # This process only launches: every worker re-runs the script, and the job's status is ours.
-            sys.exit(launch_job(spec, config, plan))
-        role = Role("worker", 0, 1)  # one local slot: this process is the whole job
-    elif role.num_workers != spec.num_workers:
-        raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {spec.source} has "
-                               f"{spec.num_workers} slots; pass the same spec in every worker")
-    _refuse_a_second_join(graph, role, context)
-    register_process(context)  # a launched worker: the launcher can now stop it by id, and hears of its failure
-    runner = _join(graph, analysis, plan, config, role, context)
-    context.runners.append(weakref.ref(runner))
+    plan = _job_plan(graph, analysis, spec, config, context.role, context.environ)
+    start = _Start(graph, analysis, plan, config, spec, context)
+    by_role = _BY_ROLE.get(context.role.role)
+    if by_role is None:
+        raise LaunchError(f"get_runner was called in a process of role {context.role.role!r}, which runs no "
+                          f"training script; start it with parallax-launch or run the script itself")
+    return by_role(start)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Start:
+    """What get_runner knows once the plan is made, for the step its process's role takes next."""
+    graph: tf.Graph
+    analysis: object
+    plan: object
+    config: Config
+    spec: ResourceSpec
+    context: ProcessContext
+
+
+def _as_planner(start):
+    """parallax-launch ran the script once so: write the plan (and the settings the launcher obeys) and stop."""
+    _announce(start)
+    environ, config = start.context.environ, start.config
+    with open(environ[ENV_PLAN_OUT], "w") as f:
+        f.write(plan_json.dumps(start.plan))
+    if environ.get(ENV_SETTINGS_OUT):  # the script's Config fields that the launcher itself obeys
+        with open(environ[ENV_SETTINGS_OUT], "w") as f:
+            json.dump({"stall_warning_s": config.stall_warning(), "stall_timeout_s": config.stall_timeout_s,
+                       "transport": config.transport}, f)
+    sys.exit(0)  # the script's work is done: its plan is written
+
+
+def _as_launcher(start):
+    """The script, run by hand: with several slots, launch the job (every worker re-runs the script) and exit with
+    its status; with one local slot, be the whole job."""
+    _announce(start)
+    if start.spec.num_workers > 1 or not start.spec.hosts[0].is_local:
+        sys.exit(launch_job(start.spec, start.config, start.plan))
+    return _joined(start, Role("worker", 0, 1))
+
+
+def _as_worker(start):
+    role = start.context.role
+    passes_for(start.plan)
+    if role.num_workers != start.spec.num_workers:
+        raise UnsupportedError(f"this worker was launched for {role.num_workers} workers but {start.spec.source} "
+                               f"has {start.spec.num_workers} slots; pass the same spec in every worker")
+    return _joined(start, role)
+
+
+_BY_ROLE = {"planner": _as_planner, "launcher": _as_launcher, "worker": _as_worker}
+
+
+def _announce(start):
+    """The process that plans: the graph again if AUTO repartitioned, the plan's warnings, and a plan this version
+    can run (before any process starts)."""
+    _rebuild_if_repartitioned(start.graph, start.analysis, start.plan, start.context)
+    for note in plan_warnings(start.plan):
+        print(f"parallax: warning: {note}", file=sys.stderr, flush=True)
+    passes_for(start.plan)
+
+
+def _joined(start, role):
+    _refuse_a_second_join(start.graph, role, start.context)
+    register_process(start.context)  # a launched worker: the launcher can stop it by id, and hears of its failure
+    runner = _join(start.graph, start.analysis, start.plan, start.config, role, start.context)
+    start.context.runners.append(weakref.ref(runner))
     return runner
 
 
