@@ -21,7 +21,7 @@ from typing import Dict, Optional, Tuple
 import tensorflow as tf
 
 from parallax.rules import batch_draws, batch_statistics, input_sharding, loss_seeds
-from parallax.analysis.graph_analysis import analyze, static_sparsity
+from parallax.analysis.graph_analysis import analyze
 from parallax.core.callable_module import make_callable
 from parallax.config import Config
 from parallax.errors import ConfigError
@@ -203,7 +203,7 @@ def explain(graph, resource_spec, config=None, print_table=True, measure_sparsit
 
 def _traffic(graph, record, vp, n, measured=None):
     b = vp.bytes
-    a = (measured if measured is not None else static_sparsity(graph, record)) if vp.kind == "sparse" else None
+    a = (measured if measured is not None else auto_plan.static_sparsity(graph, record)) if vp.kind == "sparse" else None
     # A replicated variable's IndexedSlices gradients are all-gathered, its dense ones all-reduced (plan/records.py).
     method = ("AG" if vp.kind == "sparse" else "AR") if vp.method.replicated else str(vp.method)
     if b is None or (vp.kind == "sparse" and method in ("PS", "AG") and a is None):

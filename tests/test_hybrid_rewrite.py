@@ -4,7 +4,7 @@ import tensorflow as tf
 
 import parallax
 from parallax.core import graph_utils
-from parallax.plan.records import make_plan
+from parallax.plan.variable_decisions import make_plan
 from parallax.plan.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
 from tests.models_for_tests import embedding_mlp

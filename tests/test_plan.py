@@ -5,7 +5,7 @@ import pytest
 
 import parallax
 from parallax import Config, ResourceSpec
-from parallax.plan.records import make_plan
+from parallax.plan.variable_decisions import make_plan
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import parallax
 from parallax import collectives
-from parallax.core import graph_utils
+from parallax.core import graph_utils, v1_control_flow
 from parallax.runtime import step_fence
 from parallax.plan.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
@@ -115,7 +115,7 @@ def test_a_fence_waits_for_every_op_of_a_v1_loops_last_iteration_when_the_loop_r
     case, plan, rewritten = _v1_rewritten(lambda: case_builder(name)(2, 2, 6, 2), mode)
     g = rewritten.graph
     fence = _fenced(case, plan, rewritten)
-    frame_of, parent = graph_utils.v1_frames(g)
+    frame_of, parent = v1_control_flow.v1_frames(g)
     spanning = set()
     for op in g.get_operations():
         frame = frame_of[op]
@@ -125,7 +125,7 @@ def test_a_fence_waits_for_every_op_of_a_v1_loops_last_iteration_when_the_loop_r
     assert spanning, "the case's loops run ops on a server"
     waited = graph_utils.ancestors([fence])
     for frame in spanning:
-        members = {op for op in g.get_operations() if graph_utils.output_frame(op, frame_of, parent) == frame
+        members = {op for op in g.get_operations() if v1_control_flow.output_frame(op, frame_of, parent) == frame
                    and op.type not in _FRAME_EDGES and not op.name.startswith(step_fence.FENCE_SCOPE)}
         exits = [op for op in waited if op.type == "Exit" and frame_of[op] == frame]
         within = [graph_utils.closure([e], lambda op: [] if op.type in _FRAME_EDGES else
@@ -163,11 +163,11 @@ def test_a_fence_waits_in_one_frame_for_a_branch_that_holds_a_v1_loop():
     case, plan, rewritten = _v1_rewritten(_v1_loop_in_a_cond, "HYBRID")
     g = rewritten.graph
     fence = _fenced(case, plan, rewritten)
-    frame_of, parent = graph_utils.v1_frames(g)
+    frame_of, parent = v1_control_flow.v1_frames(g)
     triggers = [op for op in graph_utils.ancestors([fence]) if op.type == "ControlTrigger"]
     assert any(op.name.endswith("branches_settled") for op in triggers)
     assert any(op.name.endswith("loops_settled") for op in triggers)
     for op in triggers:
-        frames = {graph_utils.output_frame(i, frame_of, parent) for i in list(op.control_inputs) +
+        frames = {v1_control_flow.output_frame(i, frame_of, parent) for i in list(op.control_inputs) +
                   [t.op for t in op.inputs]}
         assert frames == {frame_of[op]}, (op.name, frames)

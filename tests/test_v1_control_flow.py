@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import parallax
 from parallax import collectives
-from parallax.core import graph_utils
+from parallax.core import graph_utils, v1_control_flow
 from parallax.runtime import step_fence
 from parallax.plan.planning import plan_job
 from parallax.rewrite.pipeline import rewrite
@@ -52,7 +52,7 @@ def test_ops_inside_v1_branches_are_found_through_nesting_and_loops():
             tf.identity(out, name="after_cond")
         return g
     g = _v1(build)
-    inside = {op.name for op in graph_utils.v1_cond_ops(g)}
+    inside = {op.name for op in v1_control_flow.v1_cond_ops(g)}
     assert any(n.endswith("inner_then") for n in inside) and any(n.endswith("outer_else") for n in inside)
     assert any(n.endswith("after_loop") for n in inside)  # inside the outer branch, after a loop in it
     assert "after_cond" not in inside and "x" not in inside  # after the join, before the switch
@@ -61,7 +61,7 @@ def test_ops_inside_v1_branches_are_found_through_nesting_and_loops():
 def test_a_step_runs_the_ops_of_a_branch_but_waits_only_for_its_join():
     plan, rewritten, fetch = _rewritten_v1_cond()
     g = rewritten.graph
-    in_branches = graph_utils.v1_cond_ops(g)
+    in_branches = v1_control_flow.v1_cond_ops(g)
     for worker in (0, 1):
         variant = SyncSteps(g, rewritten.sync, worker, 2).variant((fetch.name,), [fetch])
         replicas = {op.name for op in variant.branch_targets if op.type == "ResourceApplyMomentum"}
@@ -84,7 +84,7 @@ def test_the_tf_backends_fence_waits_for_every_branch_op_through_a_control_trigg
     branch op directly, or it is dead itself when the branch is."""
     plan, rewritten, fetch = _rewritten_v1_cond()
     g = rewritten.graph
-    in_branches = graph_utils.v1_cond_ops(g) - graph_utils.v1_loop_ops(g)
+    in_branches = v1_control_flow.v1_cond_ops(g) - v1_control_flow.v1_loop_ops(g)
     for worker in (0, 1):
         variant = SyncSteps(g, rewritten.sync, worker, 2, collectives.step_fence_for(plan)).variant(
             (fetch.name,), [fetch])
@@ -138,7 +138,7 @@ def test_the_control_flow_walks_are_linear_on_deeply_nested_loops():
     signal.alarm(30)
     tracemalloc.start()
     try:
-        loops, branches = graph_utils.v1_loop_ops(g), graph_utils.v1_cond_ops(g)
+        loops, branches = v1_control_flow.v1_loop_ops(g), v1_control_flow.v1_cond_ops(g)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

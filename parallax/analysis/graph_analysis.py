@@ -387,18 +387,3 @@ def _shape(v):
 
 def _shape_str(shape):
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def static_sparsity(graph, record):
-    """A sparse variable's a: rows a step touches / rows, bounded by the number of lookups in the batch (from
-    static shapes only; None when they are unknown)."""
-    rows = record.shape[0] if record.shape else None
-    lookups = 0
-    for part in record.parts:
-        if part.gradient is None or part.gradient.indices is None:
-            return None
-        n = graph.get_tensor_by_name(part.gradient.indices).shape.num_elements()
-        if n is None or not rows:
-            return None
-        lookups += n
-    return min(1.0, lookups / rows)

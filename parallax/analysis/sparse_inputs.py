@@ -14,7 +14,6 @@ shapes in a row) or three placeholders made one after another (tf.compat.v1.spar
 SparseTensor's parts are: int64 [n, r], [n] and int64 [r].
 """
 import dataclasses
-from typing import Tuple
 
 import numpy as np
 import tensorflow as tf

@@ -9,10 +9,9 @@ import statistics
 from typing import Optional
 
 from parallax.plan import calibration, cost_model, placement, plan_search
-from parallax.analysis.graph_analysis import static_sparsity
 from parallax.config import Config
 from parallax.errors import ParallaxError
-from parallax.plan.records import make_plan
+from parallax.plan.variable_decisions import make_plan
 from parallax.rules import batch_statistics
 from parallax.capture.partitioner import COLLECTION
 
@@ -199,3 +198,18 @@ def predictions(graph, analysis, spec, config):
     return (seconds, plan_search.reasons(workload, choices, per_host, machine, backend), prediction.bound,
             calibration.measured_seconds(auto.calibration, per_host), auto.basis, auto.cpu_scales,
             auto.overlap_exponent)
+
+
+def static_sparsity(graph, record):
+    """A sparse variable's a: rows a step touches / rows, bounded by the number of lookups in the batch (from
+    static shapes only; None when they are unknown)."""
+    rows = record.shape[0] if record.shape else None
+    lookups = 0
+    for part in record.parts:
+        if part.gradient is None or part.gradient.indices is None:
+            return None
+        n = graph.get_tensor_by_name(part.gradient.indices).shape.num_elements()
+        if n is None or not rows:
+            return None
+        lookups += n
+    return min(1.0, lookups / rows)

@@ -8,7 +8,8 @@ from parallax import collectives
 from parallax.rules import batch_draws, batch_statistics, batchless_writes, gradient_check, input_sharding, loss_law, loss_seeds, padded_inputs, state_writes
 from parallax.config import check_ssh_carries
 from parallax.plan.placement import decide_placements
-from parallax.plan.records import Aggregation, make_plan
+from parallax.plan.records import Aggregation
+from parallax.plan.variable_decisions import make_plan
 from parallax.plan import auto_plan
 
 

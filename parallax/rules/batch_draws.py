@@ -26,7 +26,7 @@ from tensorflow.python.framework import op_def_registry
 
 from parallax.analysis import batch_samples
 from parallax.rules import draw_guards
-from parallax.core import graph_utils
+from parallax.core import graph_utils, v1_control_flow
 from parallax.analysis.batch_samples import draw_as_split, merged_as_split, same_in_every_part
 from parallax.analysis.batch_shapes import MARKERS, batch_axis, merged_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.core.graph_surgery import new_ops, reroute_consumers
@@ -90,7 +90,7 @@ def find(graph):
     drawn = [op.outputs[0] for op in candidates]
     first_probe, second_probe = batch_samples.with_extents_from_runs(
         graph, drawn, [probed_shapes(subgraph, inputs, drawn, m) for m in MARKERS], MARKERS)
-    in_loops = graph_utils.v1_loop_ops(graph) if candidates else set()
+    in_loops = v1_control_flow.v1_loop_ops(graph) if candidates else set()
     split = []
     for op in candidates:
         first, second = first_probe.get(op.outputs[0].name), second_probe.get(op.outputs[0].name)

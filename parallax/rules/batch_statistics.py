@@ -41,7 +41,7 @@ import tensorflow as tf
 from parallax.analysis import backward_ops, batch_samples, batch_sizes, keyed_writes
 from parallax.rules import batch_draws, data_counts, fused_batch_norm, gathered_statistics, mixed_rows, paired_rows
 from parallax.capture import gradients as capture
-from parallax.core import graph_utils
+from parallax.core import graph_utils, v1_control_flow
 from parallax.analysis.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.analysis.row_keys import reads_input
 from parallax.rules.statistic_laws import combining_law, follows_the_batch
@@ -113,7 +113,7 @@ def find(graph, analysis):
     extents = {op for op in averaged if _averages_a_data_extent(op, probes) and regions.read_points(op.outputs[0])}
     gradient_ops = backward_ops.by_forward_op(graph)
     in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
-    in_loops = graph_utils.v1_loop_ops(graph)
+    in_loops = v1_control_flow.v1_loop_ops(graph)
     for op in sorted(candidates - extents, key=lambda o: o.name):
         if any(follows_the_batch(t, probes) for t in value_inputs(op)):
             _combine_op(op, regions, probes, gradient_ops, in_functions, in_loops, found)

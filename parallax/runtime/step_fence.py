@@ -15,7 +15,7 @@ import hashlib
 import tensorflow as tf
 from tensorflow.python.ops import gen_control_flow_ops
 
-from parallax.core import graph_utils
+from parallax.core import graph_utils, v1_control_flow
 
 tf1 = tf.compat.v1
 
@@ -41,7 +41,7 @@ def fence(variant, fence_op):
         # received from there is lost with it (Aborted: Cleanup).
         here = {x.ref(): tf.identity(x) for x in returned}
         watched = ran + list(variant.branch_targets)
-        frames = graph_utils.v1_frames(watched[0].graph) if watched else None
+        frames = v1_control_flow.v1_frames(watched[0].graph) if watched else None
         settled = _branches_settled(watched, frames) + _loops_settled(ran, frames)
         with tf.control_dependencies(ran + [t.op for t in here.values()] + settled):
             done = fence_op(variant.digest, "fence")
@@ -64,9 +64,9 @@ def _branches_settled(ran, frames):
     if not ran:
         return []
     graph = ran[0].graph
-    frame_of, parent = frames  # (graph_utils.v1_frames) a trigger outside every loop waits for ops there alone
-    in_branches = {op for op in graph_utils.v1_cond_ops(graph) & graph_utils.ancestors(ran)
-                   if graph_utils.output_frame(op, frame_of, parent) == ""}
+    frame_of, parent = frames  # (v1_control_flow.v1_frames) a trigger outside every loop waits for ops there alone
+    in_branches = {op for op in v1_control_flow.v1_cond_ops(graph) & graph_utils.ancestors(ran)
+                   if v1_control_flow.output_frame(op, frame_of, parent) == ""}
     last = sorted((op for op in in_branches if not any(c in in_branches for c in graph_utils.consumers(op))),
                   key=lambda op: op.name)
     if not last:
@@ -90,7 +90,7 @@ def _loops_settled(ran, frames):
     if not ran:
         return []
     graph = ran[0].graph
-    frame_of, parent = frames  # graph_utils.v1_frames, before any gate of this fence is built
+    frame_of, parent = frames  # v1_control_flow.v1_frames, before any gate of this fence is built
     spanning = set()
     for op, frame in frame_of.items():
         if frame and _elsewhere(op.device):
@@ -101,7 +101,7 @@ def _loops_settled(ran, frames):
     for frame in gated:  # inner loops first: their gates' exits are among the outer loop's last ops
         gates[frame] = _built_gate(graph, frame)
         if gates[frame] is None:
-            frame_of, parent = graph_utils.v1_frames(graph)  # with the gates built so far
+            frame_of, parent = v1_control_flow.v1_frames(graph)  # with the gates built so far
             gates[frame] = _loop_gate(frame, frame_of, parent)
     outermost = sorted((gates[f] for f in gated if not parent[f]), key=lambda op: op.name)
     if not outermost:
@@ -135,7 +135,7 @@ def _loop_gate(frame, frame_of, parent):
     """The Exit of a loop variable added to `frame`: each iteration passes it on only after a ControlTrigger that
     waits for that iteration's last ops (live or dead, on any task), and it leaves the frame in the last iteration
     after that iteration's trigger, so once every iteration has run to its end."""
-    members = {op for op in frame_of if graph_utils.output_frame(op, frame_of, parent) == frame
+    members = {op for op in frame_of if v1_control_flow.output_frame(op, frame_of, parent) == frame
                and op.type not in _FRAME_EDGES}  # the inner loops' exits included; a back edge's consumer is in
     # the next iteration, so it is not a last op of this one
     last = sorted((op for op in members if not any(c in members for c in graph_utils.consumers(op))),

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from parallax.core import graph_utils
+from parallax.core import graph_utils, v1_control_flow
 from parallax.runtime import step_fence
 from parallax.errors import UnsupportedError
 from parallax.rewrite.sync_passes import SYNC_SCOPE
@@ -71,11 +71,11 @@ class SyncSteps:
         # through the chief's sends too; only the chief's variants read it
         self._after_readiness = graph_utils.closure([self._readiness], lambda o: graph_utils.consumers(o) + (
             [self._copy_of[o]] if o in self._copy_of else [])) if worker_id == 0 else frozenset()
-        self._in_loops = graph_utils.v1_loop_ops(graph)
+        self._in_loops = v1_control_flow.v1_loop_ops(graph)
         # A v1 cond's branch not taken is dead, and so is anything that waits for an op in it: a step may run
         # such ops (a replica's update under a loss scale's finiteness check), but its arrival and its release
         # never wait for them; they wait for the cond's join through the fetches.
-        self._in_branches = graph_utils.v1_cond_ops(graph) - self._in_loops
+        self._in_branches = v1_control_flow.v1_cond_ops(graph) - self._in_loops
         self._cache = {}
 
     def variant(self, key, leaves):
