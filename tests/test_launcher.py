@@ -20,6 +20,24 @@ pytestmark = pytest.mark.slow  # real jobs (those that time a teardown are marke
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
+_STARTED = []  # the launchers this module's tests started (Popen), so that a test that fails leaves no job behind
+
+
+@pytest.fixture(autouse=True)
+def _no_job_outlives_its_test():
+    """A test that fails before it ends its job (a hanging one, while it waits for the workers) still takes the job
+    down: SIGTERM to the launcher it started, which tears down every process of the job, then SIGKILL of the
+    launcher's own process group if it does not end within 60 s."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
 
 
 def _start(env_extra, tmp_path):
@@ -29,8 +47,10 @@ def _start(env_extra, tmp_path):
                TMPDIR=str(tmp_path / "jobs"))
     env.update(env_extra)  # may replace PYTHONPATH; None removes a variable
     env = {k: v for k, v in env.items() if v is not None}
-    return subprocess.Popen([sys.executable, JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    _STARTED.append(proc)
+    return proc
 
 
 def _finish(proc, timeout=120):
