@@ -74,18 +74,9 @@ class Explanation:
         return None if None in values else sum(values)
 
     def __str__(self):
-        traffic = {t.variable: t for t in self.traffic}
-        rows = [("variable", "kind", "bytes", "method", "server(s)", "partitions", "local agg", "a", "bytes/step")]
-        for v in self.plan.variables:
-            t = traffic[v.name]
-            rows.append((v.name, v.kind, _num(v.bytes), _METHOD_NAMES[str(v.method)],
-                         ",".join(f"ps{k}" for k in v.ps_tasks) or "-", str(max(1, len(v.ps_tasks))),
-                         "yes" if v.local_aggregation else "no",
-                         "-" if v.kind == "dense" else ("unknown" if t.sparsity is None else f"{t.sparsity:.3g}"),
-                         "unknown" if t.bytes_per_step is None else _num(t.bytes_per_step)))
         p = self.plan
         lines = [f"parallax plan: run_option={p.run_option}, {p.num_workers} workers on {p.num_hosts} host(s), "
-                 f"sync={p.sync}", format_table(rows)]
+                 f"sync={p.sync}", format_table(self._variable_rows())]
         total = self.bytes_per_step
         lines.append("predicted traffic per worker per step (Table 3): "
                      + ("unknown (a sparsity is unknown)" if total is None else f"{_num(total)} bytes"))
@@ -100,30 +91,48 @@ class Explanation:
             lines.append(f"partitions: AUTO splits the variables parallax.get_partitioner splits into {p.partitions} "
                          f"shards (a job runs the script with that number)")
         if self.predicted:
-            lines.append("predicted step time (cost model, calibration of the hosts): " + ", ".join(
-                f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in self.predicted.items())
-                + f"; the step is {self.bound}-bound")
-            if self.measured:
-                lines.append("measured step time (the calibration's real jobs): " + ", ".join(
-                    f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in sorted(self.measured.items())))
-            if self.cpu_scales:
-                lines.append("communication CPU, the probes' costs scaled to the real jobs: " + ", ".join(
-                    f"{group} x{scale:.2f}" for group, scale in sorted(self.cpu_scales.items())))
-            if self.measured:
-                lines.append("the step from its critical path and CPU bound, as the real jobs overlapped them: "
-                             + ("their max" if self.overlap_exponent is None else
-                                f"their {self.overlap_exponent:g}-norm (1 would add them)"))
-            if p.run_option == "AUTO" and self.basis != "model":
-                lines.append(f"AUTO runs the plan of the fixed mode {self.basis.split()[-1]}: its expected step "
-                             f"(the mean of its real job's and of its prediction scaled by the model's error on "
-                             f"the real jobs) is below that of the model's best plan (the same, when that is a fixed "
-                             f"mode's plan; otherwise its scaled prediction)")
-            if p.run_option == "AUTO":
-                lines += [f"  {name}: {_METHOD_NAMES[str(p.variable(name).method)]}; {why}"
-                          for name, why in sorted(self.reasons.items())]
+            lines += self._cost_lines()
         if self.premise:
             lines.append(self.premise)
         return "\n".join(lines)
+
+    def _variable_rows(self):
+        traffic = {t.variable: t for t in self.traffic}
+        rows = [("variable", "kind", "bytes", "method", "server(s)", "partitions", "local agg", "a", "bytes/step")]
+        for v in self.plan.variables:
+            t = traffic[v.name]
+            rows.append((v.name, v.kind, _num(v.bytes), _METHOD_NAMES[str(v.method)],
+                         ",".join(f"ps{k}" for k in v.ps_tasks) or "-", str(max(1, len(v.ps_tasks))),
+                         "yes" if v.local_aggregation else "no",
+                         "-" if v.kind == "dense" else ("unknown" if t.sparsity is None else f"{t.sparsity:.3g}"),
+                         "unknown" if t.bytes_per_step is None else _num(t.bytes_per_step)))
+        return rows
+
+    def _cost_lines(self):
+        """What the cost model predicted, what the calibration measured, and why AUTO chose each method."""
+        p = self.plan
+        lines = ["predicted step time (cost model, calibration of the hosts): " + ", ".join(
+            f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in self.predicted.items())
+            + f"; the step is {self.bound}-bound"]
+        if self.measured:
+            lines.append("measured step time (the calibration's real jobs): " + ", ".join(
+                f"{mode} {seconds * 1000:.1f} ms" for mode, seconds in sorted(self.measured.items())))
+        if self.cpu_scales:
+            lines.append("communication CPU, the probes' costs scaled to the real jobs: " + ", ".join(
+                f"{group} x{scale:.2f}" for group, scale in sorted(self.cpu_scales.items())))
+        if self.measured:
+            lines.append("the step from its critical path and CPU bound, as the real jobs overlapped them: "
+                         + ("their max" if self.overlap_exponent is None else
+                            f"their {self.overlap_exponent:g}-norm (1 would add them)"))
+        if p.run_option == "AUTO" and self.basis != "model":
+            lines.append(f"AUTO runs the plan of the fixed mode {self.basis.split()[-1]}: its expected step "
+                         f"(the mean of its real job's and of its prediction scaled by the model's error on "
+                         f"the real jobs) is below that of the model's best plan (the same, when that is a fixed "
+                         f"mode's plan; otherwise its scaled prediction)")
+        if p.run_option == "AUTO":
+            lines += [f"  {name}: {_METHOD_NAMES[str(p.variable(name).method)]}; {why}"
+                      for name, why in sorted(self.reasons.items())]
+        return lines
 
 
 def premise(plan, analysis):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import parallax
 from parallax.rules import batch_draws, batch_statistics, loss_law
-from parallax.analysis import batch_samples, sparse_inputs
+from parallax.analysis import batch_samples, random_examples, sparse_inputs
 from parallax.analysis.batch_shapes import MARKERS, per_worker_inputs
 
 tf1 = tf.compat.v1
@@ -63,7 +63,7 @@ def test_a_random_sparse_batch_is_valid_and_its_parts_renumber_their_examples():
     g, _ = _sparse_graph(lambda r, y: tf.reduce_mean(_squared_errors(r, y)), [None, 4])
     (found,) = sparse_inputs.find(g)
     indices, values, dense_shape = sparse_inputs.random_batch(np.random.RandomState(0), found, 6,
-                                                              batch_samples.random_values)
+                                                              random_examples.random_values)
     assert list(dense_shape) == [6, 4] and len(indices) == len(values)
     assert [tuple(i) for i in indices] == sorted({tuple(i) for i in indices})  # row-major, no duplicates
     counts = np.bincount(indices[:, 0], minlength=6)

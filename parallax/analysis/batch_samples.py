@@ -20,6 +20,7 @@ import tensorflow as tf
 from parallax.core import graph_utils
 from parallax.analysis import sparse_inputs
 from parallax.analysis.batch_shapes import PIN, copy_nodes, per_worker_inputs
+from parallax.analysis.random_examples import nonnegative_values, rare_id_values, random_values
 
 tf1 = tf.compat.v1
 HALF = 4
@@ -133,7 +134,8 @@ def _decoded_inputs(graph, decoded, fed):
             tf.compat.dimension_value(t.shape[0]) is None and t.dtype not in (tf.resource, tf.variant)]
 
 
-def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded, pooled):
+def _small_initializers(graph, tensors):
+    """The initializers a throw-away run of `tensors` needs, or None when their variables are too big to copy."""
     variables = {v.op.name: v for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES) +
                  graph.get_collection(tf1.GraphKeys.LOCAL_VARIABLES)}
     needed = graph_utils.ancestors([t.op for t in tensors], False)
@@ -141,8 +143,42 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
     if sum((v.shape.num_elements() or MAX_BYTES) * v.dtype.base_dtype.size for v in read) > MAX_BYTES:
         return None
     # the variables' initializers, and those of the lookup tables the tensors read (a vocabulary's)
-    initializers = [v.initializer for v in read] + [
+    return [v.initializer for v in read] + [
         op for op in graph.get_collection(tf1.GraphKeys.TABLE_INITIALIZERS) if op.inputs and op.inputs[0].op in needed]
+
+
+def _trial_feeds(trial, feeds, inputs, sparse, settings, parts, widened):
+    """One trial's feed of each part: random inputs of the trial's kind; the settings the same in every part."""
+    rng = np.random.RandomState(trial)
+    values_of = {NONNEGATIVE_TRIAL: nonnegative_values, RARE_ID_TRIAL: rare_id_values}.get(trial, random_values)
+    batch = {feeds[t.name]: _widened(_random(rng, t, values_of), *(widened or {}).get(t.name, ((), None)))
+             for t in inputs}
+    sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, values_of)) for s in sparse]
+    fixed = {feeds[t.name]: _setting(rng, t) for t in settings}
+    examples = np.arange(2 * HALF)
+    return [{**_part_feed(feeds, batch, sparse_batch, part, examples), **fixed} for part in parts]
+
+
+def _in_run(run, by_name, names):
+    """`by_name` ({tensor name: value}) keyed by the throw-away graph's tensors, for those it imported."""
+    return {run.get_tensor_by_name(n): f for n, f in (by_name or {}).items() if n.rsplit(":", 1)[0] in names}
+
+
+def _failed_run(error, feeds, decoded):
+    """An InvalidArgumentError of a sampling run: an undecodable fed record is raised; anything else skips."""
+    failed = getattr(error, "op", None)
+    # Random numbers are valid examples by construction (small ids, normal floats); random words are no
+    # serialized record, so only an op that fails on a fed string input decodes it.
+    fed = {p.name for p in feeds.values() if p.dtype == tf.string}
+    if failed is not None and failed.name not in decoded and any(i.name in fed for i in failed.inputs):
+        raise _Undecodable(failed.name) from error
+    return {}
+
+
+def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded, pooled):
+    initializers = _small_initializers(graph, tensors)
+    if initializers is None:
+        return None
     feeds = {}  # an input's name: the placeholder that feeds it in the throw-away graph
     try:
         # A constant in a v1 while loop's body is in the loop's frame through a control edge from its pivot.
@@ -171,20 +207,10 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
                 samples = {t.name: [] for t in tensors}
                 examples = np.arange(2 * HALF)
                 for trial in range(trials):
-                    rng = np.random.RandomState(trial)
-                    values_of = {NONNEGATIVE_TRIAL: nonnegative_values, RARE_ID_TRIAL: rare_id_values}.get(
-                        trial, random_values)
-                    batch = {feeds[t.name]: _widened(_random(rng, t, values_of),
-                                                     *(widened or {}).get(t.name, ((), None))) for t in inputs}
-                    sparse_batch = [(s, sparse_inputs.random_batch(rng, s, 2 * HALF, values_of)) for s in sparse]
-                    fixed = {feeds[t.name]: _setting(rng, t) for t in settings}  # the same in every part
-                    feeds_of_parts = [{**_part_feed(feeds, batch, sparse_batch, part, examples), **fixed}
-                                      for part in parts]
-                    values = _run_parts(session, fetches, feeds_of_parts, [part(examples) for part in parts],
-                                        {**{run.get_tensor_by_name(n): f for n, f in (held or {}).items()
-                                            if n.rsplit(":", 1)[0] in names}, **edited},
-                                        {run.get_tensor_by_name(n): f for n, f in (pooled or {}).items()
-                                         if n.rsplit(":", 1)[0] in names})
+                    values = _run_parts(session, fetches,
+                                        _trial_feeds(trial, feeds, inputs, sparse, settings, parts, widened),
+                                        [part(examples) for part in parts],
+                                        {**_in_run(run, held, names), **edited}, _in_run(run, pooled, names))
                     for i, t in enumerate(tensors):
                         samples[t.name].append(tuple(np.asarray(v[i], np.int64 if shapes else np.float64)
                                                      for v in values))
@@ -192,13 +218,7 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
             finally:
                 _closed(session)
     except tf.errors.InvalidArgumentError as e:
-        failed = getattr(e, "op", None)
-        # Random numbers are valid examples by construction (small ids, normal floats); random words are no
-        # serialized record, so only an op that fails on a fed string input decodes it.
-        fed = {p.name for p in feeds.values() if p.dtype == tf.string}
-        if failed is not None and failed.name not in decoded and any(i.name in fed for i in failed.inputs):
-            raise _Undecodable(failed.name) from e
-        return {}
+        return _failed_run(e, feeds, decoded)
     except ProbeTimeout:
         raise
     except Exception:  # noqa: BLE001  a check that cannot run the user's graph so is skipped, never the job
@@ -322,33 +342,6 @@ def _seed_unseeded(graph_def):
 
 def _random(rng, t, values_of):
     return values_of(rng, t.dtype, [2 * HALF] + [PIN if d is None else d for d in t.shape.as_list()[1:]])
-
-
-def nonnegative_values(rng, dtype, shape):
-    """random_values, floats made non-negative (NONNEGATIVE_TRIAL)."""
-    values = random_values(rng, dtype, shape)
-    return np.abs(values) if dtype.is_floating else values
-
-
-def rare_id_values(rng, dtype, shape):
-    """random_values, integers 1 or 2 but for one 0 (RARE_ID_TRIAL)."""
-    if not dtype.is_integer or dtype == tf.bool:
-        return random_values(rng, dtype, shape)
-    values = rng.randint(1, 3, size=shape).astype(dtype.as_numpy_dtype)
-    if values.size:
-        values.flat[rng.randint(values.size)] = 0
-    return values
-
-
-def random_values(rng, dtype, shape):
-    """Random examples of `dtype`: small ints (valid ids of any table), words, booleans, or normal floats."""
-    if dtype == tf.bool:
-        return rng.rand(*shape) < 0.5
-    if dtype == tf.string:  # words: a hash bucket's or a vocabulary's keys
-        return rng.randint(0, 3, size=shape).astype(str).astype(object)
-    if dtype.is_integer:
-        return rng.randint(0, 3, size=shape).astype(dtype.as_numpy_dtype)
-    return rng.randn(*shape).astype(dtype.as_numpy_dtype)
 
 
 def with_extents_from_runs(graph, tensors, probes, markers):

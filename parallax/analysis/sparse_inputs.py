@@ -103,7 +103,7 @@ def _sparse_parts(indices, values, shape):
 
 def random_batch(rng, sparse, examples, random_values):
     """(indices, values, dense_shape) of `examples` random examples; `random_values(rng, dtype, shape)` makes the
-    values (batch_samples.random_values: valid ids of any table)."""
+    values (random_examples.random_values: valid ids of any table)."""
     extents = sparse.extents()
     rows = []
     for e in range(examples):

@@ -30,6 +30,16 @@ def parser():
                     "fails, every process on every host is stopped.",
         epilog="example: parallax-launch -H node1:2,node2:2 --ssh-identity-file ~/.ssh/id_ed25519 -- "
                "python train.py --steps 1000")
+    _where_and_how(p)
+    _supervision(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="make the plan, check the hosts, print every process, start nothing")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
+    return p
+
+
+def _where_and_how(p):
+    """The hosts, and how processes reach them and are started there."""
     # None of them: inside a Slurm allocation, its hosts and slots (slurm.py).
     where = p.add_mutually_exclusive_group()
     where.add_argument("--resource-spec", metavar="F", help="a resource spec file (paper style or hostfile lines)")
@@ -55,6 +65,10 @@ def parser():
                         "otherwise")
     p.add_argument("--python", metavar="PATH",
                    help="the Python to run on every host (default: the command's `python`, resolved here)")
+
+
+def _supervision(p):
+    """Output, time limits, and the check against one device."""
     p.add_argument("--log-dir", metavar="D", help="write one log file per process here instead of prefixed lines")
     p.add_argument("--start-timeout", type=float, default=120.0, metavar="S",
                    help="fail if not every process is up after S seconds (default 120)")
@@ -71,10 +85,6 @@ def parser():
                         "(overrides the script's Config.check_steps; docs/check.md)")
     p.add_argument("--check-warns", action="store_true",
                    help="with --check-steps: a difference only warns (Config.check_fails=False)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="make the plan, check the hosts, print every process, start nothing")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
-    return p
 
 
 def main(argv=None):

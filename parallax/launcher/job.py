@@ -105,24 +105,32 @@ def launch(spec, command, options, plan_text, run_option=None, out=None):
             main_cmd, main_env, main_stdin = ssh_transport.spawner(layout, command, env_extra, options,
                                                                    _local_environment())
         else:
-            main_cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
-            shim = {k: v for k, v in env_extra.items() if k in bind_shim.VARIABLES}
-            main_env = dict(_local_environment(), **env_extra, **mpirun.agent_environment(spec, options.ssh, shim))
-            main_stdin = None
+            (main_cmd, main_env), main_stdin = _mpirun_main(spec, command, env_extra, options), None
         if options.dry_run:
             print(describe(layout, python, command, main_cmd), file=out or sys.stdout, flush=True)
             return 0
-        servers = f" and {len(services)} parameter server(s)" if services else ""
-        how = (run_option or "run option from the script") + (
-            f", collectives: {plan.backend}" if plan and plan.uses_collectives else "") + (
-            ", transport: ssh" if over_ssh else "")
-        say(f"launching {spec.num_workers} worker{'s' if spec.num_workers != 1 else ''}{servers} ({how}) on "
-            f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
-            + (f"; logs in {options.log_dir}" if options.log_dir else ""))
+        say(_launching_line(spec, services, run_option, plan, over_ssh, options))
         supervisor = Supervisor(main_cmd, main_env, layout, services, options, out=out, main_stdin=main_stdin)
         return supervisor.run()
     finally:
         _remove_job_dirs(spec, job_dir, python, options)
+
+
+def _mpirun_main(spec, command, env_extra, options):
+    """(command, environment) of the mpirun that starts every worker, with its host agents' environment."""
+    cmd = mpirun.mpirun_command(spec, command, env_extra, options.ssh, extra_args=options.mpi_args)
+    shim = {k: v for k, v in env_extra.items() if k in bind_shim.VARIABLES}
+    return cmd, dict(_local_environment(), **env_extra, **mpirun.agent_environment(spec, options.ssh, shim))
+
+
+def _launching_line(spec, services, run_option, plan, over_ssh, options):
+    servers = f" and {len(services)} parameter server(s)" if services else ""
+    how = (run_option or "run option from the script") + (
+        f", collectives: {plan.backend}" if plan and plan.uses_collectives else "") + (
+        ", transport: ssh" if over_ssh else "")
+    return (f"launching {spec.num_workers} worker{'s' if spec.num_workers != 1 else ''}{servers} ({how}) on "
+            f"{', '.join(f'{h.hostname}x{h.num_slots}' for h in spec.hosts)}"
+            + (f"; logs in {options.log_dir}" if options.log_dir else ""))
 
 
 def resolve_python(command, python):

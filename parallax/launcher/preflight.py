@@ -37,28 +37,10 @@ def run_preflight(spec, ports_per_host, python, script, job_dir, settings, progr
     here = host_agent.check({"script": None, "ports": 0, "job_dir": None})
 
     def check_one(index):
-        host = spec.hosts[index]
         wanted = ports_per_host.get(index, 0)
         request = json.dumps({"script": script, "ports": wanted + SPARE_PORTS if wanted else 0, "job_dir": job_dir,
                               "files": files or {}}) + "\n"
-        argv = [python, *AGENT, "check", "-"]
-        try:
-            out = _run_here(argv, request) if host.is_local else ssh.run(settings, host, argv, stdin_text=request)
-        except LaunchError as e:
-            if "No module named" in str(e) and "parallax" in str(e):
-                raise LaunchError(f"{host.hostname}: {python} cannot import parallax; install parallax for that "
-                                  f"Python on every host, or pass --python") from None
-            raise
-        try:
-            report = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise LaunchError(f"{host.hostname}: the preflight check printed no report: {out[-300:]!r}") from None
-        if report["parallax"] != here["parallax"]:
-            report["errors"].append(f"{python} imports parallax from {report['parallax']}, the launcher from "
-                                    f"{here['parallax']}: install the same parallax at the same path everywhere")
-        if report["errors"]:
-            raise LaunchError(f"{host.hostname}: " + "; ".join(report["errors"]))
-        return HostReport(report.get("ports", []), report["hostname"])
+        return _check_host(spec.hosts[index], python, request, settings, here)
 
     results: Dict[int, HostReport] = {}
     errors = []
@@ -102,6 +84,28 @@ def distinct_ports(spec, reports, ports_per_host):
         taken.update(mine)
         out[index] = dataclasses.replace(reports[index], ports=mine)
     return out
+
+
+def _check_host(host, python, request, settings, here):
+    """The HostReport of one host's agent, given `request`; a LaunchError naming the host for anything wrong."""
+    argv = [python, *AGENT, "check", "-"]
+    try:
+        out = _run_here(argv, request) if host.is_local else ssh.run(settings, host, argv, stdin_text=request)
+    except LaunchError as e:
+        if "No module named" in str(e) and "parallax" in str(e):
+            raise LaunchError(f"{host.hostname}: {python} cannot import parallax; install parallax for that "
+                              f"Python on every host, or pass --python") from None
+        raise
+    try:
+        report = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise LaunchError(f"{host.hostname}: the preflight check printed no report: {out[-300:]!r}") from None
+    if report["parallax"] != here["parallax"]:
+        report["errors"].append(f"{python} imports parallax from {report['parallax']}, the launcher from "
+                                f"{here['parallax']}: install the same parallax at the same path everywhere")
+    if report["errors"]:
+        raise LaunchError(f"{host.hostname}: " + "; ".join(report["errors"]))
+    return HostReport(report.get("ports", []), report["hostname"])
 
 
 def _run_here(argv, stdin_text):

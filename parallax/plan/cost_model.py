@@ -231,6 +231,29 @@ def _allgather(load, variables, workers_per_host, machine, backend, applied=True
     load.waits += machine.round_time(key, collectives * (n - 1))
 
 
+def _state_at_servers(load, state, variables, choices, workers_per_host, machine):
+    """The load of the state the servers hold; returns (its messages' costs, its busiest accumulator's serial work)."""
+    messages, serial = [], 0.0
+    bandwidth = machine.link_rate("ps")
+    for item, s in _state_on_servers(state, variables, choices, len(workers_per_host)):
+        # Averaged state: every worker's value into an accumulator at its server, then the chief's write; other
+        # state: the chief's write alone. Both sides pay per message, as for a variable.
+        senders = workers_per_host if item.averaged else [1 if h == 0 else 0 for h in range(len(workers_per_host))]
+        read_tensors, read_bytes = item.reads
+        for h, (w, sending) in enumerate(zip(workers_per_host, senders)):
+            load.send(h, s, sending * item.bytes, bandwidth)
+            load.send(s, h, w * read_bytes, bandwidth, "pull")
+            load.server[s] += sending * item.bytes + w * read_bytes
+            for side in (s, h):
+                load.cpu[side] += _cost(machine, "ps", sending * item.bytes + w * read_bytes,
+                                        sending + w * read_tensors)
+        if item.averaged:
+            load.cpu[s] += _cost(machine, "ps", 0, 1)  # the chief's write of the mean
+        messages.append(_cost(machine, "ps", item.bytes))
+        serial = max(serial, _cost(machine, "ps", sum(senders) * item.bytes, sum(senders) + item.averaged))
+    return messages, serial
+
+
 def _servers(load, variables, choices, workers_per_host, machine, state=()):
     if not variables:
         return  # no servers: every worker keeps its own copy of the state (plan._place_state)
@@ -268,22 +291,9 @@ def _servers(load, variables, choices, workers_per_host, machine, state=()):
             # One part's accumulator takes the pushes one at a time and its update follows them: however many
             # cores the server has, the step waits for its busiest part (why the paper partitions variables).
             serial = max(serial, _cost(machine, "ps", n * rows, n) + applied * machine.update_cpu_per_byte)
-    for item, s in _state_on_servers(state, variables, choices, len(workers_per_host)):
-        # Averaged state: every worker's value into an accumulator at its server, then the chief's write; other
-        # state: the chief's write alone. Both sides pay per message, as for a variable.
-        senders = workers_per_host if item.averaged else [1 if h == 0 else 0 for h in range(len(workers_per_host))]
-        read_tensors, read_bytes = item.reads
-        for h, (w, sending) in enumerate(zip(workers_per_host, senders)):
-            load.send(h, s, sending * item.bytes, bandwidth)
-            load.send(s, h, w * read_bytes, bandwidth, "pull")
-            load.server[s] += sending * item.bytes + w * read_bytes
-            for side in (s, h):
-                load.cpu[side] += _cost(machine, "ps", sending * item.bytes + w * read_bytes,
-                                        sending + w * read_tensors)
-        if item.averaged:
-            load.cpu[s] += _cost(machine, "ps", 0, 1)  # the chief's write of the mean
-        messages.append(_cost(machine, "ps", item.bytes))
-        serial = max(serial, _cost(machine, "ps", sum(senders) * item.bytes, sum(senders) + item.averaged))
+    state_messages, state_serial = _state_at_servers(load, state, variables, choices, workers_per_host, machine)
+    messages += state_messages
+    serial = max(serial, state_serial)
     round_ = max(max(messages, default=0.0), sum(messages) / machine.cores)
     load.worker_cpu += step + 2 * round_ + serial
 

@@ -92,66 +92,93 @@ def _separate(ctx, roots, everyone, own_writes, before_writes, worker_index):
     """Make every op in `everyone` runnable without chief-only values, in topological order over their ancestors:
     cut chief-only control inputs (the op still waits for the writes of every worker's own state that they waited
     for: an EMA of a replica after the replica's update); broadcast chief-only data inputs where they join other
-    data."""
-    g = ctx.graph
-    after_writes = graph_utils.descendants(roots - before_writes)
-    cut = _cheapest_broadcasts(roots, everyone, after_writes)
-    # A worker's contribution reaches the aggregation's outputs through its accumulator or queue, not by an edge.
-    onward = {}
-    for a in ctx.aggregations:
-        for name in (c for ops in a.contributions.values() for c in ops):
-            onward.setdefault(g.get_operation_by_name(name), []).extend(g.get_operation_by_name(o) for o in a.outputs)
-    chief = set()
-    deferred, broadcasts, unsupported = [], [], []
-    sent = {}  # chief-only tensor name -> its broadcast (one per tensor, whoever reads it)
-    # What every worker needs: back from its own work, never through chief-only roots (a replicated EMA that waits
-    # for the global step does not make every worker need the train op's group behind it).
-    needed = graph_utils.closure(everyone, lambda op: [] if op in roots else
-                                 [t.op for t in op.inputs] + list(op.control_inputs))
-    # The chief-only writes each op waited for through ops whose waits were cut (the discriminator's train op
-    # that a GAN's generator reads the discriminator after): on one device it reads their variables as written.
-    waited, read_back_from = {}, {}  # and the chief-only ops computed from a read back: its variable
-    written_behind = {}
-    for op in graph_utils.topological(needed, include_control=True):
-        data = [(i, t) for i, t in enumerate(op.inputs) if t.op in chief]
-        if op in roots or (data and not all(t.op in cut for _, t in data)):
-            chief.add(op)  # the chief's own work: its control edges stay
-            origin = next((read_back_from[t.op] for _, t in data if t.op in read_back_from), None)
-            if origin:
-                read_back_from[op] = origin
-            if op in everyone:
-                unsupported.append((op.name, _read_back_refusal(origin) if origin else
-                                    _not_broadcastable(data[0][1], after_writes) if data else
-                                    "it is work only the chief may do"))
-            continue
-        late = sorted((c for c in op.control_inputs if c in chief), key=lambda c: c.name)
+    data. Returns (cut waits, broadcasts, what only the chief can run)."""
+    separation = _Separation(ctx, roots, everyone, own_writes, before_writes, worker_index)
+    for op in graph_utils.topological(separation.needed, include_control=True):
+        separation.visit(op)
+    return separation.deferred, separation.broadcasts, separation.unsupported
+
+
+class _Separation:
+    """The state of one _separate: the ops found to be the chief's, the waits on them cut, the values sent."""
+
+    def __init__(self, ctx, roots, everyone, own_writes, before_writes, worker_index):
+        self.ctx, self.roots, self.everyone, self.own_writes = ctx, roots, everyone, own_writes
+        self.worker_index = worker_index
+        self.after_writes = graph_utils.descendants(roots - before_writes)
+        self.cut = _cheapest_broadcasts(roots, everyone, self.after_writes)
+        # A worker's contribution reaches the aggregation's outputs through its accumulator or queue, not by an edge.
+        self.onward = {}
+        g = ctx.graph
+        for a in ctx.aggregations:
+            for name in (c for ops in a.contributions.values() for c in ops):
+                self.onward.setdefault(g.get_operation_by_name(name), []).extend(
+                    g.get_operation_by_name(o) for o in a.outputs)
+        self.chief = set()
+        self.deferred, self.broadcasts, self.unsupported = [], [], []
+        self.sent = {}  # chief-only tensor name -> its broadcast (one per tensor, whoever reads it)
+        # What every worker needs: back from its own work, never through chief-only roots (a replicated EMA that
+        # waits for the global step does not make every worker need the train op's group behind it).
+        self.needed = graph_utils.closure(everyone, lambda op: [] if op in roots else
+                                          [t.op for t in op.inputs] + list(op.control_inputs))
+        # The chief-only writes each op waited for through ops whose waits were cut (the discriminator's train op
+        # that a GAN's generator reads the discriminator after): on one device it reads their variables as written.
+        self.waited, self.read_back_from = {}, {}  # and the chief-only ops computed from a read back: its variable
+        self.written_behind = {}
+
+    def visit(self, op):
+        data = [(i, t) for i, t in enumerate(op.inputs) if t.op in self.chief]
+        if op in self.roots or (data and not all(t.op in self.cut for _, t in data)):
+            self._keep_for_chief(op, data)
+        elif self._free_of_chief_waits(op):
+            for i, t in data:
+                op._update_input(i, self._broadcast(t))
+
+    def _keep_for_chief(self, op, data):
+        self.chief.add(op)  # the chief's own work: its control edges stay
+        origin = next((self.read_back_from[t.op] for _, t in data if t.op in self.read_back_from), None)
+        if origin:
+            self.read_back_from[op] = origin
+        if op in self.everyone:
+            self.unsupported.append((op.name, _read_back_refusal(origin) if origin else
+                                     _not_broadcastable(data[0][1], self.after_writes) if data else
+                                     "it is work only the chief may do"))
+
+    def _free_of_chief_waits(self, op):
+        """Cut op's waits for chief-only ops; False (op is the chief's) where that would change a value it reads."""
+        late = sorted((c for c in op.control_inputs if c in self.chief), key=lambda c: c.name)
         key = frozenset(late)
-        if key not in written_behind:  # many ops wait for the same writes (a batch norm's, the train op's)
-            written_behind[key] = _written_by(late, chief)
-        inherited = set().union(*(waited.get(i, ()) for i in [t.op for t in op.inputs] + list(op.control_inputs)))
-        read_back = _reads_back(op, written_behind[key] | inherited)
+        if key not in self.written_behind:  # many ops wait for the same writes (a batch norm's, the train op's)
+            self.written_behind[key] = _written_by(late, self.chief)
+        inherited = set().union(*(self.waited.get(i, ())
+                                  for i in [t.op for t in op.inputs] + list(op.control_inputs)))
+        read_back = _reads_back(op, self.written_behind[key] | inherited)
         if read_back:
             # It reads a variable after a chief-only write of it (Adam's slot read back for its update, a step
             # count read after its increment): cutting the wait would change the value read, so it is the chief's.
-            chief.add(op)
-            read_back_from[op] = read_back
-            if op in everyone:
-                unsupported.append((op.name, _read_back_refusal(read_back)))
-            continue
+            self.chief.add(op)
+            self.read_back_from[op] = read_back
+            if op in self.everyone:
+                self.unsupported.append((op.name, _read_back_refusal(read_back)))
+            return False
         if late:
-            _cut(op, late, own_writes, chief, needed, onward)
-            deferred += [(op.name, c.name) for c in late]
-            inherited |= written_behind[key]
+            _cut(op, late, self.own_writes, self.chief, self.needed, self.onward)
+            self.deferred += [(op.name, c.name) for c in late]
+            inherited |= self.written_behind[key]
         if inherited:
-            waited[op] = inherited
-        for i, t in data:
-            if t.name not in sent:
-                with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/{t.op.name}_{t.value_index}/"):
-                    sent[t.name], send = _send_to_every_worker(t, ctx.plan.coordinator, ctx.plan.num_workers,
-                                                               worker_index, _contributed_from(g, ctx.aggregations, t))
-                broadcasts.append((t.name, sent[t.name].op.name, send.name))
-            op._update_input(i, sent[t.name])
-    return deferred, broadcasts, unsupported
+            self.waited[op] = inherited
+        return True
+
+    def _broadcast(self, t):
+        """The chief's value of `t` on every worker (one broadcast per tensor, whoever reads it)."""
+        if t.name not in self.sent:
+            g, plan = self.ctx.graph, self.ctx.plan
+            with g.as_default(), tf.name_scope(f"{SYNC_SCOPE}/broadcast/{t.op.name}_{t.value_index}/"):
+                self.sent[t.name], send = _send_to_every_worker(
+                    t, plan.coordinator, plan.num_workers, self.worker_index,
+                    _contributed_from(g, self.ctx.aggregations, t))
+            self.broadcasts.append((t.name, self.sent[t.name].op.name, send.name))
+        return self.sent[t.name]
 
 
 def _send_to_every_worker(t, coordinator, num_workers, worker_index, after):

@@ -8,7 +8,7 @@ from batch_shapes.MARKERS). Apart from batch_statistics.py, so that the rules th
 import numpy as np
 import tensorflow as tf
 
-from parallax.analysis.batch_samples import random_values
+from parallax.analysis.random_examples import random_values
 from parallax.analysis.batch_shapes import MARKERS
 
 tf1 = tf.compat.v1
