@@ -46,6 +46,11 @@ class PipelineError(ParallaxError):
     """The rewrite passes' contracts do not hold: a pass runs before what it requires, or breaks what it promised."""
 
 
+class RewritePassError(PipelineError):
+    """A rewrite pass failed on this graph with an error of its own (not a ParallaxError): a parallax bug, named by
+    the pass; the original exception is its __cause__."""
+
+
 class CollectiveError(ParallaxError):
     """A collective did not complete: another worker failed, stopped or left the job before it."""
 

@@ -6,8 +6,9 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax.errors import PipelineError
-from parallax.plan.records import Method
+from parallax.errors import PipelineError, RewritePassError
+from parallax.plan.records import Method, Plan
+from parallax.rules.catalog import RULES
 from parallax.plan.planning import plan_job
 from parallax.rewrite import pipeline
 from parallax.rewrite.pipeline import PIPELINE, RewriteContext, check_order, passes_for, rewrite
@@ -189,3 +190,46 @@ def test_no_pass_decides_from_device_strings_or_the_analysis():
     found = [f"{name}:{i + 1}: {line.strip()}" for name in sorted(os.listdir(here)) if name.endswith(".py")
              for i, line in enumerate(open(os.path.join(here, name))) if pattern.search(line)]
     assert not found, found
+
+
+def test_a_pass_that_fails_on_its_own_is_named_and_keeps_its_cause():
+    g, plan = _plan(parallax.Config(run_option="PS"))
+
+    def broken_run(ctx):
+        raise ValueError("no such tensor")
+    broken_run.__name__ = "place_variables_on_servers"
+    broken = tuple(dataclasses.replace(p, run=broken_run) if p.name == "place_variables_on_servers" else p
+                   for p in PIPELINE)
+    with pytest.raises(RewritePassError, match="rewrite pass place_variables_on_servers failed: ValueError: no "
+                                               "such tensor") as failed:
+        rewrite(g, plan, parallax.Config(run_option="PS"), pipeline=broken)
+    assert isinstance(failed.value.__cause__, ValueError)
+
+
+def test_every_rule_is_a_pass_of_its_name_run_when_its_fields_are_set_and_checked_by_its_fact():
+    names = [p.name for p in PIPELINE]
+    plan_fields = {f.name for f in dataclasses.fields(Plan)}
+    _, plan = _plan(parallax.Config(run_option="MPI", average_dense=True, average_sparse=True))
+    for rule in RULES:
+        assert rule.name in names and set(rule.fields) <= plan_fields and rule.doc
+        assert pipeline.FACTS[rule.fact] is not None
+        assert not rule.applies(plan)  # the embedding MLP with averaging given needs no rule
+        (p,) = [p for p in PIPELINE if p.name == rule.name]
+        assert rule.fact in p.provides and ("collectives" in p.provides) == rule.uses_collectives
+        assert p.applies(dataclasses.replace(plan, **{rule.fields[0]: (("x", 0),)}))
+    assert names[1:1 + len(RULES)] == [rule.name for rule in RULES]  # after the copy, before any mode's passes
+
+
+def test_a_rule_whose_rewrite_does_not_hold_fails_the_rewrite_naming_it():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf1.get_variable("w", [3, 2])
+        loss = tf.reduce_mean(tf.nn.dropout(tf.matmul(x, w), rate=0.5, seed=1))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    plan = plan_job(g, parallax.analyze(g), TWO_HOSTS, parallax.Config(run_option="MPI"))
+    draws = [r for r in RULES if r.name == "split_batch_draws"][0]
+    assert draws.applies(plan)
+    skipped = tuple(dataclasses.replace(p, run=lambda ctx: None) if p.name == draws.name else p for p in PIPELINE)
+    with pytest.raises(PipelineError, match=r"did not establish \['draws_split'\]"):
+        rewrite(g, plan, parallax.Config(run_option="MPI"), pipeline=skipped)

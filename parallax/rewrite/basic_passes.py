@@ -1,10 +1,9 @@
-"""Passes every mode runs: copy the user's graph (start a mean loss's gradients at 1/N, pad its padded inputs to the
-workers' longest, split its random draws over the batch, and combine the workers' statistics of the batch), then
-add initialization and checkpointing."""
+"""Passes every mode runs that are no equivalence rule (those are rules/rule.py's): copy the user's graph, count
+each input's examples, then add initialization and checkpointing."""
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
-from parallax.rules import batch_draws, batchless_writes, example_counts, fused_batch_norm, loss_seeds, padded_inputs, paired_rows, statistics_combined
+from parallax.rules import example_counts
 
 tf1 = tf.compat.v1
 
@@ -21,61 +20,10 @@ def copy_graph(ctx):
         ctx.graph.seed = ctx.source_graph.seed
 
 
-def scale_loss_seeds(ctx):
-    """A mean loss's gradients start at 1/N, so that each worker's backward pass computes one device's values for
-    its examples (loss_seeds.py)."""
-    loss_seeds.scale(ctx.graph, ctx.plan.loss_seeds, ctx.plan.mean_term_edges, ctx.plan.num_workers)
-
-
 def count_examples(ctx):
     """Each input's count of examples in a run, which synchronized steps report so the launcher can tell when the
     workers' batches differ (example_counts.py)."""
     ctx.example_counts = example_counts.add_counts(ctx.graph, ctx.source_graph)
-
-
-def pad_inputs_to_the_longest(ctx):
-    """Each input its dataset pads to the batch's longest example is padded further, with the same value, to the
-    longest over every worker, as one device pads the whole batch (padded_inputs.py)."""
-    padded_inputs.pad_to_the_longest(ctx.graph, ctx.collective_ops, ctx.plan.padded_inputs)
-    ctx.collectives += ctx.collective_ops.created()
-
-
-def split_batch_draws(ctx):
-    """Each random draw whose shape follows the batch (dropout's mask) draws, as one device does, for the whole
-    global batch, and this worker keeps its own examples' values (batch_draws.py)."""
-    for name, axis in ctx.plan.batch_draws:
-        batch_draws.draw_for_the_whole_batch(ctx.graph, name, axis, ctx.plan.num_workers, ctx.worker_id,
-                                             ctx.plan.batch_layout)
-
-
-def wait_for_the_batch(ctx):
-    """Each write of the training step that reads no input that can end waits for the step's inputs: a step whose
-    input ends (an epoch's) writes nothing, in every mode (batchless_writes.py)."""
-    batchless_writes.wait_for_the_batch(ctx.graph, ctx.plan.batchless_writes)
-
-
-def combine_batch_statistics(ctx):
-    """Each statistic of the batch that the gradients are computed from (a token count) is, for the ops that read
-    it there, every worker's value combined as the plan says (batch_statistics.py)."""
-    for name, law, readers in ctx.plan.batch_statistics:
-        statistics_combined.combine(ctx.graph, ctx.collective_ops, name, law, readers, ctx.plan.batch_layout)
-        ctx.collectives += ctx.collective_ops.created()
-
-
-def gather_paired_rows(ctx):
-    """What pairs the batch's examples (in-batch negatives' logits) reads every worker's rows and is one device's;
-    the rest reads the worker's own rows of it, and the gradients cross between the two as the plan says
-    (paired_rows.py)."""
-    paired_rows.rewrite(ctx.graph, ctx.collective_ops, ctx.plan.paired_rows, ctx.worker_id, ctx.plan.batch_layout)
-    ctx.collectives += ctx.collective_ops.created()
-
-
-def synchronize_fused_batch_norms(ctx):
-    """Each fused batch normalization in training mode (and its gradient) computes with the whole batch's
-    statistics, the mean over workers of the workers' (fused_batch_norm.py)."""
-    for name, gradients in ctx.plan.fused_batch_norms:
-        fused_batch_norm.synchronize(ctx.graph, ctx.collective_ops, name, gradients, ctx.plan.num_workers)
-        ctx.collectives += ctx.collective_ops.created()
 
 
 def _drop_names_of_function_ops(meta):

@@ -13,15 +13,14 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 import tensorflow as tf
 
 from parallax import collectives
-from parallax.rules import batch_draws, batchless_writes, example_counts, fused_batch_norm, loss_seeds, padded_inputs, statistics_combined
-from parallax.errors import PipelineError
+from parallax.rules import example_counts
+from parallax.rules.catalog import RULES
+from parallax.rules.rule import RewriteSite
+from parallax.errors import ParallaxError, PipelineError, RewritePassError
 from parallax.plan.records import Aggregation
 from parallax.plan.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
-from parallax.rewrite.basic_passes import (add_initializers, add_saver, combine_batch_statistics, copy_graph,
-                                           count_examples, gather_paired_rows, pad_inputs_to_the_longest,
-                                           scale_loss_seeds, split_batch_draws, synchronize_fused_batch_norms,
-                                           wait_for_the_batch)
+from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph, count_examples
 from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
@@ -93,6 +92,18 @@ def _pass(run, applies, requires=(), after=(), provides=()):
     return Pass(run, applies, frozenset(requires), frozenset(after), frozenset(provides))
 
 
+def _rule_pass(rule):
+    """The pass that applies an equivalence rule (rules/rule.py) to the copy of the user's graph."""
+    def run(ctx):
+        rule.apply(RewriteSite(ctx.graph, ctx.plan, ctx.worker_id, ctx.collective_ops))
+        if rule.uses_collectives:
+            ctx.collectives += ctx.collective_ops.created()
+    run.__name__ = run.__qualname__ = rule.name
+    run.__doc__ = rule.doc
+    provides = {rule.fact, "collectives"} if rule.uses_collectives else {rule.fact}
+    return _pass(run, rule.applies, {"graph"}, provides=provides)
+
+
 def _aggregates(*kinds):
     return lambda plan: bool(plan.aggregations & set(kinds))
 
@@ -108,18 +119,6 @@ def _all_aggregated(ctx, *kinds):
 # How each fact is checked once a pass claims it (torch.fx-style invariants after every pass).
 FACTS = {
     "graph": lambda ctx: ctx.graph is not None,
-    "seeds_scaled": lambda ctx: loss_seeds.is_scaled(ctx.graph, ctx.plan.loss_seeds, ctx.plan.mean_term_edges,
-                                                     ctx.plan.num_workers),
-    "examples_counted": lambda ctx: example_counts.is_counted(ctx.graph, ctx.example_counts),
-    "inputs_padded": lambda ctx: all(padded_inputs.is_padded(ctx.graph, name) for name, _, _ in ctx.plan.padded_inputs),
-    "draws_split": lambda ctx: all(batch_draws.is_split(ctx.graph, name) for name, _ in ctx.plan.batch_draws),
-    "writes_wait_for_the_batch": lambda ctx: batchless_writes.waits_for_the_batch(ctx.graph, ctx.plan.batchless_writes),
-    "statistics_combined": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
-                                           for name, _, readers in ctx.plan.batch_statistics),
-    "rows_paired": lambda ctx: all(statistics_combined.is_combined(ctx.graph, name, readers)
-                                   for _, name, readers in ctx.plan.paired_rows),
-    "batch_norms_synchronized": lambda ctx: all(fused_batch_norm.is_synchronized(ctx.graph, name, gradients)
-                                                for name, gradients in ctx.plan.fused_batch_norms),
     "server_placement": lambda ctx: bool(ctx.server_variables),
     "allreduced": lambda ctx: _all_aggregated(ctx, Aggregation.ALLREDUCE),
     "allgathered": lambda ctx: _all_aggregated(ctx, Aggregation.ALLGATHER),
@@ -130,23 +129,14 @@ FACTS = {
     "broadcast": lambda ctx: ctx.broadcast_op is not None,
     "initializers": lambda ctx: ctx.init_op is not None and ctx.local_init_op is not None,
     "saver": lambda ctx: ctx.saver is not None,
+    "examples_counted": lambda ctx: example_counts.is_counted(ctx.graph, ctx.example_counts),
+    **{rule.fact: (lambda ctx, rule=rule: rule.holds(ctx.graph, ctx.plan)) for rule in RULES},
 }
 
 AGGREGATED = {"allreduced", "allgathered", "server_aggregated"}
 PIPELINE = (
     _pass(copy_graph, lambda plan: True, provides={"graph"}),
-    _pass(scale_loss_seeds, lambda plan: bool(plan.loss_seeds or plan.mean_term_edges), {"graph"},
-          provides={"seeds_scaled"}),
-    _pass(pad_inputs_to_the_longest, lambda plan: bool(plan.padded_inputs), {"graph"},
-          provides={"inputs_padded", "collectives"}),
-    _pass(split_batch_draws, lambda plan: bool(plan.batch_draws), {"graph"}, provides={"draws_split"}),
-    _pass(wait_for_the_batch, lambda plan: bool(plan.batchless_writes), {"graph"},
-          provides={"writes_wait_for_the_batch"}),
-    _pass(combine_batch_statistics, lambda plan: bool(plan.batch_statistics), {"graph"},
-          provides={"statistics_combined", "collectives"}),
-    _pass(gather_paired_rows, lambda plan: bool(plan.paired_rows), {"graph"}, provides={"rows_paired", "collectives"}),
-    _pass(synchronize_fused_batch_norms, lambda plan: bool(plan.fused_batch_norms), {"graph"},
-          provides={"batch_norms_synchronized", "collectives"}),
+    *(_rule_pass(rule) for rule in RULES),
     _pass(place_variables_on_servers, lambda plan: plan.uses_servers, {"graph"}, provides={"server_placement"}),
     _pass(pin_ref_reads, lambda plan: plan.uses_servers, {"server_placement"}),
     _pass(allreduce_dense_gradients, _aggregates(Aggregation.ALLREDUCE), {"graph"},
@@ -199,13 +189,24 @@ def check_order(passes):
             provided_by.setdefault(fact, p.name)
 
 
+def _run_pass(p, ctx):
+    """Run one pass; an exception that is no ParallaxError (which says what to fix) is wrapped with its name."""
+    try:
+        p.run(ctx)
+    except ParallaxError:
+        raise
+    except Exception as e:  # noqa: BLE001  re-raised, named
+        raise RewritePassError(f"rewrite pass {p.name} failed: {type(e).__name__}: {e}. This is a parallax bug: "
+                               f"please report it with the traceback PARALLAX_TRACEBACK=1 prints") from e
+
+
 def rewrite(source_graph, plan, config, pipeline=PIPELINE, worker_id=0, collective_group=1):
     """Run the plan's passes on a copy of `source_graph`, for worker `worker_id`; TF's collectives, if any, in
     group `collective_group`."""
     ctx = RewriteContext(source_graph, plan, config, worker_id=worker_id, collective_group=collective_group)
     for p in passes_for(plan, pipeline):
         start = time.perf_counter()
-        p.run(ctx)
+        _run_pass(p, ctx)
         ctx.pass_seconds[p.name] = time.perf_counter() - start
         broken = sorted(f for f in p.provides if not FACTS[f](ctx))
         if broken:

@@ -31,6 +31,7 @@ from parallax.analysis.batch_samples import draw_as_split, merged_as_split, same
 from parallax.analysis.batch_shapes import MARKERS, batch_axis, merged_axis, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.core.graph_surgery import new_ops, reroute_consumers
 from parallax.analysis.row_keys import reads_input
+from parallax.rules.rule import Rule
 
 tf1 = tf.compat.v1
 BLOCKS, INTERLEAVED = "blocks", "interleaved"
@@ -271,3 +272,18 @@ def guarded_note(plan):
     return (f"random draw(s) {', '.join(g[0] for g in plan.guarded_draws)} depend on the batch in a way parallax "
             f"cannot split, but run only when a cond takes their branch (as dropout under a training flag): a step "
             f"that runs one is not exact there, and is warned of when it runs") * bool(plan.guarded_draws)
+
+
+def apply(site):
+    for name, axis in site.plan.batch_draws:
+        draw_for_the_whole_batch(site.graph, name, axis, site.plan.num_workers, site.worker_id,
+                                 site.plan.batch_layout)
+
+
+def holds(graph, plan):
+    return all(is_split(graph, name) for name, _ in plan.batch_draws)
+
+
+RULE = Rule("split_batch_draws", ("batch_draws",), "draws_split", apply, holds,
+            doc="each random draw whose shape follows the batch (dropout's mask) draws, as one device does, for the "
+                "whole global batch, and this worker keeps its own examples' values")

@@ -13,6 +13,7 @@ warns, at the first end of the data, that one device would have run those writes
 """
 from parallax.rules import example_counts
 from parallax.core import graph_utils
+from parallax.rules.rule import Rule
 
 
 def find(graph, update_ops):
@@ -54,3 +55,16 @@ def note(writes, step):
             f"sparse Adam's); in parallax those writes wait for the batch, so a step whose input ends writes nothing, "
             f"in every mode, and the variables differ from one device's by that partial step. Run a whole number of "
             f"batches per epoch (a known step count, or ds.repeat()) to avoid the partial step")
+
+
+def apply(site):
+    wait_for_the_batch(site.graph, site.plan.batchless_writes)
+
+
+def holds(graph, plan):
+    return waits_for_the_batch(graph, plan.batchless_writes)
+
+
+RULE = Rule("wait_for_the_batch", ("batchless_writes",), "writes_wait_for_the_batch", apply, holds,
+            doc="each write of the training step that reads no input that can end waits for the step's inputs: a "
+                "step whose input ends (an epoch's) writes nothing, in every mode")

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from parallax.rules import statistic_laws, statistics_combined
 from parallax.core.graph_surgery import reroute_consumers
+from parallax.rules.rule import Rule
 
 tf1 = tf.compat.v1
 TYPES = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
@@ -93,3 +94,18 @@ def is_synchronized(graph, name, gradient_names):
     """Whether nothing reads the values of the fused op `name` or of its gradient ops any more."""
     ops = [graph.get_operation_by_name(n) for n in (name, *gradient_names)]
     return not any(c for op in ops for t in op.outputs[:3] for c in t.consumers())
+
+
+def apply(site):
+    for name, gradients in site.plan.fused_batch_norms:
+        synchronize(site.graph, site.collective_ops, name, gradients, site.plan.num_workers)
+
+
+def holds(graph, plan):
+    return all(is_synchronized(graph, name, gradients) for name, gradients in plan.fused_batch_norms)
+
+
+RULE = Rule("synchronize_fused_batch_norms", ("fused_batch_norms",), "batch_norms_synchronized", apply, holds,
+            uses_collectives=True,
+            doc="each fused batch normalization in training mode (and its gradient) computes with the whole batch's "
+                "statistics, the mean over workers of the workers' own")

@@ -19,6 +19,7 @@ import tensorflow as tf
 from parallax.capture import gradients as capture
 from parallax.core import graph_utils
 from parallax.rules import loss_law, loss_terms
+from parallax.rules.rule import Rule
 
 MEAN, SUM = "mean", "sum"
 
@@ -102,3 +103,16 @@ def shares_as_held(seeds, edges, examples):
         loss_terms.scale(graph, [e for e in inputs if e[0] in names], lambda dtype: tf.cast(share, dtype))
         return {share: lambda value, part: np.asarray(value) * len(part) / examples} if inputs else {}
     return edit
+
+
+def apply(site):
+    scale(site.graph, site.plan.loss_seeds, site.plan.mean_term_edges, site.plan.num_workers)
+
+
+def holds(graph, plan):
+    return is_scaled(graph, plan.loss_seeds, plan.mean_term_edges, plan.num_workers)
+
+
+RULE = Rule("scale_loss_seeds", ("loss_seeds", "mean_term_edges"), "seeds_scaled", apply, holds,
+            doc="a mean loss's gradients start at 1/N, so that each worker's backward pass computes one device's "
+                "values for its examples")

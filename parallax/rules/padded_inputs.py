@@ -24,6 +24,7 @@ from parallax.core import graph_utils
 from parallax.analysis.batch_samples import PARTS, sampled
 from parallax.core.graph_surgery import new_ops, reroute_consumers
 from parallax.analysis.row_keys import reads_input
+from parallax.rules.rule import Rule
 
 tf1 = tf.compat.v1
 SCOPE = "parallax_padding"
@@ -131,3 +132,16 @@ def pad_to_the_longest(graph, collective_ops, padded):
 def is_padded(graph, name):
     """Whether every op that reads the input `name` reads it padded (an op of the padding itself excepted)."""
     return all(c.name.startswith(SCOPE + "/") for c in graph.get_tensor_by_name(name).consumers())
+
+
+def apply(site):
+    pad_to_the_longest(site.graph, site.collective_ops, site.plan.padded_inputs)
+
+
+def holds(graph, plan):
+    return all(is_padded(graph, name) for name, _, _ in plan.padded_inputs)
+
+
+RULE = Rule("pad_inputs_to_the_longest", ("padded_inputs",), "inputs_padded", apply, holds, uses_collectives=True,
+            doc="each input its dataset pads to the batch's longest example is padded further, with the same value, "
+                "to the longest over every worker, as one device pads the whole batch")

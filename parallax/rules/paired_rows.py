@@ -50,6 +50,7 @@ from parallax.analysis.batch_samples import WHOLE_AND_SPLITS, draw_as_split, sam
 from parallax.analysis.batch_shapes import MARKERS
 from parallax.analysis.row_keys import reads_input
 from parallax.core.graph_surgery import reroute_consumers
+from parallax.rules.rule import Rule
 
 GATHERED, OWN, PADDED, SUMMED = "gathered", "own", "padded", "summed"
 SCOPE = "parallax_pairs"
@@ -329,3 +330,17 @@ def _positions(collective_ops, rows, worker, layout):
     start = tf.math.cumsum(sizes, exclusive=True)[worker]
     mine = tf.where((order >= start) & (order < start + sizes[worker]))[:, 0]
     return order, mine, tf.reduce_sum(sizes)
+
+
+def apply(site):
+    rewrite(site.graph, site.collective_ops, site.plan.paired_rows, site.worker_id, site.plan.batch_layout)
+
+
+def holds(graph, plan):
+    return all(statistics_combined.is_combined(graph, name, readers) for _, name, readers in plan.paired_rows)
+
+
+RULE = Rule("gather_paired_rows", ("paired_rows",), "rows_paired", apply, holds, uses_collectives=True,
+            doc="what pairs the batch's examples (in-batch negatives' logits) reads every worker's rows and is one "
+                "device's; the rest reads the worker's own rows of it, and the gradients cross between the two as "
+                "the plan says")

@@ -5,6 +5,7 @@ import tensorflow as tf
 from parallax.rules import batch_draws, statistic_laws
 from parallax.analysis import keyed_writes
 from parallax.core.graph_surgery import reroute_consumers
+from parallax.rules.rule import Rule
 
 SCOPE = "parallax_statistics"
 
@@ -52,3 +53,18 @@ def is_combined(graph, name, readers):
     """Whether every one of `readers` reads what the rewrite made of `name` (a statistic's combined value, rows of
     paired_rows.py), not the worker's own."""
     return all(name not in {t.name for t in graph.get_operation_by_name(r).inputs} for r in readers)
+
+
+def apply(site):
+    for name, law, readers in site.plan.batch_statistics:
+        combine(site.graph, site.collective_ops, name, law, readers, site.plan.batch_layout)
+
+
+def holds(graph, plan):
+    return all(is_combined(graph, name, readers) for name, _, readers in plan.batch_statistics)
+
+
+RULE = Rule("combine_batch_statistics", ("batch_statistics",), "statistics_combined", apply, holds,
+            uses_collectives=True,
+            doc="each statistic of the batch that the gradients are computed from (a token count) is, for the ops "
+                "that read it there, every worker's value combined as the plan says (batch_statistics.py finds them)")
