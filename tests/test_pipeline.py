@@ -1,6 +1,7 @@
 """The pass pipeline as data: which passes a plan selects, their contracts checked before anything is built, and
 each pass on a small graph, run after only the passes it needs (its own test)."""
 import dataclasses
+import typing
 
 import pytest
 import tensorflow as tf
@@ -216,7 +217,8 @@ def test_every_rule_is_a_pass_of_its_name_run_when_its_fields_are_set_and_checke
         assert not rule.applies(plan)  # the embedding MLP with averaging given needs no rule
         (p,) = [p for p in PIPELINE if p.name == rule.name]
         assert rule.fact in p.provides and ("collectives" in p.provides) == rule.uses_collectives
-        assert p.applies(dataclasses.replace(plan, **{rule.fields[0]: (("x", 0),)}))
+        record = typing.get_args(typing.get_type_hints(Plan)[rule.fields[0]])[0]
+        assert p.applies(dataclasses.replace(plan, **{rule.fields[0]: (record(*["x"] * len(record._fields)),)}))
     assert names[1:1 + len(RULES)] == [rule.name for rule in RULES]  # after the copy, before any mode's passes
 
 

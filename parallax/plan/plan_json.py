@@ -1,19 +1,22 @@
 """The plan as JSON: what the launcher writes into the job's directory and every worker loads (docs/architecture.md
-documents the schema). `loads(dumps(plan)) == plan`; `check_matches` checks a loaded plan against the worker's own
-graph. Imports no TensorFlow."""
+documents the schema). The codec is generic over the records' declared types (records.py): a dataclass or a
+record is an object of its fields, a tuple a list, an enum its value; reading checks every object's keys against
+its fields, so a file with a field this parallax does not know, or without one it needs, is refused. SCHEMA
+changes whenever the fields do. `loads(dumps(plan)) == plan`; `check_matches` checks a loaded plan against the
+worker's own graph. Imports no TensorFlow."""
 import dataclasses
+import enum
 import json
+import typing
 
 from parallax.errors import GraphMismatchError
-from parallax.plan.records import Aggregation, GradientPlan, Method, PartPlan, Plan, StatePlan, VariablePlan
+from parallax.plan.records import Plan
 
-SCHEMA = "parallax-plan/1"
+SCHEMA = "parallax-plan/2"
 
 
 def to_data(plan):
-    data = dataclasses.asdict(plan)
-    data["placements"] = {name: [list(p) for p in placed] for name, placed in plan.placements}
-    return {"schema": SCHEMA, **_plain(data)}
+    return {"schema": SCHEMA, **_encode(Plan, plan)}
 
 
 def dumps(plan):
@@ -29,47 +32,59 @@ def loads(text):
 
 
 def from_data(data):
-    variables = tuple(VariablePlan(
-        v["name"], v["kind"], Method(v["method"]), v["bytes"], v["average"],
-        tuple(PartPlan(p["name"], p["device"], p["ps_task"], tuple(p["slots"]), tuple(p["update_ops"]),
-                       tuple(GradientPlan(g["scope"], g["values"], g["indices"], Aggregation(g["aggregation"]),
-                                          g["merge_rows"])
-                             for g in p["gradients"])) for p in v["parts"]),
-        v["local_aggregation"], tuple(v["shape"]), v["dtype"]) for v in data["variables"])
-    state = tuple(StatePlan(s["name"], s["kind"], s["ps_task"], s["aggregate"], tuple(s["written_by"]),
-                            s["colocated_with"]) for s in data["state"])
-    placements = tuple((name, tuple((op, device) for op, device in placed))
-                       for name, placed in data["placements"].items())
-    return Plan(data["run_option"], data["num_workers"], data["num_hosts"], variables, data["sync"], state,
-                data["place_post_aggregation_ops"], tuple(data["worker_hosts"]), data["place_boundary_ops"],
-                tuple(data["holders"]), data["backend"], placements, data.get("partitions"),
-                tuple((name, axis) for name, axis in data.get("batch_draws", [])), data.get("batch_layout", "blocks"),
-                tuple(data.get("unsplittable_draws", [])),
-                tuple((name, law, tuple(readers)) for name, law, readers in data.get("batch_statistics", [])),
-                tuple(data.get("uncombinable_statistics", [])),
-                tuple((name, tuple(gradients)) for name, gradients in data.get("fused_batch_norms", [])),
-                data.get("averaging", ""),
-                tuple((name, tuple(axes), value) for name, axes, value in data.get("padded_inputs", [])),
-                tuple((name, law) for name, law in data.get("loss_seeds", [])),
-                tuple((name, index) for name, index in data.get("mean_term_edges", [])),
-                tuple(data.get("unsharded_inputs", [])),
-                tuple((name, examples) for name, examples in data.get("repeated_shards", [])),
-                tuple((kind, name, tuple(readers)) for kind, name, readers in data.get("paired_rows", [])),
-                data.get("reads_no_input", False),
-                tuple((draw, runs, pred, kind, tuple(branches), count)
-                      for draw, runs, pred, kind, branches, count in data.get("guarded_draws", [])),
-                tuple((write, tuple(inputs)) for write, inputs in data.get("batchless_writes", [])))
+    return _decode(Plan, {k: v for k, v in data.items() if k != "schema"}, "plan")
 
 
-def _plain(x):
-    """Enums as their values, tuples as lists: JSON's own types."""
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, (Method, Aggregation)):
-        return x.value
-    return x
+def _fields(kind):
+    """{field: its declared type} of a dataclass or a typed record (a NamedTuple), in order."""
+    return typing.get_type_hints(kind)
+
+
+def _is_record(kind):
+    return isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields")
+
+
+def _encode(kind, value):
+    if value is None:
+        return None
+    if dataclasses.is_dataclass(kind):
+        return {name: _encode(t, getattr(value, name)) for name, t in _fields(kind).items()}
+    if _is_record(kind):
+        return {name: _encode(t, v) for (name, t), v in zip(_fields(kind).items(), value)}
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return kind(value).value
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return [_encode(args[0], v) for v in value]
+        return [_encode(t, v) for t, v in zip(args, value)]
+    if typing.get_origin(kind) is typing.Union:  # Optional[X]
+        return _encode(next(a for a in args if a is not type(None)), value)
+    return value
+
+
+def _decode(kind, data, where):
+    if data is None:
+        return None
+    if dataclasses.is_dataclass(kind) or _is_record(kind):
+        fields = _fields(kind)
+        if not isinstance(data, dict) or set(data) != set(fields):
+            unknown = sorted(set(data) - set(fields)) if isinstance(data, dict) else data
+            missing = sorted(set(fields) - set(data)) if isinstance(data, dict) else []
+            raise GraphMismatchError(f"the plan file's {where} does not match this parallax's {kind.__name__}: "
+                                     f"unknown {unknown}, missing {missing}; run every process of a job with the "
+                                     f"same parallax version")
+        return kind(**{name: _decode(t, data[name], f"{where}.{name}") for name, t in fields.items()})
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return kind(data)
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(data))
+        return tuple(_decode(t, v, f"{where}[{i}]") for i, (t, v) in enumerate(zip(args, data)))
+    if typing.get_origin(kind) is typing.Union:
+        return _decode(next(a for a in args if a is not type(None)), data, where)
+    return data
 
 
 def check_matches(plan, analysis, who="this process"):

@@ -14,7 +14,9 @@ IndexedSlices gradients through per-worker row queues.
 """
 import dataclasses
 import enum
-from typing import Any, Optional, Tuple
+import functools
+import typing
+from typing import Any, NamedTuple, Optional, Tuple
 
 from parallax.core.text_table import format_table
 
@@ -109,6 +111,69 @@ class StatePlan:
         return WORKER_DEVICE if self.ps_task is None else ps_device(self.ps_task)
 
 
+# The rules' records in the plan (rules/rule.py): what each rule found, typed, one record per entry.
+class BatchDraw(NamedTuple):
+    op: str  # a random draw whose shape follows the batch (batch_draws.py)
+    axis: int  # its batch axis
+
+
+class CombinedStatistic(NamedTuple):
+    tensor: str  # a statistic of the batch (batch_statistics.py)
+    law: str  # how the workers' values combine: mean, max, min, sum, ...
+    readers: Tuple[str, ...]  # the ops that read the combined value
+
+
+class FusedBatchNorm(NamedTuple):
+    op: str
+    gradients: Tuple[str, ...]  # its gradient ops
+
+
+class PaddedInput(NamedTuple):
+    tensor: str
+    axes: Tuple[int, ...]  # the axes its dataset pads
+    value: Any  # the padding value
+
+
+class LossSeed(NamedTuple):
+    op: str  # a default seed of tf.gradients (loss_seeds.py)
+    law: str  # "mean" | "sum"
+
+
+class MeanTermEdge(NamedTuple):
+    op: str  # a gradient op of a summed loss's mean term (loss_terms.py)
+    input_index: int  # the input scaled by 1/N
+
+
+class RepeatedShard(NamedTuple):
+    dataset: str  # a shard a repeat() follows (input_sharding.py)
+    examples: int  # its number of examples, no multiple of N
+
+
+class PairedRows(NamedTuple):
+    kind: str  # gathered | own | padded | summed (paired_rows.py)
+    tensor: str
+    readers: Tuple[str, ...]
+
+
+class GuardedDraw(NamedTuple):
+    draw: str  # an unsplittable draw in a cond's branch (draw_guards.py)
+    run_by: str  # the op whose run decides it
+    predicate: str  # the cond's predicate
+    kind: str  # "if" | "case"
+    branches: Tuple[int, ...]  # the branches that draw
+    branch_count: int
+
+
+class BatchlessWrite(NamedTuple):
+    write: str  # a write of the step that reads no input that can end (batchless_writes.py)
+    inputs: Tuple[str, ...]  # the inputs it waits for
+
+
+class Placement(NamedTuple):
+    pass_name: str  # the placement pass (placement.py)
+    ops: Tuple[Tuple[str, str], ...]  # (op, device)
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     run_option: str
@@ -123,44 +188,51 @@ class Plan:
     holders: Tuple[int, ...] = ()  # per worker: the worker that holds its host's local aggregation (its first)
     backend: str = "horovod"  # the collective library, when collectives are used
     # Decided op placements: (pass name, ((op, device), ...)), device WORKER_DEVICE for "whichever worker runs it".
-    placements: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = ()
+    placements: Tuple[Placement, ...] = ()
     partitions: Optional[int] = None  # AUTO: the shards of the variables get_partitioner splits (None: as built)
     # Random draws whose shape follows the batch (batch_draws.py): (op, batch axis) each worker draws for the whole
     # batch and keeps its share of, how the examples are shared ("blocks" or "interleaved"), and those it cannot.
-    batch_draws: Tuple[Tuple[str, int], ...] = ()
+    batch_draws: Tuple[BatchDraw, ...] = ()
     batch_layout: str = "blocks"
     unsplittable_draws: Tuple[str, ...] = ()
     # Statistics of the batch the gradients are computed from (batch_statistics.py): (tensor, how the workers'
     # values combine into what each reads, the ops that read it), and those that cannot be combined ("tensor (why)").
-    batch_statistics: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
+    batch_statistics: Tuple[CombinedStatistic, ...] = ()
     uncombinable_statistics: Tuple[str, ...] = ()
     # Fused batch normalizations in training mode and their gradient ops, computed on the whole batch's statistics
     # (fused_batch_norm.py).
-    fused_batch_norms: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    fused_batch_norms: Tuple[FusedBatchNorm, ...] = ()
     # Why the variables' `average` is what it is, when the loss decided it (loss_law.py); "" when Config set it.
     averaging: str = ""
     # Inputs their dataset pads to the batch's longest example (padded_inputs.py): (tensor, its padded axes, the
     # padding value), padded further to the longest over every worker.
-    padded_inputs: Tuple[Tuple[str, Tuple[int, ...], Any], ...] = ()
+    padded_inputs: Tuple[PaddedInput, ...] = ()
     # The losses' default seeds (loss_seeds.py), (seed op, "mean" | "sum"): a mean's starts at 1/N, and every
     # variable's gradients are summed. A summed loss's mean terms' (a penalty's) gradient inputs (loss_terms.py),
     # scaled by 1/N.
-    loss_seeds: Tuple[Tuple[str, str], ...] = ()
-    mean_term_edges: Tuple[Tuple[str, int], ...] = ()
+    loss_seeds: Tuple[LossSeed, ...] = ()
+    mean_term_edges: Tuple[MeanTermEdge, ...] = ()
     unsharded_inputs: Tuple[str, ...] = ()  # read from a dataset nothing shards (input_sharding.py): warned
     # Dataset shards a repeat() follows, over a number of examples no multiple of N (input_sharding.py): warned
-    repeated_shards: Tuple[Tuple[str, int], ...] = ()
+    repeated_shards: Tuple[RepeatedShard, ...] = ()
     # Values that pair the batch's examples (paired_rows.py): (GATHERED|OWN|PADDED|SUMMED, tensor, its readers),
     # what each reader reads of the tensor instead, so that every worker computes one device's pairs.
-    paired_rows: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()
+    paired_rows: Tuple[PairedRows, ...] = ()
     # The training step reads no input: every worker computes the same batch (input_sharding.py): warned
     reads_no_input: bool = False
     # Those of unsplittable_draws that only some branches of a cond run (draw_guards.py): (draw, the op whose run
     # decides it, the cond's predicate, "if" | "case", the branches that draw, how many it has); warned when run.
-    guarded_draws: Tuple[Tuple[str, str, str, str, Tuple[int, ...], int], ...] = ()
+    guarded_draws: Tuple[GuardedDraw, ...] = ()
     # Writes of the training step that read no input that can end (sparse Adam's slot decays), with the inputs each
     # is made to wait for (batchless_writes.py): a step whose input ends writes nothing, in every mode (warned).
-    batchless_writes: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    batchless_writes: Tuple[BatchlessWrite, ...] = ()
+
+    def __post_init__(self):
+        # Entries given as plain tuples (by a rule's finder, a test) become their fields' typed records.
+        for name, record in _record_fields().items():
+            entries = getattr(self, name)
+            if not all(type(e) is record for e in entries):
+                object.__setattr__(self, name, tuple(record(*e) for e in entries))
 
     @property
     def methods(self):
@@ -249,3 +321,14 @@ class Plan:
         return ["inputs padded to the longest over workers: " + ", ".join(padded)] * bool(padded) + \
             ["draws for the whole batch: " + ", ".join(draws)] * bool(draws) + \
             ["statistics of the batch: " + ", ".join(statistics)] * bool(statistics)
+
+
+@functools.lru_cache(maxsize=None)
+def _record_fields():
+    """{Plan field: its record type}, for the fields that hold a tuple of typed records."""
+    fields = {}
+    for name, kind in typing.get_type_hints(Plan).items():
+        record = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
+        if isinstance(record, type) and issubclass(record, tuple) and hasattr(record, "_fields"):
+            fields[name] = record
+    return fields
