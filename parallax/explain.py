@@ -87,6 +87,11 @@ class Explanation:
                 lines.append(f"  ... and {len(moved) - 20} more")
         if p.state:
             lines.append(p.state_summary())
+        lines += p.batch_summaries()
+        if p.counted_inputs:
+            lines.append("example counts (each synchronized step reports them; the launcher compares the workers'): "
+                         + ", ".join(f"{c.op} (from {c.tensor}{', a sparse dense shape' * c.dense_shape})"
+                                     for c in p.counted_inputs))
         if p.partitions is not None:
             lines.append(f"partitions: AUTO splits the variables parallax.get_partitioner splits into {p.partitions} "
                          f"shards (a job runs the script with that number)")

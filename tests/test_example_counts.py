@@ -22,7 +22,7 @@ def _graph():
 
 def test_each_input_is_counted_once_by_its_examples():
     g, _, sparse, dense = _graph()
-    counts = example_counts.add_counts(g, g)
+    counts = example_counts.add_counts(g, example_counts.counted_inputs(g))
     by_input = {name: (count, total) for name, count, total in counts}
     assert set(by_input) == {"IteratorGetNext", sparse.dense_shape.op.name, "dense"}  # one per op, x and ids alike
     assert example_counts.is_counted(g, counts)
@@ -38,7 +38,7 @@ def test_each_input_is_counted_once_by_its_examples():
 
 def test_a_step_reads_the_counts_of_the_inputs_it_runs():
     g, loss, _, dense = _graph()
-    counts = example_counts.add_counts(g, g)
+    counts = example_counts.add_counts(g, example_counts.counted_inputs(g))
     with g.as_default():
         only_dense = tf.reduce_sum(dense)
     from parallax.core import graph_utils
@@ -53,7 +53,7 @@ def test_inputs_are_taken_from_the_source_graph():
     with rewritten.as_default():
         queue = tf1.FIFOQueue(2, [tf.float32], shapes=[[3]], name="rewrite_queue")
         queue.dequeue(name="take")  # reads like an input; counting it would take from the queue
-    counts = example_counts.add_counts(rewritten, source)
+    counts = example_counts.add_counts(rewritten, example_counts.counted_inputs(source))
     assert "take" not in {name for name, _, _ in counts} and len(counts) == 3
 
 
@@ -71,4 +71,4 @@ def test_what_only_reads_like_an_input_is_not_counted():
     finally:
         tf1.enable_control_flow_v2()
     assert any(op.type == "StackPopV2" for op in g.get_operations())
-    assert [name for name, _, _ in example_counts.add_counts(g, g)] == ["x"]
+    assert [name for name, _, _ in example_counts.add_counts(g, example_counts.counted_inputs(g))] == ["x"]

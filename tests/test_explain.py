@@ -166,3 +166,15 @@ def test_cli_options_are_explains_wherever_they_stand_and_the_rest_goes_to_the_s
     assert "2 workers on 1 host(s)" in out.stdout and "parallax plan:" in out.stdout  # explain's table, not JSON
     import json
     assert json.loads(seen.read_text()) == ["--lr", "0.1", "--json"]
+
+
+def test_explain_prints_the_counted_inputs_and_the_rules_entries_from_the_plan():
+    from tests.test_ps_rewrite import _batch_norm_graph
+    explanation = parallax.explain(_batch_norm_graph(), "localhost:2", print_table=False)
+    text = str(explanation)
+    counted = explanation.plan.counted_inputs
+    assert counted and all(c.op in text and c.tensor in text for c in counted)
+    assert "example counts (each synchronized step reports them" in text
+    assert "statistics of the batch: " in text  # the plan's combined statistics, as Plan.batch_summaries lists them
+    alone = parallax.explain(_batch_norm_graph(), "localhost:1", print_table=False)
+    assert not alone.plan.counted_inputs and "example counts" not in str(alone)  # one worker: nothing to compare

@@ -5,7 +5,7 @@ Nothing is rewritten here."""
 import dataclasses
 
 from parallax import collectives
-from parallax.rules import batch_draws, batch_statistics, batchless_writes, gradient_check, input_sharding, loss_law, loss_seeds, padded_inputs, state_writes
+from parallax.rules import batch_draws, batch_statistics, batchless_writes, example_counts, gradient_check, input_sharding, loss_law, loss_seeds, padded_inputs, state_writes
 from parallax.config import check_ssh_carries
 from parallax.plan.placement import decide_placements
 from parallax.plan.records import Aggregation
@@ -50,6 +50,8 @@ def plan_job(graph, analysis, spec, config):
     if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
         plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
                                                          for v in plan.variables))
+    if spec.num_workers > 1 and plan.sync:
+        plan = dataclasses.replace(plan, counted_inputs=example_counts.counted_inputs(graph))
     return dataclasses.replace(plan, placements=decide_placements(graph, plan))
 
 

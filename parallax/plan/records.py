@@ -169,6 +169,12 @@ class BatchlessWrite(NamedTuple):
     inputs: Tuple[str, ...]  # the inputs it waits for
 
 
+class CountedInput(NamedTuple):
+    op: str  # an input of the user's graph whose examples a step counts (example_counts.py)
+    tensor: str  # the tensor the count is read from: its first dimension, or a sparse input's dense shape's first
+    dense_shape: bool  # whether `tensor` is a sparse input's dense shape
+
+
 class Placement(NamedTuple):
     pass_name: str  # the placement pass (placement.py)
     ops: Tuple[Tuple[str, str], ...]  # (op, device)
@@ -226,6 +232,9 @@ class Plan:
     # Writes of the training step that read no input that can end (sparse Adam's slot decays), with the inputs each
     # is made to wait for (batchless_writes.py): a step whose input ends writes nothing, in every mode (warned).
     batchless_writes: Tuple[BatchlessWrite, ...] = ()
+    # The inputs each synchronized step reports its count of examples of (example_counts.py): the launcher tells
+    # from them when the workers' batches differ.
+    counted_inputs: Tuple[CountedInput, ...] = ()
 
     def __post_init__(self):
         # Entries given as plain tuples (by a rule's finder, a test) become their fields' typed records.

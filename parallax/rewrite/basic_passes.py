@@ -23,7 +23,7 @@ def copy_graph(ctx):
 def count_examples(ctx):
     """Each input's count of examples in a run, which synchronized steps report so the launcher can tell when the
     workers' batches differ (example_counts.py)."""
-    ctx.example_counts = example_counts.add_counts(ctx.graph, ctx.source_graph)
+    ctx.example_counts = example_counts.add_counts(ctx.graph, ctx.plan.counted_inputs)
 
 
 def _drop_names_of_function_ops(meta):

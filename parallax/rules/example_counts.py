@@ -30,12 +30,11 @@ tf1 = tf.compat.v1
 SCOPE = "parallax_examples"
 
 
-def add_counts(graph, source_graph):
-    """Add to `graph` (a rewrite of `source_graph`) one int64 scalar per op of the user's that reads input (an
-    iterator, a queue, a placeholder): how many examples it yields in a run. The inputs are the source graph's: the
-    rewrite's own queues and accumulators read like inputs, and counting one would take from it. Returns
-    ((input op name, count tensor name, total tensor name), ...), in the graph's order of the inputs: the total is
-    the sum of the counts the runs have computed."""
+def counted_inputs(source_graph):
+    """What planning records (Plan.counted_inputs): ((input op, the tensor its count of examples is read from,
+    whether that is a sparse input's dense shape), ...) for each op of the user's that reads input (an iterator, a
+    queue, a placeholder), in the graph's order of the inputs. The inputs are the source graph's: the rewrite's
+    own queues and accumulators read like inputs, and counting one would take from it."""
     sparse = sparse_inputs.find(source_graph)
     parts = {t.name: s for s in sparse for t in (s.indices, s.values)}
     first = {}  # input op -> the tensor its count is read from, and whether that is a dense shape
@@ -45,9 +44,16 @@ def add_counts(graph, source_graph):
             first.setdefault(shape.op.name, (shape.name, True))
         else:
             first.setdefault(t.op.name, (t.name, False))
+    return tuple((op_name, tensor_name, dense_shape) for op_name, (tensor_name, dense_shape) in first.items())
+
+
+def add_counts(graph, counted):
+    """Add to `graph` one int64 scalar per input of `counted` (counted_inputs'): how many examples it yields in a
+    run. Returns ((input op name, count tensor name, total tensor name), ...), in the order of `counted`: the total
+    is the sum of the counts the runs have computed."""
     counts = []
     with graph.as_default(), graph.name_scope(None), graph.name_scope(SCOPE):
-        for op_name, (tensor_name, is_dense_shape) in first.items():
+        for op_name, tensor_name, is_dense_shape in counted:
             op, tensor = graph.get_operation_by_name(op_name), graph.get_tensor_by_name(tensor_name)
             name = op_name.replace("/", "_")
             with tf.device(op.device):  # beside the input: this worker's, wherever the graph's defaults would put it
