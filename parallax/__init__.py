@@ -37,7 +37,7 @@ __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "get_runner", "Run
 
 # Names imported on first use (they import TensorFlow, or are the original Parallax's), by the module that holds them.
 _LAZY = {
-    "get_runner": "parallax.runtime.startup",
+    "get_runner": "parallax.runtime.get_runner",
     "Runner": "parallax.runtime.runner",
     "shared_input": "parallax.analysis.shared_inputs",
     "get_partitioner": "parallax.capture.partitioner",

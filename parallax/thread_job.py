@@ -36,7 +36,7 @@ from parallax.launcher import job as launched_job
 from parallax.process import bind_shim, control_lines, ports, protocol
 from parallax.process.resource_spec import ResourceSpec
 from parallax.launcher.step_ledger import StepLedger
-from parallax.runtime.startup import Repartitioned
+from parallax.runtime.get_runner import Repartitioned
 
 tf1 = tf.compat.v1
 

@@ -187,7 +187,7 @@ def test_autos_read_count_falls_back_to_one_copy_when_no_all_servers_plan_exists
 
     def cannot(*_):
         raise UnsupportedError("no plan")
-    monkeypatch.setattr(auto_plan, "make_plan", cannot)
+    monkeypatch.setattr(auto_plan, "decide_variables", cannot)
     g = two_embeddings()
     workload = auto_plan.workload_of(g, parallax.analyze(g), calibration.load(_calibration(tmp_path)), TWO_BY_TWO,
                                      parallax.Config(run_option="AUTO"))

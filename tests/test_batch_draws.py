@@ -44,7 +44,7 @@ def _ops(names, g):
 
 def test_draws_that_follow_the_batch_are_found_with_their_batch_axis():
     g = _graph()
-    found = batch_draws.find(g)
+    found = batch_draws.draws_following_the_batch(g)
     split = dict(found.split)
     axes = {name.split("/")[0]: axis for name, axis in split.items()}
     assert axes == {"rows": 0, "per_example": 0, "time_major": 1, "random_normal": 0}, split
@@ -67,7 +67,7 @@ def _run(g, names, x):
 def test_each_worker_draws_its_share_of_one_devices_draw_bitwise(layout):
     names = ["rows/SelectV2:0", "per_example/SelectV2:0", "time_major/SelectV2:0", "noise:0"]
     g = _graph()
-    split = batch_draws.find(g).split
+    split = batch_draws.draws_following_the_batch(g).split
     x = np.random.RandomState(0).randn(12, 6)
     one_device = _run(g, names, x)
     for worker in range(3):
@@ -88,7 +88,7 @@ def test_a_sharded_dataset_gives_the_interleaved_layout():
         ds = parallax.shard(tf.data.Dataset.from_tensor_slices(np.zeros((8, 3)))).batch(4)
         x = tf1.data.make_one_shot_iterator(ds).get_next()
         tf.nn.dropout(x, rate=0.5)
-    found = batch_draws.find(g)
+    found = batch_draws.draws_following_the_batch(g)
     assert len(found.split) == 1 and found.layout == batch_draws.INTERLEAVED
 
 
@@ -108,7 +108,7 @@ def test_the_layout_follows_what_the_shard_cuts(pipeline, iterator, layout):
         ds = pipeline(tf.data.Dataset.from_tensor_slices(np.zeros((8, 3))))
         make = tf1.data.make_one_shot_iterator if iterator == "one_shot" else tf1.data.make_initializable_iterator
         tf.nn.dropout(make(ds).get_next(), rate=0.5)
-    assert batch_draws.find(g).layout == layout
+    assert batch_draws.draws_following_the_batch(g).layout == layout
 
 
 def test_the_plan_carries_the_draws_through_json_and_explain_states_them():

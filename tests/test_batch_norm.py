@@ -20,7 +20,7 @@ def _found(build, dtype=F64, shape=(None, 3)):
         x = tf1.placeholder(dtype, list(shape), name="x")
         loss = build(x)
         tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
-    return g, batch_statistics.find(g, parallax.analyze(g))
+    return g, batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
 
 
 def _dense(x, units=3):
@@ -94,11 +94,11 @@ def _conv_bn(training=True, momentum=0.9):
 
 def test_a_fused_batch_norm_in_training_is_recorded_with_its_gradient_op_and_in_inference_not():
     g, *_ = _conv_bn()
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert found.fused == (("bn/FusedBatchNormV3", ("gradients/bn/FusedBatchNormV3_grad/FusedBatchNormGradV3",)),)
     assert not found.combined and not found.uncombinable
     g, *_ = _conv_bn(training=False)
-    assert batch_statistics.find(g, parallax.analyze(g)) == batch_statistics.BatchStatistics()
+    assert batch_statistics.statistics_of_the_batch(g, parallax.analyze(g)) == batch_statistics.BatchStatistics()
 
 
 def test_a_fused_batch_norm_inside_a_cond_on_a_training_tensor_is_listed_with_what_to_do():
@@ -108,7 +108,7 @@ def test_a_fused_batch_norm_inside_a_cond_on_a_training_tensor_is_listed_with_wh
         training = tf1.placeholder_with_default(True, [], name="training")
         h = tf1.layers.batch_normalization(x, training=training, name="bn")
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(h)))
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert not found.fused and any(u.startswith("bn/cond: FusedBatchNormV3 (a fused batch norm in training mode "
                                                 "inside a graph function") and "training=True" in u
                                    for u in found.uncombinable)
@@ -145,7 +145,7 @@ def test_the_synchronized_fused_batch_norm_computes_what_the_kernel_computes_for
                                       key=lambda v: v.op.name)  # mean, then variance
             grads = tf.gradients(loss, [g.get_tensor_by_name("conv/Conv2D:0")] + tf1.trainable_variables())
         if synchronized:
-            (name, gradient_ops), = batch_statistics.find(g, parallax.analyze(g)).fused
+            (name, gradient_ops), = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g)).fused
             gather = _Mirror()
             assert len(gradient_ops) == 2  # the train op's, and the gradients fetched here
             fused_batch_norm.synchronize(g, gather, name, gradient_ops, num_workers=2)
@@ -207,5 +207,5 @@ def test_values_that_pair_the_examples_with_each_other_are_rewritten_not_listed(
 def test_the_cost_model_counts_each_gathered_statistic():
     from parallax.plan import auto_plan
     g, *_ = _conv_bn()
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert auto_plan.statistic_bytes(g, found) == (8, 8, 16)  # 2 channels of float32, 3 gathers

@@ -19,7 +19,8 @@ F64 = tf.float64
 
 
 def _find(build):
-    """batch_statistics.find of a graph where `build(x, lengths, prediction)` returns the loss; x: [batch, 3]."""
+    """batch_statistics.statistics_of_the_batch of a graph where `build(x, lengths, prediction)` returns the loss;
+    x: [batch, 3]."""
     g = tf.Graph()
     with g.as_default():
         x = tf1.placeholder(F64, [None, 3], name="x")
@@ -27,7 +28,7 @@ def _find(build):
         w = tf1.get_variable("w", [3, 1], F64)
         loss = build(x, lengths, tf.matmul(x, w))
         tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
-    return batch_statistics.find(g, parallax.analyze(g))
+    return batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
 
 
 def _laws(found):
@@ -104,12 +105,13 @@ def test_a_statistic_an_update_reads_is_combined_into_the_whole_batchs_value(red
         w = tf1.get_variable("w", [3, 1], F64)
         loss = tf.reduce_mean(tf.matmul(x, w))
         tf1.train.GradientDescentOptimizer(0.1 * reduce(tf.abs(x))).minimize(loss)
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert [(law_, readers) for _, law_, readers in found.combined] == [(law, ("mul",))] and not found.uncombinable
 
 
 def _update_reads(size_of):
-    """batch_statistics.find of a graph whose learning rate and a counter are `size_of(x, prediction)`."""
+    """batch_statistics.statistics_of_the_batch of a graph whose learning rate and a counter are
+    `size_of(x, prediction)`."""
     g = tf.Graph()
     with g.as_default():
         x = tf1.placeholder(F64, [None, 3], name="x")
@@ -120,7 +122,7 @@ def _update_reads(size_of):
         with tf.control_dependencies([seen.assign_add(size, name="count")]):
             tf1.train.GradientDescentOptimizer(tf.multiply(size, 0.01, name="rate")).minimize(
                 tf.reduce_mean(prediction))
-    return batch_statistics.find(g, parallax.analyze(g))
+    return batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
 
 
 @pytest.mark.parametrize("size_of, readers", [
@@ -163,7 +165,7 @@ def test_a_metrics_total_and_count_in_local_variables_are_the_whole_batchs():
         _, update = tf1.metrics.mean(error, name="mean_error")
         with tf.control_dependencies([update]):
             tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(error)))
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     # the total's sum of the errors, and the count's size of the batch
     assert sorted((law, readers) for _, law, readers in found.combined) == [
         ("sum", ("mean_error/AssignAddVariableOp",)), ("sum", ("mean_error/AssignAddVariableOp_1",))], found.combined
@@ -178,7 +180,7 @@ def test_a_worker_reads_the_combined_count_where_gradients_are_computed_and_its_
         loss = tf.reduce_sum(tf.squeeze(tf.matmul(x, w), 1) * mask) / tf.reduce_sum(mask)
         gradient = tf.gradients(loss, w)[0]
         tf1.train.GradientDescentOptimizer(0.1).apply_gradients([(gradient, w)])
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert [(name, law) for name, law, _ in found.combined] == [("Sum_1:0", "mean")]
     for name, law, readers in found.combined:
         statistics_combined.combine(g, TwoWorkers(5.0), name, law, readers)

@@ -19,7 +19,8 @@ tf1 = tf.compat.v1
 
 def _found(g):
     analysis = parallax.analyze(g)
-    return batchless_writes.find(g, [n for v in analysis.trained_variables for p in v.parts for n in p.update_ops])
+    return batchless_writes.writes_without_the_batch(
+        g, [n for v in analysis.trained_variables for p in v.parts for n in p.update_ops])
 
 
 def test_sparse_adams_slot_decays_are_the_writes_that_read_no_batch():

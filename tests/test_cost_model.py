@@ -28,7 +28,7 @@ def test_allgather_moves_n_minus_one_a_b():
 
 
 def test_the_allgathered_variables_share_one_collective():
-    """mpi_passes gathers every sparse variable's rows in one collective: the bytes add up, the per-message CPU
+    """collective_passes gathers every sparse variable's rows in one collective: the bytes add up, the per-message CPU
     and the ring's rounds are paid once."""
     machine = dataclasses.replace(NET, cpu_per_message={"allgather/tf": 1e-3})
     tables = [cm.VariableLoad(f"e{k}", "sparse", 1_000_000, alpha=0.01) for k in range(3)]

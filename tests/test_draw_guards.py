@@ -21,7 +21,7 @@ def _found(build, v2=True):
         with g.as_default():
             x = tf1.placeholder(tf.float32, [None, 4], "x")
             build(x, tf1.placeholder_with_default(False, [], "flag"))
-        return batch_draws.find(g)
+        return batch_draws.draws_following_the_batch(g)
     finally:
         tf1.enable_control_flow_v2()
 

@@ -30,7 +30,7 @@ def _distinct_ids_graph(ids_dtype=tf.int32):
 
 def test_distinct_ids_are_counted_over_every_workers_ids_and_read_whole():
     g = _distinct_ids_graph()
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert not found.uncombinable, found.uncombinable
     assert found.combined == (("ids:0", keyed_writes.ROWS, ("Unique",)),)
     assert found.laws == (("distinct:0", batch_statistics.WHOLE),)

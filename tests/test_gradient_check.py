@@ -130,7 +130,7 @@ def test_a_loss_that_cannot_be_run_on_random_batches_is_warned_of(monkeypatch):
     explain says the loss could not be checked, and the launcher warns, naming the setting that fixes a sum."""
     from parallax.analysis import batch_samples
     from parallax.rules import loss_law
-    from parallax.runtime.startup import plan_warnings
+    from parallax.runtime.get_runner import plan_warnings
     monkeypatch.setattr(batch_samples, "_BOUNDED", tf1.RunOptions(timeout_in_ms=500))
     g = tf.Graph()
     with g.as_default():
@@ -210,7 +210,7 @@ def _at_the_workers_mean(g):
     from parallax.rules import batch_draws, batch_statistics
     from parallax.plan import planning
     spec, analysis = parallax.ResourceSpec.load("localhost:2"), parallax.analyze(g)
-    found, draws = batch_statistics.find(g, analysis), batch_draws.find(g)
+    found, draws = batch_statistics.statistics_of_the_batch(g, analysis), batch_draws.draws_following_the_batch(g)
     plan, _ = planning._planned(g, analysis, spec, parallax.Config(), found, draws)
     return found, planning._checked(g, analysis, plan, found, draws)
 

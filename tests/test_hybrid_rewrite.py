@@ -4,7 +4,7 @@ import tensorflow as tf
 
 import parallax
 from parallax.core import graph_utils
-from parallax.plan.variable_decisions import make_plan
+from parallax.plan.variable_decisions import decide_variables
 from parallax.plan.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
 from tests.models_for_tests import embedding_mlp
@@ -101,12 +101,12 @@ def test_dense_only_hybrid_is_mpi_and_async_hybrid_is_refused():
         w = tf.compat.v1.get_variable("w", [3], use_resource=True)
         tf.compat.v1.train.AdamOptimizer().minimize(tf.reduce_sum(w * w))
     analysis = parallax.analyze(g)
-    dense_plan = make_plan(analysis, TWO_HOSTS, HYBRID)
+    dense_plan = decide_variables(analysis, TWO_HOSTS, HYBRID)
     assert not dense_plan.uses_servers and passes_for(dense_plan) == passes_for(
-        make_plan(analysis, TWO_HOSTS, HYBRID.replace(run_option="MPI")))
+        decide_variables(analysis, TWO_HOSTS, HYBRID.replace(run_option="MPI")))
     sparse_analysis = parallax.analyze(embedding_mlp.build("Adam")[0])
     with pytest.raises(parallax.UnsupportedError, match="HYBRID runs synchronously"):
-        passes_for(make_plan(sparse_analysis, TWO_HOSTS, HYBRID.replace(sync=False)))
+        passes_for(decide_variables(sparse_analysis, TWO_HOSTS, HYBRID.replace(sync=False)))
 
 
 def test_sparse_only_hybrid_is_ps():
@@ -116,6 +116,6 @@ def test_sparse_only_hybrid_is_ps():
         loss = tf.reduce_sum(tf.gather(emb, [1, 2, 3]))
         tf.compat.v1.train.AdagradOptimizer(0.1).minimize(loss)
     analysis = parallax.analyze(g)
-    hybrid, ps = (make_plan(analysis, TWO_HOSTS, HYBRID.replace(run_option=o)) for o in ("HYBRID", "PS"))
+    hybrid, ps = (decide_variables(analysis, TWO_HOSTS, HYBRID.replace(run_option=o)) for o in ("HYBRID", "PS"))
     assert {v.method for v in hybrid.variables} == {"PS"} and not hybrid.uses_collectives
     assert passes_for(hybrid) == passes_for(ps)

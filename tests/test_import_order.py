@@ -60,6 +60,6 @@ def test_a_graph_built_before_import_parallax_has_its_losses_and_batch_statistic
         from parallax.rules import batch_statistics
         from parallax.capture import gradients as capture
         g = tf1.get_default_graph()
-        found = batch_statistics.find(g, parallax.analyze(g))
+        found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
         print(capture.loss_records(g), sorted(n for n, _, _ in found.combined if not n.startswith("gradients/")))""") \
         == "['loss:0'] ['moments/mean:0', 'moments/variance:0']"

@@ -158,7 +158,7 @@ def test_a_step_that_reads_no_input_is_warned_and_explain_says_it_is_not_exact(m
     assert explanation.plan.reads_no_input
     assert explanation.premise.startswith("not exact: the training step reads no input")
     assert "2 copies of one device with batch b" in explanation.premise
-    from parallax.runtime.startup import plan_warnings
+    from parallax.runtime.get_runner import plan_warnings
     assert any("reads no input" in note for note in plan_warnings(explanation.plan))
     for batch in (_fed, _sharded):  # a feed or a sharded dataset gives each worker its own rows
         plan = parallax.explain(_synthetic(batch), "localhost:2", config, print_table=False).plan

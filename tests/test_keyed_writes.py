@@ -105,4 +105,4 @@ def test_the_layout_is_told_without_random_draws():
     with g.as_default():
         ds = parallax.shard(tf.data.Dataset.range(8)).batch(2)
         tf1.data.make_one_shot_iterator(ds).get_next()
-    assert batch_draws.find(g).layout == batch_draws.INTERLEAVED
+    assert batch_draws.draws_following_the_batch(g).layout == batch_draws.INTERLEAVED

@@ -74,7 +74,7 @@ def test_time_major_inputs_are_named_as_such_where_the_loss_cannot_be_checked():
 def test_a_table_fed_alike_to_every_worker_is_named_until_it_is_marked_shared():
     """A [3] placeholder of class weights is taken for examples (a per-worker input's first axis) and the loss's
     parts cannot run on it; the warning names it and parallax.shared_input, and once marked nothing is warned."""
-    from parallax.runtime.startup import plan_warnings
+    from parallax.runtime.get_runner import plan_warnings
     from tests.equivalence.user_graphs_batchwise import fed_class_weights, fed_class_weights_shared
     unmarked = parallax.explain(fed_class_weights(2, 4, 6, 4).graph, "localhost:2", print_table=False).plan
     (warning,) = plan_warnings(unmarked)
@@ -128,6 +128,6 @@ def test_a_sum_over_a_guarded_count_of_a_float_input_is_averaged():
     from parallax.rules import batch_statistics
     from tests.equivalence.user_graphs_unseen import cox_partial_likelihood
     g = cox_partial_likelihood(2, 4, 6, 4).graph
-    statistics = batch_statistics.find(g, parallax.analyze(g))
+    statistics = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert ("Sum_1:0", batch_statistics.SUM) in statistics.laws
     assert loss_law.decide(g, statistics.laws) == (True, loss_law.AVERAGED)

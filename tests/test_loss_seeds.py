@@ -86,7 +86,7 @@ def test_a_gradient_no_seed_reaches_turns_the_rule_off():
         by_hand = tf.reduce_mean(x, 0)[:, None]  # d mean(x w) / d w, written out
         tf.gradients(tf.reduce_mean(tf.matmul(x, w)), [x])  # a seed exists, but w's gradient does not start at it
         tf1.train.GradientDescentOptimizer(0.1).apply_gradients([(by_hand, w)])
-    assert capture.default_seeds(g) and loss_seeds.find(g, analyze(g), {}) == ((), ())
+    assert capture.default_seeds(g) and loss_seeds.seeds_and_mean_terms(g, analyze(g), {}) == ((), ())
 
 
 def test_the_rewrite_sets_a_means_seed_to_one_over_n():
@@ -246,4 +246,4 @@ def test_an_inner_losss_seed_is_part_of_the_outer_forward_pass_and_is_not_scaled
     assert {v.name: [x.values for x in v.gradients] for v in analysis.trained_variables} == {
         "v": ["gradients_1/AddN_3:0"], "w": ["gradients_1/AddN_4:0"]}
     laws = loss_law.laws(g)[0]
-    assert loss_seeds.find(g, analysis, laws) == ((("gradients_1/grad_ys_0", loss_seeds.MEAN),), ())
+    assert loss_seeds.seeds_and_mean_terms(g, analysis, laws) == ((("gradients_1/grad_ys_0", loss_seeds.MEAN),), ())

@@ -98,7 +98,7 @@ def test_only_padding_that_reaches_the_gradients_is_padded():
         real = tf.cast(tokens > 0, tf.float32)  # a mask: the padding counts nowhere
         masked = tf.reduce_sum(tf.cast(tokens, tf.float32) * real) / tf.reduce_sum(real)
         tf1.train.GradientDescentOptimizer(0.1).minimize(w * masked + w * label)
-    assert padded_inputs.find(g, parallax.analyze(g)) == ()
+    assert padded_inputs.inputs_padded_to_the_longest(g, parallax.analyze(g)) == ()
     with g.as_default():
         tf1.train.GradientDescentOptimizer(0.1).minimize(w * _mean_over_positions(tokens))
-    assert padded_inputs.find(g, parallax.analyze(g)) == ((tokens.name, (1,), 0),)
+    assert padded_inputs.inputs_padded_to_the_longest(g, parallax.analyze(g)) == ((tokens.name, (1,), 0),)

@@ -5,7 +5,7 @@ import pytest
 
 import parallax
 from parallax import Config, ResourceSpec
-from parallax.plan.variable_decisions import make_plan
+from parallax.plan.variable_decisions import decide_variables
 
 
 @dataclasses.dataclass
@@ -72,39 +72,39 @@ TWO_HOSTS = ResourceSpec.parse("h1: 0,1\nh2: 0,1")
     ("HYBRID", {"emb": "PS", "emb2": "PS", "w": "AR", "b": "AR"}),
 ])
 def test_methods_per_run_option(run_option, methods):
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option=run_option))
+    plan = decide_variables(ANALYSIS, TWO_HOSTS, Config(run_option=run_option))
     assert {v.name: v.method for v in plan.variables} == methods
     assert plan.num_workers == 4 and plan.num_hosts == 2
     assert [v.name for v in plan.variables] == sorted(methods)  # deterministic order, untrained ones left out
 
 
 def test_one_worker_needs_no_aggregation():
-    plan = make_plan(ANALYSIS, ResourceSpec.load("localhost: 0"), Config())
+    plan = decide_variables(ANALYSIS, ResourceSpec.load("localhost: 0"), Config())
     assert {v.method for v in plan.variables} == {"LOCAL"}
 
 
 def test_servers_balanced_by_bytes_and_shards_spread():
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="PS"))
+    plan = decide_variables(ANALYSIS, TWO_HOSTS, Config(run_option="PS"))
     tasks = {v.name: v.ps_tasks for v in plan.variables}
     assert tasks["emb"] == (0, 1, 0, 1)  # 4 shards of 1000 bytes alternate over both servers
     assert tasks["emb2"] == (0,) and tasks["w"] == (1,) and tasks["b"] == (1,)  # greedy, largest first
 
 
 def test_averaging_and_local_aggregation_follow_config():
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(average_sparse=False, local_aggregation=False))
+    plan = decide_variables(ANALYSIS, TWO_HOSTS, Config(average_sparse=False, local_aggregation=False))
     assert plan.variable("emb").average is False and plan.variable("w").average is True
     assert not any(v.local_aggregation for v in plan.variables)
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config())
+    plan = decide_variables(ANALYSIS, TWO_HOSTS, Config())
     assert plan.variable("emb").local_aggregation is True and plan.variable("w").local_aggregation is False
     assert plan.worker_hosts == (0, 0, 1, 1)
     one_each = ResourceSpec.parse("h1: 0\nh2: 0")  # no host has two workers: nothing to aggregate locally
-    assert not any(v.local_aggregation for v in make_plan(ANALYSIS, one_each, Config()).variables)
-    assert not any(v.local_aggregation for v in make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="PS", sync=False))
+    assert not any(v.local_aggregation for v in decide_variables(ANALYSIS, one_each, Config()).variables)
+    assert not any(v.local_aggregation for v in decide_variables(ANALYSIS, TWO_HOSTS, Config(run_option="PS", sync=False))
                    .variables)
 
 
 def test_state_follows_its_variable_or_is_balanced_in_ps_mode():
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="PS"))
+    plan = decide_variables(ANALYSIS, TWO_HOSTS, Config(run_option="PS"))
     state = {s.name: (s.ps_task, s.aggregate) for s in plan.state}
     assert state["w/ExponentialMovingAverage"] == (1, False)  # with w
     assert state["beta1_power"] == (0, False)  # with emb's third shard
@@ -114,7 +114,7 @@ def test_state_follows_its_variable_or_is_balanced_in_ps_mode():
 
 
 def test_hybrid_puts_chief_written_state_on_servers_and_keeps_replica_state_local():
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="HYBRID"))
+    plan = decide_variables(ANALYSIS, TWO_HOSTS, Config(run_option="HYBRID"))
     state = {s.name: (s.ps_task, s.aggregate) for s in plan.state}
     assert state["w/ExponentialMovingAverage"] == (None, False)  # with its replicated variable
     assert state["beta1_power"] == (0, False)  # with the sparse embedding shard it is colocated with
@@ -126,9 +126,9 @@ def test_hybrid_puts_chief_written_state_on_servers_and_keeps_replica_state_loca
 def test_without_servers_all_state_is_replicated():
     dense_only = FakeAnalysis((FakeVar("w", "dense", 800),), ANALYSIS.state[:3])
     for option in ("MPI", "HYBRID"):
-        plan = make_plan(dense_only, TWO_HOSTS, Config(run_option=option))
+        plan = decide_variables(dense_only, TWO_HOSTS, Config(run_option=option))
         assert {s.ps_task for s in plan.state} == {None} and not any(s.aggregate for s in plan.state)
-    assert make_plan(ANALYSIS, ResourceSpec.load("localhost: 0"), Config()).state == ()
+    assert decide_variables(ANALYSIS, ResourceSpec.load("localhost: 0"), Config()).state == ()
 
 
 def test_state_read_back_by_a_replicas_update_is_held_by_every_worker():
@@ -139,10 +139,10 @@ def test_state_read_back_by_a_replicas_update_is_held_by_every_worker():
         FakeState("emb2/buffer", "other", 3000, read_back_by=("emb2",)),
         FakeState("global_step", "global_step", 8, read_back_by=("w/ExponentialMovingAverage",)),
         FakeState("w/ExponentialMovingAverage", "ema", 800, colocated_with="w")))
-    hybrid = {s.name: s.ps_task for s in make_plan(analysis, TWO_HOSTS, Config(run_option="HYBRID")).state}
+    hybrid = {s.name: s.ps_task for s in decide_variables(analysis, TWO_HOSTS, Config(run_option="HYBRID")).state}
     assert hybrid["w/buffer"] is None and hybrid["global_step"] is None
     assert hybrid["emb2/buffer"] is not None  # its variable is on a server: so is its buffer
-    ps = {s.name: s.ps_task for s in make_plan(analysis, TWO_HOSTS, Config(run_option="PS")).state}
+    ps = {s.name: s.ps_task for s in decide_variables(analysis, TWO_HOSTS, Config(run_option="PS")).state}
     assert None not in ps.values()
 
 
@@ -157,11 +157,11 @@ def test_state_colocated_with_state_lives_beside_it_and_a_value_read_back_from_a
             FakeState("bn/moving_stddev", "ema", 16, colocated_with="bn/moving_variance",
                       read_back_by=stddev_read_back_by),
             FakeState("bn/renorm_stddev", "ema", 16, colocated_with="bn/moving_variance")))
-    ps = {s.name: s for s in make_plan(analysis(("bn/moving_variance",)), TWO_HOSTS, Config(run_option="PS")).state}
+    ps = {s.name: s for s in decide_variables(analysis(("bn/moving_variance",)), TWO_HOSTS, Config(run_option="PS")).state}
     group = {ps[n].ps_task for n in ("bn/moving_variance", "bn/moving_stddev", "bn/renorm_stddev")}
     assert len(group) == 1 and None not in group
     assert ps["bn/moving_mean"].aggregate and not ps["bn/moving_variance"].aggregate
-    hybrid = {s.name: s for s in make_plan(analysis(("bn/moving_variance", "w")), TWO_HOSTS,
+    hybrid = {s.name: s for s in decide_variables(analysis(("bn/moving_variance", "w")), TWO_HOSTS,
                                            Config(run_option="HYBRID")).state}
     assert {hybrid[n].ps_task for n in ("bn/moving_variance", "bn/moving_stddev", "bn/renorm_stddev")} == {None}
     assert hybrid["bn/moving_mean"].ps_task is not None and hybrid["bn/moving_mean"].aggregate
@@ -173,17 +173,17 @@ def test_variables_one_op_updates_share_a_side():
     together = FakeAnalysis((FakeVar("emb", "sparse", 4000, update_ops=("train",)),
                              FakeVar("w", "dense", 800, update_ops=("train",)),
                              FakeVar("b", "dense", 8, update_ops=("b_update",))))
-    hybrid = make_plan(together, TWO_HOSTS, Config(run_option="HYBRID"))
+    hybrid = decide_variables(together, TWO_HOSTS, Config(run_option="HYBRID"))
     assert {v.name: v.method for v in hybrid.variables} == {"emb": "PS", "w": "PS", "b": "AR"}
-    mpi = make_plan(together, TWO_HOSTS, Config(run_option="MPI"))
+    mpi = decide_variables(together, TWO_HOSTS, Config(run_option="MPI"))
     assert {v.name: v.method for v in mpi.variables} == {"emb": "AG", "w": "AR", "b": "AR"}
 
 
 def test_methods_override_the_run_option_per_variable():
-    plan = make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="HYBRID", methods={"emb2": "AG", "w": "PS"}))
+    plan = decide_variables(ANALYSIS, TWO_HOSTS, Config(run_option="HYBRID", methods={"emb2": "AG", "w": "PS"}))
     assert {v.name: v.method for v in plan.variables} == {"emb": "PS", "emb2": "AG", "w": "PS", "b": "AR"}
     assert plan.uses_servers and plan.uses_collectives
     with pytest.raises(parallax.ConfigError, match=r"Config.methods names \['nope'\], which the graph does not train"):
-        make_plan(ANALYSIS, TWO_HOSTS, Config(methods={"nope": "PS"}))
+        decide_variables(ANALYSIS, TWO_HOSTS, Config(methods={"nope": "PS"}))
     with pytest.raises(parallax.UnsupportedError, match="PS with Config.methods runs synchronously"):
-        make_plan(ANALYSIS, TWO_HOSTS, Config(run_option="PS", sync=False, methods={"w": "AR"}))
+        decide_variables(ANALYSIS, TWO_HOSTS, Config(run_option="PS", sync=False, methods={"w": "AR"}))

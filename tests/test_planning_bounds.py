@@ -9,7 +9,7 @@ from tensorflow.python.ops import data_flow_ops
 
 import parallax
 from parallax.analysis import batch_samples
-from parallax.runtime.startup import plan_warnings
+from parallax.runtime.get_runner import plan_warnings
 
 tf1 = tf.compat.v1
 

@@ -40,7 +40,7 @@ def _squared_errors(rows, y):
 @pytest.mark.parametrize("shape, dataset", [(None, False), ([None, 4], False), (None, True)])
 def test_a_sparse_inputs_three_parts_are_found_and_its_dense_shape_is_no_batch(shape, dataset):
     g, _ = _sparse_graph(lambda r, y: tf.reduce_mean(_squared_errors(r, y)), shape, dataset)
-    (found,) = sparse_inputs.find(g)
+    (found,) = sparse_inputs.sparse_inputs_of(g)
     assert [t.dtype for t in (found.indices, found.dense_shape)] == [tf.int64, tf.int64]
     assert found.values.dtype == tf.int64 and found.indices.shape.rank == 2
     inputs = {t.name for t in per_worker_inputs(g)}
@@ -52,16 +52,16 @@ def test_dense_placeholders_are_no_sparse_input():
     g = tf.Graph()
     with g.as_default():
         tf1.placeholder(tf.int64, [None, 2]), tf1.placeholder(F64, [None]), tf1.placeholder(tf.int64, [None])
-    assert sparse_inputs.find(g) == []  # a [None] int64 is no dense shape's [rank]... unless rank is unknown
+    assert sparse_inputs.sparse_inputs_of(g) == []  # a [None] int64 is no dense shape's [rank]... unless rank is unknown
     g = tf.Graph()
     with g.as_default():
         tf1.placeholder(F64, [None, 5]), tf1.placeholder(F64, [None, 1]), tf1.placeholder(tf.int32, [None])
-    assert sparse_inputs.find(g) == []
+    assert sparse_inputs.sparse_inputs_of(g) == []
 
 
 def test_a_random_sparse_batch_is_valid_and_its_parts_renumber_their_examples():
     g, _ = _sparse_graph(lambda r, y: tf.reduce_mean(_squared_errors(r, y)), [None, 4])
-    (found,) = sparse_inputs.find(g)
+    (found,) = sparse_inputs.sparse_inputs_of(g)
     indices, values, dense_shape = sparse_inputs.random_batch(np.random.RandomState(0), found, 6,
                                                               random_examples.random_values)
     assert list(dense_shape) == [6, 4] and len(indices) == len(values)
@@ -99,18 +99,18 @@ def test_the_batch_shape_inference_cannot_see_is_found_by_running():
 
 def test_dropout_after_a_sparse_lookup_is_split_and_a_draw_of_unknown_extent_is_listed():
     g, _ = _sparse_graph(lambda r, y: tf.reduce_mean(_squared_errors(tf1.nn.dropout(r, rate=0.5, seed=1), y)))
-    assert batch_draws.find(g).split == (("dropout/random_uniform/RandomUniform", 0),)
+    assert batch_draws.draws_following_the_batch(g).split == (("dropout/random_uniform/RandomUniform", 0),)
     g = tf.Graph()
     with g.as_default():
         x = tf1.placeholder(tf.int64, [None], name="x")
         words = tf.unique(x)[0]  # as many as the distinct values: no extent of the batch
         tf.random.uniform(tf.shape(words), seed=2, name="noise")
-    assert batch_draws.find(g).unsplittable == ("noise/RandomUniform",)
+    assert batch_draws.draws_following_the_batch(g).unsplittable == ("noise/RandomUniform",)
 
 
 def test_the_batch_mean_after_a_sparse_lookup_is_a_statistic():
     g, _ = _sparse_graph(lambda r, y: tf.reduce_mean(_squared_errors(r - tf.reduce_mean(r, 0), y)))
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert ("Mean:0", batch_statistics.AVERAGE) in found.laws and not found.uncombinable
     assert ("Mean:0", batch_statistics.MEAN, ("sub",)) in found.combined
 
@@ -119,11 +119,11 @@ def test_a_summed_loss_is_a_sum_with_statistics_and_draws_as_the_rewrite_makes_t
     g, _ = _sparse_graph(lambda r, y: tf.reduce_sum(_squared_errors(r, y)))
     assert loss_law.decide(g) == (False, loss_law.SUMMED)
     centred, _ = _sparse_graph(lambda r, y: tf.reduce_sum(_squared_errors(r - tf.reduce_mean(r, 0), y)))
-    laws = batch_statistics.find(centred, parallax.analyze(centred)).laws
+    laws = batch_statistics.statistics_of_the_batch(centred, parallax.analyze(centred)).laws
     assert loss_law.decide(centred) == (True, loss_law.AVERAGED)  # each part centred by its own mean: no sum
     assert loss_law.decide(centred, laws) == (False, loss_law.SUMMED)
     dropped, _ = _sparse_graph(lambda r, y: tf.reduce_sum(_squared_errors(tf1.nn.dropout(r, rate=0.5, seed=1), y)))
-    assert loss_law.decide(dropped, (), batch_draws.find(dropped).split) == (False, loss_law.SUMMED)
+    assert loss_law.decide(dropped, (), batch_draws.draws_following_the_batch(dropped).split) == (False, loss_law.SUMMED)
 
 
 def _parsed(reduce):
@@ -142,7 +142,7 @@ def _parsed(reduce):
 
 def test_sparse_features_parsed_together_are_found_each_as_its_three_parts():
     g, f, _ = _parsed(tf.reduce_sum)
-    found = {(s.indices.name, s.values.name, s.dense_shape.name) for s in sparse_inputs.find(g)}
+    found = {(s.indices.name, s.values.name, s.dense_shape.name) for s in sparse_inputs.sparse_inputs_of(g)}
     assert found == {(f[k].indices.name, f[k].values.name, f[k].dense_shape.name) for k in ("a", "b")}
 
 

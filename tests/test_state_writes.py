@@ -64,7 +64,7 @@ def test_a_bank_that_the_loss_reads_too_is_listed():
 
 def test_the_batchs_last_example_kept_is_one_devices_last_example():
     """One device keeps its batch's last example, a worker its own last. No law combines the value; computed from
-    every worker's rows (gathered_statistics.py, in batch_statistics.find), the batch's size and the slice are one
+    every worker's rows (gathered_statistics.py, in batch_statistics.statistics_of_the_batch), the batch's size and the slice are one
     device's, and nothing is listed."""
     g = tf.Graph()
     with g.as_default():
@@ -74,7 +74,7 @@ def test_the_batchs_last_example_kept_is_one_devices_last_example():
         train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)))
         with tf.control_dependencies([train]):
             last.assign(x[tf.shape(x)[0] - 1], name="keep")
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert not found.uncombinable and found.laws == (("strided_slice_1:0", batch_statistics.WHOLE),), found
     plan = _plan(g)
     assert not plan.uncombinable_statistics

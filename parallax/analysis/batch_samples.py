@@ -1,6 +1,6 @@
 """Values of the graph's own tensors on random batches and on parts of them, so that how a value of the whole batch
 relates to its parts' (a sum, a mean, neither) is found by running what the user wrote, not from op types
-(data_counts.py's counts, loss_law.py's losses).
+(counts_by_values.py's counts, loss_law.py's losses).
 
 The tensors' data ancestors are copied into a throw-away graph (control edges only among them), every per-worker
 input (placeholders, iterators, queues: rows are examples) becomes a placeholder fed random examples (a sparse
@@ -186,7 +186,7 @@ def _sampled(graph, tensors, parts, trials, shapes, held, widened, edit, decoded
             [t.op for t in tensors] + initializers, False)}, control=True)
         _seed_unseeded(subgraph)
         names = {n.name for n in subgraph.node}
-        sparse = [s for s in sparse_inputs.find(graph) if any(t.op.name in names for t in s.tensors)]
+        sparse = [s for s in sparse_inputs.sparse_inputs_of(graph) if any(t.op.name in names for t in s.tensors)]
         fed_sparse = {t.name for s in sparse for t in s.tensors}
         inputs = [t for t in per_worker_inputs(graph) if t.op.name in names and t.name not in fed_sparse]
         inputs += _decoded_inputs(graph, decoded, fed_sparse | {t.name for t in inputs})

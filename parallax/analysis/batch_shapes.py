@@ -17,7 +17,7 @@ PIN = 5  # an input's unknown extent other than the batch's (a padded length), w
 def per_worker_inputs(graph):
     """The tensors whose first dimension is each worker's own: the outputs of what reads input, and the indices and
     values of sparse inputs (each entry's example is its first index), not their dense shapes (sparse_inputs.py)."""
-    sparse = sparse_inputs.find(graph)
+    sparse = sparse_inputs.sparse_inputs_of(graph)
     dense_shapes = {s.dense_shape.name for s in sparse}
     # Not the step's own state: a stack's pop (a v1 loop's gradient reads its forward values so) is no input.
     read = [t for op in graph.get_operations() if reads_input(op) and not graph_utils.carries_step_state(op)

@@ -52,7 +52,7 @@ class SparseInput:
                 for k in range(1, self.rank())]
 
 
-def find(graph):
+def sparse_inputs_of(graph):
     """The graph's sparse per-worker inputs."""
     found, placeholders = [], []
     for op in graph.get_operations():

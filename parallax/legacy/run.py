@@ -21,7 +21,7 @@ from parallax.config import Config, translate
 from parallax.errors import CheckpointError, ConfigError, ParallaxError, ResourceSpecError
 from parallax.process.protocol import current_role
 from parallax.process.resource_spec import Host, ResourceSpec
-from parallax.runtime.startup import get_runner, legacy_fields_applied
+from parallax.runtime.get_runner import get_runner, legacy_fields_applied
 
 tf1 = tf.compat.v1
 REPLICAS_PER_WORKER = 1

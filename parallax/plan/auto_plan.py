@@ -11,7 +11,7 @@ from typing import Optional
 from parallax.plan import calibration, cost_model, placement, plan_search
 from parallax.config import Config
 from parallax.errors import ParallaxError
-from parallax.plan.variable_decisions import make_plan
+from parallax.plan.variable_decisions import decide_variables
 from parallax.rules import batch_statistics
 from parallax.capture.partitioner import COLLECTION
 
@@ -29,8 +29,8 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None, statistics=
     the gradient's shape, parallax.explain's, or 1 when neither is known), the state its steps write, what a
     worker's step reads of each on a server (read off the graph of the PS plan on `spec`, when given), its step
     time, the step's CPU as the script's real jobs showed it (calibration.compute_cpu_in_job, which fit_in_job
-    takes as it is), and what it gathers for the statistics of the batch (`statistics`: batch_statistics.find's,
-    found here when None)."""
+    takes as it is), and what it gathers for the statistics of the batch (`statistics`:
+    batch_statistics.statistics_of_the_batch's, found here when None)."""
     reads = _server_reads(graph, analysis, spec, config) if spec is not None and spec.num_workers > 1 else {}
     loads = []
     for v in sorted(analysis.trained_variables, key=lambda r: r.name):
@@ -45,16 +45,16 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None, statistics=
                                        s.kind == "optimizer", _known(reads.get(s.name), s.bytes) or (0, 0.0))
                   for s in analysis.state)
     if statistics is None and spec is not None and spec.num_workers > 1 and (config or Config()).sync:
-        statistics = batch_statistics.find(graph, analysis)
+        statistics = batch_statistics.statistics_of_the_batch(graph, analysis)
     gathered = statistic_bytes(graph, statistics) if statistics is not None else ()
     workload = cost_model.Workload(calibrated.compute_seconds, calibrated.compute_cpu, tuple(loads), state, gathered)
     return dataclasses.replace(workload, compute_cpu=calibration.compute_cpu_in_job(calibrated, workload))
 
 
 def statistic_bytes(graph, found):
-    """Bytes of each value a step gathers for the statistics of the batch `found` (batch_statistics.find): each
-    combined statistic (and gradient of one), and a fused batch norm's mean, its variance and its gradient's two
-    means (one gather)."""
+    """Bytes of each value a step gathers for the statistics of the batch `found`
+    (batch_statistics.statistics_of_the_batch): each combined statistic (and gradient of one), and a fused batch
+    norm's mean, its variance and its gradient's two means (one gather)."""
     sizes = [graph.get_tensor_by_name(name) for name, _, _ in found.combined]
     sizes = [(t.shape.num_elements() or 0) * t.dtype.size for t in sizes]
     for name, _ in found.fused:
@@ -69,7 +69,7 @@ def _server_reads(graph, analysis, spec, config):
     not change what a worker's step reads of it. A graph that plan cannot hold gets {}: one copy per variable."""
     ps_config = (config or Config()).replace(run_option="PS", methods={}, sync=True)
     try:
-        plan = make_plan(analysis, spec, ps_config)
+        plan = decide_variables(analysis, spec, ps_config)
     except ParallaxError:
         return {}
     return placement.server_reads(graph, plan)
@@ -106,7 +106,7 @@ def choose(graph, analysis, spec, config, statistics=None):
     of the variables parallax.get_partitioner split (the paper's partition search: every count from 1 to twice the
     servers, by predicted step time; the graph's own count stays unless another is predicted REPARTITION_GAIN
     faster, since a new count means running the script again and the model is no finer than that). `statistics`:
-    the graph's batch_statistics.find, when the caller has it (else found here)."""
+    the graph's batch_statistics.statistics_of_the_batch, when the caller has it (else found here)."""
     calibrated = calibration.load(calibration.path_for(config))
     workload = workload_of(graph, analysis, calibrated, spec, config, statistics)
     in_job = calibration.fit_in_job(calibrated, workload)

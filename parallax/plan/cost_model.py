@@ -211,7 +211,7 @@ def _allreduce(load, variables, workers_per_host, machine, backend):
 
 def _allgather(load, variables, workers_per_host, machine, backend, applied=True):
     """The sparse variables' rows (each one's rows and indices packed together) in one collective
-    (rewrite/mpi_passes.py groups them as fusion.py does), rows that every worker applies (`applied`); with
+    (rewrite/collective_passes.py groups them as fusion.py does), rows that every worker applies (`applied`); with
     `applied` False, statistics of the batch (batch_statistics.py): a collective each, whose values none
     applies."""
     if not variables:

@@ -9,15 +9,15 @@ from parallax.rules import batch_draws, batch_statistics, batchless_writes, exam
 from parallax.config import check_ssh_carries
 from parallax.plan.placement import decide_placements
 from parallax.plan.records import Aggregation
-from parallax.plan.variable_decisions import make_plan
+from parallax.plan.variable_decisions import decide_variables
 from parallax.plan import auto_plan
 
 
 def plan_job(graph, analysis, spec, config):
     # Asynchronous workers do not compute one device's steps anyway: nothing is split or combined.
-    statistics = batch_statistics.find(graph, analysis) if spec.num_workers > 1 and config.sync else \
-        batch_statistics.BatchStatistics()
-    draws = batch_draws.find(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
+    statistics = batch_statistics.statistics_of_the_batch(graph, analysis) \
+        if spec.num_workers > 1 and config.sync else batch_statistics.BatchStatistics()
+    draws = batch_draws.draws_following_the_batch(graph) if spec.num_workers > 1 else batch_draws.BatchDraws()
     plan, decided = _planned(graph, analysis, spec, config, statistics, draws)
     # The check simulates split draws and the statistics combined of the data, not the other rules' rewrites or
     # what they list.
@@ -64,13 +64,13 @@ def _planned(graph, analysis, spec, config, statistics, draws):
             if spec.num_workers > 1 else ({}, {}, "")
         average = loss_law.averages(laws)
         if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
-            seeds, edges = loss_seeds.find(graph, analysis, laws, means)
+            seeds, edges = loss_seeds.seeds_and_mean_terms(graph, analysis, laws, means)
         config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
                                                 if getattr(config, name) is None})
     if config.run_option == "AUTO" and spec.num_workers > 1:
         auto = auto_plan.choose(graph, analysis, spec, config, statistics)
         config, partitions = auto.config, auto.partitions
-    plan = dataclasses.replace(make_plan(analysis, spec, config), partitions=partitions, averaging=averaging)
+    plan = dataclasses.replace(decide_variables(analysis, spec, config), partitions=partitions, averaging=averaging)
     if seeds:  # a mean's gradients start at 1/N: every variable's are summed
         plan = dataclasses.replace(plan, loss_seeds=seeds, mean_term_edges=edges,
                                    averaging=loss_seeds.sentence(seeds, edges) +
@@ -78,7 +78,8 @@ def _planned(graph, analysis, spec, config, statistics, draws):
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
         updates = [n for v in plan.variables for p in v.parts for n in p.update_ops]
-        plan = dataclasses.replace(plan, padded_inputs=padded_inputs.find(graph, analysis) if plan.sync else (),
+        padded = padded_inputs.inputs_padded_to_the_longest(graph, analysis) if plan.sync else ()
+        plan = dataclasses.replace(plan, padded_inputs=padded,
                                    batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
                                    unsplittable_draws=draws.unsplittable, guarded_draws=draws.guarded,
                                    batch_statistics=statistics.combined,
@@ -86,7 +87,7 @@ def _planned(graph, analysis, spec, config, statistics, draws):
                                    fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
                                    repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers),
                                    reads_no_input=input_sharding.reads_no_input(graph, updates),
-                                   batchless_writes=batchless_writes.find(graph, updates))
+                                   batchless_writes=batchless_writes.writes_without_the_batch(graph, updates))
     return plan, config
 
 

@@ -9,7 +9,7 @@ from parallax.plan.records import (Aggregation, GradientPlan, Method, PartPlan, 
                                      WORKER_DEVICE, ps_device)
 
 
-def make_plan(analysis, spec, config):
+def decide_variables(analysis, spec, config):
     """Decide everything but op placements (planning.py adds those from the graph). Deterministic: the same
     analysis, spec and config give the same plan in every process."""
     n = spec.num_workers
@@ -17,7 +17,7 @@ def make_plan(analysis, spec, config):
     overrides = _method_overrides(config, trained, n)
     decisions = []
     for v in trained:
-        # None (from the loss) is plan_job's to decide; alone, make_plan takes the loss for a mean.
+        # None (from the loss) is plan_job's to decide; alone, decide_variables takes the loss for a mean.
         average = (config.average_sparse if v.kind == "sparse" else config.average_dense) is not False
         method = overrides.get(v.name) or _method(v.kind, config.run_option, n)
         decisions.append(VariablePlan(v.name, v.kind, method, v.bytes, average, shape=tuple(v.shape),

@@ -88,7 +88,7 @@ class ProcessContext:
     collective_group: int = 1
     in_thread: bool = False
     at_get_runner: Optional[Callable[[Any, Any, Any], None]] = None
-    # The Runners made in this process (weak references): a launched worker joins its job once (startup.py).
+    # The Runners made in this process (weak references): a launched worker joins its job once (get_runner.py).
     runners: list = dataclasses.field(default_factory=list, compare=False, repr=False)
 
     @property

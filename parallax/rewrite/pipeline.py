@@ -21,7 +21,8 @@ from parallax.plan.records import Aggregation
 from parallax.plan.placement import OPAU, OPSW
 from parallax.rewrite import fingerprint
 from parallax.rewrite.basic_passes import add_initializers, add_saver, copy_graph, count_examples
-from parallax.rewrite.mpi_passes import allgather_sparse_gradients, allreduce_dense_gradients, broadcast_initial_values
+from parallax.rewrite.collective_passes import (allgather_sparse_gradients, allreduce_dense_gradients,
+                                                broadcast_initial_values)
 from parallax.rewrite.placement_passes import place_boundary_ops, place_post_aggregation_ops
 from parallax.rewrite.ps_passes import aggregate_on_servers, pin_ref_reads, place_variables_on_servers
 from parallax.rewrite.sync_passes import prepare_sync_steps

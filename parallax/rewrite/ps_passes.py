@@ -15,7 +15,7 @@ from parallax.plan.placement import server_devices
 from parallax.plan.records import WORKER_DEVICE, Aggregation
 from parallax.analysis.row_keys import merge_rows, row_keys
 from parallax.rewrite.local_aggregation import gather_rows
-from parallax.rewrite.mpi_passes import gradients_of
+from parallax.rewrite.collective_passes import gradients_of
 from parallax.core.graph_surgery import average_of, new_ops, reroute_consumers
 
 tf1 = tf.compat.v1

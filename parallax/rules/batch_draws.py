@@ -68,7 +68,7 @@ def _kind(op):
     return _KINDS[op.type]
 
 
-def find(graph):
+def draws_following_the_batch(graph):
     """The graph's draws that depend on the batch, split or not (module docstring)."""
     initialization = None
     candidates, callers = [], []

@@ -29,7 +29,7 @@ its distinct ids) is computed from every worker's rows where it can be, and read
 *Uncombinable*, so listed in the plan, warned of by the planner and stated by `parallax.explain`: such a statistic
 that cannot be, one whose shape is not static or that is computed in a while loop; a maximum or minimum of
 variables that gradient flows into; the value of a mean of a variable's values over a number of elements the data
-may set (a boolean mask's: the count its gradient divides by is data_counts.py's) where it is read; a fused batch
+may set (a boolean mask's: the count its gradient divides by is counts_by_values.py's) where it is read; a fused batch
 norm inside a graph function; and a value that pairs the batch's examples with each other (in-batch negatives)
 where paired_rows.py cannot compute it on every worker's rows.
 """
@@ -39,7 +39,7 @@ from typing import Tuple
 import tensorflow as tf
 
 from parallax.analysis import backward_ops, batch_samples, batch_sizes, keyed_writes
-from parallax.rules import batch_draws, data_counts, fused_batch_norm, gathered_statistics, mixed_rows, paired_rows
+from parallax.rules import batch_draws, counts_by_values, fused_batch_norm, gathered_statistics, mixed_rows, paired_rows
 from parallax.capture import gradients as capture
 from parallax.core import graph_utils, v1_control_flow
 from parallax.analysis.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
@@ -98,7 +98,7 @@ def _value_ancestors(ops):
     return graph_utils.closure(ops, lambda op: [t.op for t in value_inputs(op)])
 
 
-def find(graph, analysis):
+def statistics_of_the_batch(graph, analysis):
     """The statistics of the batch that the graph's gradients and updates are computed from (module docstring)."""
     regions = _regions(graph, analysis)
     found = _sizes_and_counts(graph, regions)
@@ -109,7 +109,7 @@ def find(graph, analysis):
     probes = _probes(graph, graph_def, candidates | averaged)
     if not probes[0] or not probes[1]:  # cannot be probed (batch_draws says so of its draws)
         return found.result()
-    # Its gradient divides by the count (data_counts.py): only a read of its value is each worker's own.
+    # Its gradient divides by the count (counts_by_values.py): only a read of its value is each worker's own.
     extents = {op for op in averaged if _averages_a_data_extent(op, probes) and regions.read_points(op.outputs[0])}
     gradient_ops = backward_ops.by_forward_op(graph)
     in_functions = batch_draws.nodes_in_functions(graph_def, fused_batch_norm.in_training_node)
@@ -174,7 +174,7 @@ def _regions(graph, analysis):
 
 def _sizes_and_counts(graph, regions):
     """Sizes an update reads, and sizes the forward pass reads for the gradients (`n - positives`): each worker's
-    own, or read whole; and the counts of elements the data sets (data_counts.py), which are sums."""
+    own, or read whole; and the counts of elements the data sets (counts_by_values.py), which are sums."""
     read_points = regions.read_points
     for_updates, for_gradients = batch_sizes.sizes_read(
         graph, regions.values, value_inputs, SHAPE_ONLY,
@@ -182,7 +182,8 @@ def _sizes_and_counts(graph, regions):
         lambda out: [(t, grads) for t, grads, _ in read_points(out) if regions.forward.intersection(grads)])
     sizes = [(t.name, FOR_UPDATES[SUM], readers) for t, readers in for_updates]
     whole = [(t.name, readers) for t, readers in for_gradients]
-    counts, uncounted = data_counts.find(graph, regions.values, value_inputs, SHAPE_ONLY, read_points)
+    counts, uncounted = counts_by_values.counts_the_data_set(graph, regions.values, value_inputs, SHAPE_ONLY,
+                                                             read_points)
     laws = [(name, SUM) for name, how, _ in counts if how == MEAN]
     return _Found(sizes + counts, list(uncounted), laws, whole)
 
@@ -279,7 +280,7 @@ def _rows_and_pairs(graph, regions, candidates, extents, probes, gradient_ops, f
     rows, read_whole, uncombinable = gathered_statistics.gathered(graph, uncombinable, gradient_ops, held)
     found.combined, found.laws = combined + rows, found.laws + [(name, WHOLE) for name in read_whole]
     pairing = _pairing_the_examples(candidates, probes)
-    paired, unpaired, in_pairs = paired_rows.find(graph, pairing, regions.forward, probes, gradient_ops,
+    paired, unpaired, in_pairs = paired_rows.pairing_entries(graph, pairing, regions.forward, probes, gradient_ops,
                                                   {op for op, from_data in regions.data.items() if from_data},
                                                   held + read_whole, [name for name, _ in found.fused])
     found.uncombinable = [s for s in uncombinable if s.split(" ")[0] not in in_pairs]

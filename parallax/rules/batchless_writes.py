@@ -16,7 +16,7 @@ from parallax.core import graph_utils
 from parallax.rules.rule import Rule
 
 
-def find(graph, update_ops):
+def writes_without_the_batch(graph, update_ops):
     """((write op, (the input ops it must wait for, ...)), ...) for the training step, the ops the fetches that run
     `update_ops` (names) run: its writes outside control flow that read no input that can end, when it reads one."""
     updates = [graph.get_operation_by_name(n) for n in update_ops]

@@ -35,7 +35,7 @@ def counted_inputs(source_graph):
     whether that is a sparse input's dense shape), ...) for each op of the user's that reads input (an iterator, a
     queue, a placeholder), in the graph's order of the inputs. The inputs are the source graph's: the rewrite's
     own queues and accumulators read like inputs, and counting one would take from it."""
-    sparse = sparse_inputs.find(source_graph)
+    sparse = sparse_inputs.sparse_inputs_of(source_graph)
     parts = {t.name: s for s in sparse for t in (s.indices, s.values)}
     first = {}  # input op -> the tensor its count is read from, and whether that is a dense shape
     for t in source_inputs(source_graph):

@@ -17,7 +17,7 @@ every gathered value can travel in a collective (not strings).
 """
 import tensorflow as tf
 
-from parallax.rules import data_counts, mixed_rows, statistic_laws
+from parallax.rules import counts_by_values, mixed_rows, statistic_laws
 from parallax.analysis.keyed_writes import ROWS
 
 
@@ -54,6 +54,6 @@ def _regions(graph, names, gradient_ops, combined_names):
 
 
 def _no_law(entry):
-    """Whether `entry` lists a statistic for having no law: statistic_laws.NO_LAW or data_counts.NOT_A_SUM, the
+    """Whether `entry` lists a statistic for having no law: statistic_laws.NO_LAW or counts_by_values.NOT_A_SUM, the
     reasons gathering rows can remove."""
-    return any(entry.endswith(f" ({why})") for why in (statistic_laws.NO_LAW, data_counts.NOT_A_SUM))
+    return any(entry.endswith(f" ({why})") for why in (statistic_laws.NO_LAW, counts_by_values.NOT_A_SUM))

@@ -2,7 +2,7 @@
 batch, is each trained variable's gradient the workers' mean (or, for a summed loss, sum) of its gradients on the
 batch's two halves, as the aggregation will make it?
 
-The rules (batch_statistics.py, data_counts.py, batch_draws.py) each find one way a worker's gradient can differ
+The rules (batch_statistics.py, counts_by_values.py, batch_draws.py) each find one way a worker's gradient can differ
 from its share of one device's, by what they can see in the graph. This one runs the graph's own gradient ops
 (batch_samples.py) and compares, whatever ops computed them: a top k of a fraction of the batch (hard-example
 mining), a cumulative sum or a softmax over the batch's axis. A variable whose gradients differ is listed as not
@@ -33,8 +33,8 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=(), st
     parts read the random draws as the rewrite makes them: those of `split_draws` ((op, axis), ...) their examples'
     values of one device's draw, any other the whole batch's (batch_draws.held_as_rewritten); a mean loss's seed
     among `seeds` (loss_seeds.py) at their share of the whole batch's, and so each of `edges` into a constant
-    term's backward ops; each of the statistics the rewrite combines (`statistics`, batch_statistics.find's) as
-    the worker reads it (batch_statistics.held_as_combined), and the gradient flowing into one computed from
+    term's backward ops; each of the statistics the rewrite combines (`statistics`,
+    batch_statistics.statistics_of_the_batch's) as the worker reads it (batch_statistics.held_as_combined), and the gradient flowing into one computed from
     variables as the workers' mean or sum of the parts' own. A sum read as the workers' mean, or a gradient
     combined, is each part's share only where the workers' batches are equal, as the rewrite assumes (the launcher
     warns where they are not): then the split into equal halves alone is compared."""

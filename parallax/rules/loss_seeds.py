@@ -45,7 +45,7 @@ def loss_words(seeds, edges=()):
         f"a sum over the batch{plus} where found one, else a mean"
 
 
-def find(graph, analysis, laws, means=None):
+def seeds_and_mean_terms(graph, analysis, laws, means=None):
     """(((seed op, MEAN | SUM), ...), the edges into the backward ops of summed losses' mean terms) of the graph's
     default seeds, each its loss's law by `laws` ({loss tensor: law}, loss_law.laws; a loss not in it is taken for
     a mean, as the law takes a loss it cannot check; a sum plus means whose terms' backward ops cannot be told too)

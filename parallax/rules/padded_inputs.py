@@ -31,7 +31,7 @@ SCOPE = "parallax_padding"
 _PADDED_BATCH = ("PaddedBatchDataset", "PaddedBatchDatasetV2")
 
 
-def find(graph, analysis):
+def inputs_padded_to_the_longest(graph, analysis):
     """((tensor name, its padded axes, the padding value), ...) of the graph's padded per-worker inputs whose
     padding reaches the gradients of `analysis`'s trained variables."""
     found = padded_by_datasets(graph)

@@ -57,7 +57,7 @@ SCOPE = "parallax_pairs"
 SUMS = ("AddN", "Add", "AddV2")
 
 
-def find(graph, pairing, forward, probes, gradient_ops, valued, held=(), synchronized=()):
+def pairing_entries(graph, pairing, forward, probes, gradient_ops, valued, held=(), synchronized=()):
     """(the plan's entries ((GATHERED|OWN|PADDED|SUMMED, tensor, readers), ...), {pairing tensor: why not} for the
     pairs left alone, the names of the values the regions compute). `pairing`: tensors with the batch on two axes;
     `forward`: the forward pass's ops; `valued`: those whose values the batch's values change (not its shape alone);

@@ -1,4 +1,4 @@
-"""The `Runner` that `parallax.get_runner` (startup.py) returns: a session on the rewritten graph that speaks in the
+"""The `Runner` that `parallax.get_runner` (get_runner.py) returns: a session on the rewritten graph that speaks in the
 user's original tensors, ops, variables and names."""
 import atexit
 import os

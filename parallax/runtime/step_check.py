@@ -49,7 +49,7 @@ class StepCheck:
         self._gather = gather  # bytes -> [every worker's bytes] on the chief, None elsewhere
         self._layout = layout  # plan.batch_layout: how the workers' examples of what the graph reads make one batch
         self._batch = {t.name for t in per_worker_inputs(source)}
-        self._sparse = sparse_inputs.find(source)
+        self._sparse = sparse_inputs.sparse_inputs_of(source)
         # What a step reads per worker, where it can be fetched (outside a v1 loop or cond): what reads input, a
         # sparse input's three parts (a dataset's sparse element is a variant, parsed into them).
         self._inputs = {t.name: t for t in per_worker_inputs(source) + [s.dense_shape for s in self._sparse]

@@ -3,7 +3,7 @@ whose workers' batches differ (unlike cases.batch_norm, whose data is built so t
 normalization as tf.nn.moments computes it (float64) and as the fused kernel of tf1.layers.batch_normalization on
 images computes it (float32); layer normalization, whose statistics are over features (nothing to combine); a loss
 that is a nonlinear function of means over the batch; a learning rate computed from the batch; and means over the
-examples a mask keeps, whose number the data (or the model's own predictions) set (data_counts.py). Same
+examples a mask keeps, whose number the data (or the model's own predictions) set (counts_by_values.py). Same
 conventions as cases.py.
 """
 import numpy as np

@@ -31,7 +31,7 @@ TOO_LARGE = (f"a count of the batch that its values set, computed from variables
 _WHY_NOT = {"unrun": NOT_RUN, "too large": TOO_LARGE}
 
 
-def find(graph, ops, value_inputs, shape_only, read_points):
+def counts_the_data_set(graph, ops, value_inputs, shape_only, read_points):
     """([(float tensor, MEAN | SUM, (the ops that read it))], ["tensor (why)"]): the counts among `ops` (the graph's
     training computation) that the data set and the gradients or updates read, combined as the module docstring
     says, and those that cannot be. `read_points(tensor)`: batch_statistics' [(float tensor, readers for

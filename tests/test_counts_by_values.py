@@ -1,4 +1,4 @@
-"""Counts of the batch that its values set (data_counts.py): a boolean mask's count of kept examples, read where the
+"""Counts of the batch that its values set (counts_by_values.py): a boolean mask's count of kept examples, read where the
 gradients are computed (the factor of a masked mean's gradient, a sum divided by tf.size) or by an update, is
 combined; a count whose whole-batch value is not its parts' sum is listed; shapes the examples do not set are left
 alone."""
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
-from parallax.rules import batch_statistics, data_counts
+from parallax.rules import batch_statistics, counts_by_values
 from tests.test_batch_statistics import _find  # the loss is build(x [batch, 3], lengths [batch], prediction)
 
 tf1 = tf.compat.v1
@@ -40,7 +40,7 @@ def test_a_count_the_data_set_that_an_update_reads_is_the_workers_sum():
         seen = tf1.get_variable("seen", [], F64, initializer=tf1.zeros_initializer(), trainable=False)
         with tf.control_dependencies([seen.assign_add(kept, name="count")]):
             tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(prediction))
-    found = batch_statistics.find(g, parallax.analyze(g))
+    found = batch_statistics.statistics_of_the_batch(g, parallax.analyze(g))
     assert [(law, readers) for _, law, readers in found.combined] == [("sum", ("count",))], found
     assert not found.uncombinable
 
@@ -61,7 +61,7 @@ def test_a_count_that_is_no_sum_of_the_workers_is_listed(build):
     parts', so no combination of the workers' makes one device's."""
     found = _find(build)
     assert not found.combined and len(found.uncombinable) == 1, found
-    assert data_counts.NOT_A_SUM in found.uncombinable[0]
+    assert counts_by_values.NOT_A_SUM in found.uncombinable[0]
 
 
 def test_a_masked_mean_that_is_read_is_still_listed_and_its_gradients_count_combined():
@@ -96,8 +96,8 @@ def _hard_examples_of(table_rows, dtype=F64):
 
 
 @pytest.mark.parametrize("build, why", [
-    (_hard_examples_of(1), data_counts.NOT_RUN),  # random ids 0-2 are out of the table's range
-    (_hard_examples_of(70_000_000, tf.float32), data_counts.TOO_LARGE),  # 280 MB, not allocated to check
+    (_hard_examples_of(1), counts_by_values.NOT_RUN),  # random ids 0-2 are out of the table's range
+    (_hard_examples_of(70_000_000, tf.float32), counts_by_values.TOO_LARGE),  # 280 MB, not allocated to check
 ])
 def test_a_count_that_cannot_be_checked_is_listed_with_why(build, why):
     found = _find(build)
