@@ -10,10 +10,10 @@ export TF
 export TF_USE_LEGACY_KERAS := $(if $(filter 2.15,$(TF)),,1)
 # The suite on TF 2.21 (no Horovod there: it does not build for TF >= 2.19): the equivalence suite but Horovod's
 # sample, and the tests of what differs by TF version: the model scripts, servers, collectives, the launcher.
-NEWEST_TF_TESTS := tests/model_scripts tests/test_tf_server.py tests/test_tf_collectives.py tests/test_uneven_data.py \
+NEWEST_TF_TESTS := tests/model_scripts tests/runtime/test_tf_server.py tests/test_tf_collectives.py tests/test_uneven_data.py \
                    tests/test_user_saver.py tests/test_user_init.py tests/test_fed_batches.py \
                    tests/test_tape_capture.py tests/test_queue_runners.py tests/test_thread_job.py \
-                   tests/test_ssh_transport_local.py tests/test_listening_sockets.py tests/test_step_check.py \
+                   tests/test_ssh_transport_local.py tests/test_listening_sockets.py tests/runtime/test_step_check.py \
                    tests/legacy/test_legacy_config.py \
                    tests/legacy/test_parallel_run.py::test_lm_example_ends_by_sigterm_and_its_checkpoint_restores
 # make test-tf runs the tests TEST_JOBS at a time (pytest-xdist; 0: one at a time), then the tests marked `alone`
@@ -44,7 +44,9 @@ SUITE  := $(if $(filter 2.15,$(TF)),tests --ignore=tests/cluster $(addprefix --d
             $(addprefix --deselect ,$(NEWEST_TF_DESELECT)))
 # make check: the edit-test loop, under 5 minutes on 2 cores: every test not marked slow (real multi-process jobs,
 # or many seconds) outside the equivalence, convergence and test-bed suites, and one equivalence case per mode.
-CHECK  := $(wildcard tests/test_*.py) tests/legacy tests/model_scripts -m "not slow and not alone" \
+# The tests of one module sit in the folder of its package (tests/rules/test_batch_draws.py); the rest at the top.
+UNIT_DIRS := $(addprefix tests/,core process capture analysis rules plan rewrite runtime launcher)
+CHECK  := $(wildcard tests/test_*.py) $(UNIT_DIRS) tests/legacy tests/model_scripts -m "not slow and not alone" \
           "tests/equivalence/test_mpi.py::test_mpi_equivalence[linear-2]" \
           "tests/equivalence/test_ps.py::test_ps_equivalence[linear-2]" \
           "tests/equivalence/test_hybrid.py::test_hybrid_equivalence[embedding_clip_adam-2]"

@@ -193,7 +193,7 @@ def test_the_pass_synchronizes_each_fused_batch_norm_with_the_plans_collectives(
 
 def test_values_that_pair_the_examples_with_each_other_are_rewritten_not_listed():
     """In-batch negatives: each query scored against every key of the batch (its shape has the batch twice);
-    paired_rows.py computes them on every worker's rows (tests/test_paired_rows.py)."""
+    paired_rows.py computes them on every worker's rows (tests/rules/test_paired_rows.py)."""
     def build(x):
         query, key = _dense(x), _dense(x, 4)[:, :3]
         logits = tf.matmul(query, key, transpose_b=True)

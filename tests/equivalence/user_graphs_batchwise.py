@@ -12,7 +12,7 @@ inputs standardized by the batch's moments in a v1 tf.cond, a loss over the targ
 with the batch's size written in (static placeholders, Dataset.batch with drop_remainder): a summed loss and one over
 the batch's sum of weights; batch-major sequences transposed to time-major in the graph, under a loss over their
 token count. Where the graph also depends on a written-in size (a reshape to it), or is fed time-major, it cannot be
-checked, and the warning says why: tests/test_loss_law.py.
+checked, and the warning says why: tests/rules/test_loss_law.py.
 Same conventions as cases.py."""
 import numpy as np
 import tensorflow as tf
@@ -263,7 +263,7 @@ def dropped_remainder_weighted_mean(n, b, steps, graph_batch, lr_scale=1.0):
 def time_major_token_weighted(n, b, steps, graph_batch, lr_scale=1.0):
     """Batch-major inputs of varied lengths, transposed to time-major in the graph (as the NMT tutorial's model
     runs its decoder): each step's error masked by tf.sequence_mask of the lengths, summed over the token count.
-    (Inputs fed time-major, [time, None], cannot be checked, and the warning says so: tests/test_loss_law.py.)"""
+    (Inputs fed time-major, [time, None], cannot be checked, and the warning says so: tests/rules/test_loss_law.py.)"""
     rng = np.random.RandomState(1541)
     x = rng.randn(n * b * steps, 5, 3)
     y = np.sin(x).sum(axis=2)
@@ -360,7 +360,7 @@ USER_GRAPHS_BATCHWISE = {f.__name__: f for f in (activity_mean_penalty, loss_ove
                                                  hardest_half_mined, hardest_half_after_dropout, nt_xent_two_views)}
 # Not registered: median_error_loss (listed by the last check, with the job's warning).
 # Not registered: inputs_standardized_in_cond (v2 control flow: the moments inside the cond's functions, which no
-# rule looks inside; listed with the way out, tests/test_gradient_check.py).
+# rule looks inside; listed with the way out, tests/rules/test_gradient_check.py).
 
 
 def activity_mean_over_merged_batch(n, b, steps, graph_batch, lr_scale=1.0):

@@ -431,7 +431,7 @@ def prototype_distances(n, b, steps, graph_batch, lr_scale=1.0):
 
 
 # Not registered: dp_sgd_clipped_examples (seeded noise added to each worker's sum: the last check lists its
-# variables and the job warns; tests/test_gradient_check.py).
+# variables and the job warns; tests/rules/test_gradient_check.py).
 USER_GRAPHS_UNSEEN = {f.__name__: f for f in (cox_partial_likelihood, wgan_weight_clipping, online_class_balance,
                                               py_func_example_weights, ema_of_loss_and_prediction,
                                               grouped_calibration_loss, dp_sgd_without_noise, barlow_twins,

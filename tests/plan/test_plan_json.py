@@ -12,7 +12,7 @@ from parallax.plan import plan_json
 from parallax.plan.planning import plan_job
 from tests.models_for_tests import embedding_mlp
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TWO_HOSTS = parallax.ResourceSpec.parse("127.0.0.1: 0,1\n127.0.0.2: 0,1")
 
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import parallax
 from parallax.rules import batch_statistics, counts_by_values
-from tests.test_batch_statistics import _find  # the loss is build(x [batch, 3], lengths [batch], prediction)
+from tests.rules.test_batch_statistics import _find  # the loss is build(x [batch, 3], lengths [batch], prediction)
 
 tf1 = tf.compat.v1
 F64 = tf.float64

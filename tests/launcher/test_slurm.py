@@ -10,7 +10,7 @@ import pytest
 from parallax.errors import ResourceSpecError
 from parallax.launcher import slurm
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 JOB = os.path.join(ROOT, "tests", "launcher_scripts", "job.py")
 
 
