@@ -14,13 +14,15 @@ than the first, which are listed as not combined.
 """
 import tensorflow as tf
 
+from parallax.core.listed import Listed
+
 ROWS = "rows"  # batch_statistics' law for these: every worker's rows, concatenated in worker order
 NOT_FIRST_AXIS = ("rows of the batch written into state by key, along an axis other than the first: each worker "
                   "writes its own examples' rows where one device writes every example's")
 
 
 def rows_written(writes, follows, batch_axis, from_gradients):
-    """([(tensor, ROWS, (the write's name,))], [uncombinable "tensor (why)"]) for the keyed writes among `writes`.
+    """([(tensor, ROWS, (the write's name,))], [uncombinable Listed]) for the keyed writes among `writes`.
     `follows(t)`: whether t's shape follows the batch; `batch_axis(t)`: its batch axis, or None;
     `from_gradients(t)`: whether t is a gradient or computed from one."""
     combined, uncombinable = [], []
@@ -32,7 +34,7 @@ def rows_written(writes, follows, batch_axis, from_gradients):
             continue
         off_axis = [t for t in rows if batch_axis(t) != 0]
         if off_axis:
-            uncombinable += [f"{t.name} ({NOT_FIRST_AXIS})" for t in off_axis]
+            uncombinable += [Listed(t.name, NOT_FIRST_AXIS) for t in off_axis]
             continue
         combined += [(t.name, ROWS, (op.name,)) for t in rows]
     return combined, uncombinable

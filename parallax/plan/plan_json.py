@@ -41,7 +41,8 @@ def _fields(kind):
 
 
 def _is_record(kind):
-    return isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields")
+    """A typed record: a NamedTuple, or a Listed (a sentence with its fields)."""
+    return isinstance(kind, type) and hasattr(kind, "_fields")
 
 
 def _encode(kind, value):
@@ -50,7 +51,7 @@ def _encode(kind, value):
     if dataclasses.is_dataclass(kind):
         return {name: _encode(t, getattr(value, name)) for name, t in _fields(kind).items()}
     if _is_record(kind):
-        return {name: _encode(t, v) for (name, t), v in zip(_fields(kind).items(), value)}
+        return {name: _encode(t, getattr(value, name)) for name, t in _fields(kind).items()}
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return kind(value).value
     args = typing.get_args(kind)

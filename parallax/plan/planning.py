@@ -39,11 +39,11 @@ def plan_job(graph, analysis, spec, config):
             name for name, law in statistics.laws if law == batch_statistics.WHOLE]
         rows, listed, covered = state_writes.checked(
             graph, analysis, one_devices, draws.split,
-            [name for name, _ in statistics.fused], {entry.split(" ")[0] for entry in plan.uncombinable_statistics})
+            [name for name, _ in statistics.fused], {entry.what for entry in plan.uncombinable_statistics})
         plan = dataclasses.replace(plan, batch_statistics=plan.batch_statistics + tuple(rows),
                                    uncombinable_statistics=tuple(
                                        entry for entry in plan.uncombinable_statistics
-                                       if entry.split(" ")[0] not in covered) + tuple(listed))
+                                       if entry.what not in covered) + tuple(listed))
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(decided), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)

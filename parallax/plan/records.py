@@ -18,6 +18,7 @@ import functools
 import typing
 from typing import Any, NamedTuple, Optional, Tuple
 
+from parallax.core.listed import Listed
 from parallax.core.text_table import format_table
 
 
@@ -204,7 +205,7 @@ class Plan:
     # Statistics of the batch the gradients are computed from (batch_statistics.py): (tensor, how the workers'
     # values combine into what each reads, the ops that read it), and those that cannot be combined ("tensor (why)").
     batch_statistics: Tuple[CombinedStatistic, ...] = ()
-    uncombinable_statistics: Tuple[str, ...] = ()
+    uncombinable_statistics: Tuple[Listed, ...] = ()
     # Fused batch normalizations in training mode and their gradient ops, computed on the whole batch's statistics
     # (fused_batch_norm.py).
     fused_batch_norms: Tuple[FusedBatchNorm, ...] = ()
@@ -240,7 +241,10 @@ class Plan:
         # Entries given as plain tuples (by a rule's finder, a test) become their fields' typed records.
         for name, record in _record_fields().items():
             entries = getattr(self, name)
-            if not all(type(e) is record for e in entries):
+            if record is Listed:  # a sentence given whole is kept whole, never parsed into its fields
+                if not all(isinstance(e, Listed) for e in entries):
+                    object.__setattr__(self, name, tuple(e if isinstance(e, Listed) else Listed(e) for e in entries))
+            elif not all(type(e) is record for e in entries):
                 object.__setattr__(self, name, tuple(record(*e) for e in entries))
 
     @property
@@ -338,6 +342,6 @@ def _record_fields():
     fields = {}
     for name, kind in typing.get_type_hints(Plan).items():
         record = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
-        if isinstance(record, type) and issubclass(record, tuple) and hasattr(record, "_fields"):
+        if isinstance(record, type) and hasattr(record, "_fields"):
             fields[name] = record
     return fields

@@ -45,6 +45,7 @@ from parallax.core import graph_utils, v1_control_flow
 from parallax.analysis.batch_shapes import MARKERS, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.analysis.row_keys import reads_input
 from parallax.rules.statistic_laws import combining_law, follows_the_batch
+from parallax.core.listed import Listed
 from parallax.rules.statistic_laws import (AVERAGE, COMBINED, DATA_SET_COUNT, EXTREME_WITH_GRADIENT, FOR_UPDATES,
                                            FUSED_IN_FUNCTION, MAX, MEAN, MIN, NO_LAW, PAIRWISE, SELECTION, SELECTS, SUM,
                                            UNKNOWN_GRADIENT, WHOLE)  # noqa: F401 (read as batch_statistics.X)
@@ -58,7 +59,7 @@ SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "Varia
 @dataclasses.dataclass(frozen=True)
 class BatchStatistics:
     combined: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = ()  # (tensor, MEAN|MAX|MIN|SUM|ROWS, its readers)
-    uncombinable: Tuple[str, ...] = ()  # "tensor (why)"
+    uncombinable: Tuple[Listed, ...] = ()
     fused: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()  # (fused batch norm op, its gradient ops): fused_batch_norm.py
     # (tensor, SUM|AVERAGE|MAX|MIN): how the whole batch's value of each statistic the gradients read follows from
     # its parts' (what loss_law.py holds them at on the parts)
@@ -215,13 +216,13 @@ def _probes(graph, graph_def, probed):
 def _combine_op(op, regions, probes, gradient_ops, in_functions, in_loops, found):
     """What combines `op`'s outputs over the workers, or why nothing can."""
     if batch_draws.calls_functions(op):  # a v2 cond or loop: its body cannot be rewritten from outside
-        found.uncombinable += [f"{op.name}: {node} ({FUSED_IN_FUNCTION})" for node in
+        found.uncombinable += [Listed(f"{op.name}: {node}", FUSED_IN_FUNCTION) for node in
                                sorted({n for f in batch_draws.functions_run_by(op) for n in in_functions(f)})]
     elif op.op_def.is_stateful:
         pass  # a stateful op's value is no function of the batch (a sampler's draw: batch_draws.py)
     elif fused_batch_norm.in_training(op):
         if op in in_loops:
-            found.uncombinable.append(f"{op.name} (a fused batch normalization computed in a while loop)")
+            found.uncombinable.append(Listed(op.name, "a fused batch normalization computed in a while loop"))
         else:
             found.fused.append((op.name, tuple(sorted(g.name for g in fused_batch_norm.gradient_ops(op)))))
     else:
@@ -242,7 +243,7 @@ def _combine_output(op, out, regions, probes, gradient_ops, in_loops, found):
         return  # not of the examples' values (a sampled softmax's sampled rows), or not run alone
     if not points:
         if law in (MAX, MIN, SELECTION):
-            found.uncombinable.append(f"{out.name} ({EXTREME_WITH_GRADIENT if law != SELECTION else SELECTS})")
+            found.uncombinable.append(Listed(out.name, EXTREME_WITH_GRADIENT if law != SELECTION else SELECTS))
         return
     why = NO_LAW if law in (None, SELECTION) else _why_not(op, out, in_loops)
     upstream = backward_ops.upstream(op, out, gradient_ops) if variable else []
@@ -251,7 +252,7 @@ def _combine_output(op, out, regions, probes, gradient_ops, in_loops, found):
     elif not why and upstream and law in (MAX, MIN):
         why = EXTREME_WITH_GRADIENT
     if why:
-        found.uncombinable.append(f"{out.name} ({why})")
+        found.uncombinable.append(Listed(out.name, why))
         return
     found.laws += [(t.name, law) for t, for_gradients, _ in points if for_gradients]
     if law == SUM:
@@ -274,8 +275,8 @@ def _rows_and_pairs(graph, regions, candidates, extents, probes, gradient_ops, f
         lambda t: t.op in sources)
     rows, mixed, covered = mixed_rows.gathered_where_mixed(graph, rows, [name for name, _, _ in found.combined])
     combined = found.combined + rows
-    uncombinable = [s for s in found.uncombinable + unkeyed if s.split(" ")[0] not in covered] + mixed
-    uncombinable += [f"{op.outputs[0].name} ({DATA_SET_COUNT})" for op in sorted(extents, key=lambda o: o.name)]
+    uncombinable = [s for s in found.uncombinable + unkeyed if s.what not in covered] + mixed
+    uncombinable += [Listed(op.outputs[0].name, DATA_SET_COUNT) for op in sorted(extents, key=lambda o: o.name)]
     held = [name for name, _, _ in combined]
     rows, read_whole, uncombinable = gathered_statistics.gathered(graph, uncombinable, gradient_ops, held)
     found.combined, found.laws = combined + rows, found.laws + [(name, WHOLE) for name in read_whole]
@@ -283,8 +284,8 @@ def _rows_and_pairs(graph, regions, candidates, extents, probes, gradient_ops, f
     paired, unpaired, in_pairs = paired_rows.pairing_entries(graph, pairing, regions.forward, probes, gradient_ops,
                                                   {op for op, from_data in regions.data.items() if from_data},
                                                   held + read_whole, [name for name, _ in found.fused])
-    found.uncombinable = [s for s in uncombinable if s.split(" ")[0] not in in_pairs]
-    found.uncombinable += [f"{t.name} ({PAIRWISE}; {unpaired[t.name]})" for t in pairing if t.name in unpaired]
+    found.uncombinable = [s for s in uncombinable if s.what not in in_pairs]
+    found.uncombinable += [Listed(t.name, f"{PAIRWISE}; {unpaired[t.name]}") for t in pairing if t.name in unpaired]
     found.laws += [(name, keyed_writes.ROWS) for kind, name, _ in paired if kind == paired_rows.OWN]
     return found.result(paired)
 

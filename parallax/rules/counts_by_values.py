@@ -20,6 +20,7 @@ from parallax.core import graph_utils
 from parallax.analysis.batch_samples import TOO_LARGE as TOO_LARGE_TO_RUN, is_sum_of_parts, sampled
 from parallax.analysis.batch_shapes import MARKERS, PIN, per_worker_inputs, probed_shapes, shape_subgraph
 from parallax.analysis.batch_sizes import from_shapes
+from parallax.core.listed import Listed
 
 tf1 = tf.compat.v1
 MEAN, SUM = "mean", "sum"
@@ -70,7 +71,7 @@ def counts_the_data_set(graph, ops, value_inputs, shape_only, read_points):
         if law in ("constant", "follows"):
             continue
         if law != SUM:
-            uncombinable.append(f"{t.name} ({_WHY_NOT.get(law, NOT_A_SUM)})")
+            uncombinable.append(Listed(t.name, _WHY_NOT.get(law, NOT_A_SUM)))
             continue
         combined += [(t.name, how, tuple(sorted(c.name for c in readers)))
                      for how, readers in ((MEAN, for_gradients), (SUM, for_updates)) if readers]

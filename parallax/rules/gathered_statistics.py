@@ -23,16 +23,16 @@ from parallax.analysis.keyed_writes import ROWS
 
 def gathered(graph, uncombinable, gradient_ops, combined_names):
     """(ROWS entries (tensor, ROWS, readers) to add to the combined statistics, the names of the statistics they make
-    one device's, the entries of `uncombinable` ("tensor (why)") left). `gradient_ops(op)`: the ops tf.gradients
+    one device's, the entries of `uncombinable` (Listed) left). `gradient_ops(op)`: the ops tf.gradients
     built for `op`; `combined_names`: the values other rules already make one device's."""
-    candidates = {entry.split(" ")[0] for entry in uncombinable if _no_law(entry)}
+    candidates = {entry.what for entry in uncombinable if _no_law(entry)}
     while candidates:  # regions may share ops: found together, again without those that fail
         frontier, failed = _regions(graph, candidates, gradient_ops, combined_names)
         if failed is None:  # a region carries gradient or strings: drop the statistics that do so alone
             failed = {name for name in candidates
                       if _regions(graph, {name}, gradient_ops, combined_names)[1] != set()} or set(candidates)
         if not failed:
-            left = [entry for entry in uncombinable if entry.split(" ")[0] not in candidates]
+            left = [entry for entry in uncombinable if entry.what not in candidates]
             return [(name, ROWS, readers) for name, readers in frontier], sorted(candidates), left
         candidates -= failed
     return [], [], list(uncombinable)
@@ -45,7 +45,7 @@ def _regions(graph, names, gradient_ops, combined_names):
     rows, listed, covered = mixed_rows.gathered_where_mixed(
         graph, [(t.name, ROWS, tuple(sorted(c.name for c in t.consumers()))) for t in statistics], combined_names)
     computed = {name.rsplit(":", 1)[0] for name in covered}
-    failed = {entry.split(" ")[0] for entry in listed} | {t.name for t in statistics if t.op.name not in computed}
+    failed = {entry.what for entry in listed} | {t.name for t in statistics if t.op.name not in computed}
     frontier = [(name, readers) for name, _, readers in rows if name not in names]
     if any(gradient_ops(graph.get_tensor_by_name(name).op) for name in covered) or \
             any(graph.get_tensor_by_name(name).dtype == tf.string for name, _ in frontier):
@@ -56,4 +56,4 @@ def _regions(graph, names, gradient_ops, combined_names):
 def _no_law(entry):
     """Whether `entry` lists a statistic for having no law: statistic_laws.NO_LAW or counts_by_values.NOT_A_SUM, the
     reasons gathering rows can remove."""
-    return any(entry.endswith(f" ({why})") for why in (statistic_laws.NO_LAW, counts_by_values.NOT_A_SUM))
+    return entry.why in (statistic_laws.NO_LAW, counts_by_values.NOT_A_SUM)

@@ -19,6 +19,7 @@ import numpy as np
 from parallax.rules import batch_draws, batch_statistics, loss_seeds, mixed_rows
 from parallax.core import graph_utils
 from parallax.analysis.batch_samples import FIRST_SHARES, HALF, WHOLE_AND_SPLITS, sampled
+from parallax.core.listed import Listed
 
 _TRIALS = 3
 MIXES = ("its gradient on a random batch is not the workers' {} of its gradients on the batch's parts: the loss is "
@@ -73,7 +74,7 @@ def mismatched(graph, analysis, averaged, split_draws=(), seeds=(), edges=(), st
         any(law == loss_seeds.MEAN for _, law in seeds) else \
         "sum (of gradients with a mean term's started at each part's share)" if edges else "sum"
     hint = _in_function(ancestors) if wrong else ""
-    return [f"{name} ({MIXES.format('mean' if averaged(name) else summed)}{hint})" for name in sorted(wrong)]
+    return [Listed(name, f"{MIXES.format('mean' if averaged(name) else summed)}{hint}") for name in sorted(wrong)]
 
 
 def _in_function(ancestors):

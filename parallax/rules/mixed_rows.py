@@ -24,13 +24,14 @@ from parallax.core import graph_utils
 from parallax.analysis.batch_samples import WHOLE_AND_SPLITS, same_in_every_part, sampled
 from parallax.analysis.keyed_writes import ROWS
 from parallax.analysis.row_keys import reads_input
+from parallax.core.listed import Listed
 
 MIXED = ("each example's row written by key is computed from the batch's other examples too (a count of its key "
          "in the batch), and {}: a worker writes rows computed from its own examples only")
 
 
 def gathered_where_mixed(graph, rows, statistics=()):
-    """(the ROWS entries (tensor, ROWS, readers) to gather, ["tensor (why)"] listed, the names of the values the
+    """(the ROWS entries (tensor, ROWS, readers) to gather, [Listed] listed, the names of the values the
     mixing ops compute, one device's once those are gathered). `rows`: keyed_writes' entries; `statistics`: the
     names of the values the rewrite combines, read as one device's."""
     written = {}
@@ -68,7 +69,7 @@ def gathered_where_mixed(graph, rows, statistics=()):
     for t in tensors:
         region, frontier, why = walks.get(t.name, (set(), {t.name: written[t.name]}, None))
         if why:
-            listed.append(f"{t.name} ({MIXED.format(why)})")
+            listed.append(Listed(t.name, MIXED.format(why)))
             region, frontier = set(), {t.name: written[t.name]}
         covered |= {out.name for op in region for out in op.outputs}
         for name, readers in frontier.items():

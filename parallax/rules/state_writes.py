@@ -22,13 +22,14 @@ from parallax.rules import batch_draws, mixed_rows
 from parallax.core import graph_utils
 from parallax.analysis.batch_samples import WHOLE_AND_SPLITS, same_in_every_part, sampled
 from parallax.analysis.keyed_writes import ROWS
+from parallax.core.listed import Listed
 
 OWN_VALUE = ("it is written with {}, which the batch's examples change in a way no rule makes one device's: each "
              "worker writes the value of its own examples")
 
 
 def checked(graph, analysis, statistics=(), split_draws=(), fused_batch_norms=(), listed_already=()):
-    """(ROWS entries (tensor, ROWS, readers) to gather, ["state (why)"] listed, the names of the values those make
+    """(ROWS entries (tensor, ROWS, readers) to gather, [Listed] listed, the names of the values those make
     one device's) for the non-trainable state whose written value is not one device's (module docstring).
     `statistics`: the names of the values the rewrite combines, read as one device's, as are the statistics of
     the fused batch norms named (fused_batch_norm.py); `split_draws`: (op, axis) of the draws it splits;
@@ -65,12 +66,12 @@ def checked(graph, analysis, statistics=(), split_draws=(), fused_batch_norms=()
     # Together: the ops that mix the examples into them read every worker's rows, also where two share them.
     rows, mixed, covered = mixed_rows.gathered_where_mixed(
         graph, [(t.name, ROWS, tuple(sorted(written[t]))) for t in differing], statistics)
-    unmixed = {entry.split(" ")[0] for entry in mixed} | {t.name for t in differing if t.name not in covered}
+    unmixed = {entry.what for entry in mixed} | {t.name for t in differing if t.name not in covered}
     listed = {}
     for t in differing:
         if t.name in unmixed and t.name not in listed_already:
             for name in sorted(written[t]):
-                listed.setdefault(writes[name], f"{writes[name]} ({OWN_VALUE.format(t.name)})")
+                listed.setdefault(writes[name], Listed(writes[name], OWN_VALUE.format(t.name)))
     gathered = [(name, law, readers) for name, law, readers in rows if name not in unmixed]
     return gathered, [listed[name] for name in sorted(listed)], covered
 

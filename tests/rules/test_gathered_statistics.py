@@ -5,6 +5,7 @@ gradient, or would gather strings. The equivalence suite runs the distinct-id lo
 import tensorflow as tf
 
 import parallax
+from parallax.core.listed import Listed
 from parallax.rules import batch_statistics, gathered_statistics
 from parallax.analysis import keyed_writes
 from parallax.plan.planning import plan_job
@@ -58,7 +59,7 @@ def test_the_rewrite_gives_the_mixing_op_every_workers_rows():
 def test_a_region_that_carries_gradient_is_left_listed():
     """Gathered rows would reach a backward pass computed for the worker's own: nothing is gathered."""
     g = _distinct_ids_graph()
-    entry = f"distinct:0 ({batch_statistics.NO_LAW})"
+    entry = Listed("distinct:0", batch_statistics.NO_LAW)
     assert gathered_statistics.gathered(g, [entry], lambda op: set(), ())[1] == ["distinct:0"]
     assert gathered_statistics.gathered(g, [entry], lambda op: {op}, ()) == ([], [], [entry])
 
@@ -66,11 +67,11 @@ def test_a_region_that_carries_gradient_is_left_listed():
 def test_strings_are_not_gathered():
     """Distinct words of a string input: the collectives carry no strings, so the count stays listed."""
     g = _distinct_ids_graph(tf.string)
-    entry = f"distinct:0 ({batch_statistics.NO_LAW})"
+    entry = Listed("distinct:0", batch_statistics.NO_LAW)
     assert gathered_statistics.gathered(g, [entry], lambda op: set(), ()) == ([], [], [entry])
 
 
 def test_other_reasons_to_list_are_kept():
     g = _distinct_ids_graph()
-    entry = f"distinct:0 ({batch_statistics.DATA_SET_COUNT})"
+    entry = Listed("distinct:0", batch_statistics.DATA_SET_COUNT)
     assert gathered_statistics.gathered(g, [entry], lambda op: set(), ()) == ([], [], [entry])
