@@ -7,9 +7,7 @@ shared machine hits all alike. A configuration's rate is the median over its rou
         [--models LM,ResNet] [--backend tf] [--out regression.md]
 """
 import argparse
-import glob
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -68,8 +66,9 @@ def main():
             for rev in befores:
                 roots[rev] = os.path.join(work, rev)
                 git("worktree", "add", "--detach", roots[rev], rev)
-                for built in glob.glob(os.path.join(common.ROOT, "parallax", "launcher", "_bind_shim*.so")):
-                    shutil.copy(built, os.path.join(roots[rev], "parallax", "launcher"))  # a build output
+                # The bind shim is a build output, where that tree's setup.py puts it (its package moved once).
+                subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=roots[rev],
+                               check=True, capture_output=True)
                 checked_out(roots[rev])
             data_dirs = make_data(models, work)
             todo = [(model, mode) for model in models for mode in modes]
