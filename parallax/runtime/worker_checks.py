@@ -1,5 +1,6 @@
-"""Start-up checks that the workers of one job make together: over MPI (mpi4py) when mpirun started them, else
-(transport ssh: no MPI) over the workers' TF servers."""
+"""Start-up checks that the workers of one job make together: over MPI (mpi4py) when mpirun started them and
+mpi4py is installed, else over the workers' TF servers (transport ssh: no MPI; `pip install ".[tf]"`: no mpi4py)."""
+import importlib.util
 import json
 import os
 import time
@@ -26,7 +27,7 @@ def check_same_graph(rewritten, server=None, role=None, environ=None):
     """Every worker must have built the same rewritten graph; else raise GraphMismatchError on every worker.
     `environ`: the worker's PARALLAX_* settings and MPI's (protocol.ProcessContext.environ)."""
     environ = os.environ if environ is None else environ
-    if any(k in environ for k in MPI_RANK_ENV) or server is None:
+    if checked_over(environ, server) == "mpi":
         found = _differing_worker_over_mpi(rewritten)
     else:
         found = _differing_worker_over_tf(rewritten, server, role)
@@ -39,8 +40,23 @@ def check_same_graph(rewritten, server=None, role=None, environ=None):
         f"the worker (use parallax.shard for per-worker input, not worker-dependent ops)")
 
 
+def checked_over(environ, server, has_mpi4py=None):
+    """"mpi" or "tf": how the workers compare their graphs. Over MPI when mpirun started them and mpi4py is there
+    (make install's environments), or when no TF server could carry it (Horovod's MPI mode); else over the workers'
+    TF servers."""
+    if server is None:
+        return "mpi"
+    if has_mpi4py is None:
+        has_mpi4py = importlib.util.find_spec("mpi4py") is not None
+    return "mpi" if has_mpi4py and any(k in environ for k in MPI_RANK_ENV) else "tf"
+
+
 def _differing_worker_over_mpi(rewritten):
-    from mpi4py import MPI
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise LaunchError("the workers of this job compare their graphs over MPI, but mpi4py is not installed: "
+                          "pip install mpi4py (it needs an MPI's headers: apt-get install libopenmpi-dev)") from None
     comm = MPI.COMM_WORLD
     prints = comm.allgather(rewritten.fingerprint)
     differing = [r for r, fp in enumerate(prints) if fp != prints[0]]
