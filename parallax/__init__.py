@@ -11,7 +11,7 @@ and the original Parallax's names (`parallel_run`, `log`, `partition`, its confi
 Importing parallax never imports TensorFlow, so the launcher stays instant. It does two things, and only these:
 it arranges for gradient capture to be installed the moment TensorFlow is imported (or at once, if it already was:
 every (variable, raw gradient) pair built afterwards is recorded in the graph); and, when tf_keras is installed, it
-sets TF_USE_LEGACY_KERAS=1 unless the environment sets it (below).
+sets TF_USE_LEGACY_KERAS=1 unless the environment sets it to a value (below).
 """
 import importlib
 import importlib.util
@@ -28,9 +28,10 @@ __version__ = "0.1.0"
 _tf_hook.install_capture_when_tensorflow_loads()
 
 # From TF 2.16 on, tf.compat.v1.layers needs Keras 2, which TF takes from tf_keras when this is set (read when the
-# layers are first used, so setting it here is in time; a user's own value wins). Launched workers inherit it.
-if importlib.util.find_spec("tf_keras") is not None:
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# layers are first used, so setting it here is in time; a user's own value wins, an empty one does not: TF reads it
+# as unset, Keras 3). Launched workers inherit it.
+if importlib.util.find_spec("tf_keras") is not None and not os.environ.get("TF_USE_LEGACY_KERAS"):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 __all__ = ["Config", "ResourceSpec", "Host", "ParallaxError", "get_runner", "Runner", "shard", "shared_input",
            "get_partitioner", "explain"]

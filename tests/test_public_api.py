@@ -1,4 +1,5 @@
 """What `import parallax` offers and does: a small __all__, the old spellings still importable, no TensorFlow."""
+import os
 import subprocess
 import sys
 
@@ -42,3 +43,16 @@ def test_import_parallax_has_only_its_documented_effects():
     import importlib.util
     changed = ["TF_USE_LEGACY_KERAS"] if importlib.util.find_spec("tf_keras") else []
     assert out.strip() == f"False [] {changed}", out
+
+
+def test_with_tf_keras_installed_an_empty_or_absent_legacy_keras_setting_becomes_1_and_a_users_value_wins(tmp_path):
+    (tmp_path / "tf_keras").mkdir()
+    (tmp_path / "tf_keras" / "__init__.py").write_text("")  # found by find_spec, as an installed tf_keras is
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    code = "import os, parallax; print(repr(os.environ.get('TF_USE_LEGACY_KERAS')))"
+    base = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    base["PYTHONPATH"] = os.pathsep.join([str(tmp_path), root])
+    for given, expected in ((None, "'1'"), ("", "'1'"), ("0", "'0'"), ("True", "'True'")):
+        env = dict(base, **({} if given is None else {"TF_USE_LEGACY_KERAS": given}))
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected, (given, out.stdout, out.stderr)
