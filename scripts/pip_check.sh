@@ -30,12 +30,13 @@ if [ "$(id -u)" = 0 ]; then
   PY="$WORK/python/bin/python$PYV"
   export LD_LIBRARY_PATH="$WORK/python/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# A user's environment, not make's: make exports TF_USE_LEGACY_KERAS (empty for TF 2.15) to every recipe.
 as_user() {
   if [ "$(id -u)" = 0 ]; then
     chown -R 65534:65534 "$WORK"
-    setpriv --reuid=65534 --regid=65534 --clear-groups env -u PYTHONPATH HOME="$WORK" "$@"
+    setpriv --reuid=65534 --regid=65534 --clear-groups env -u PYTHONPATH -u TF_USE_LEGACY_KERAS HOME="$WORK" "$@"
   else
-    env -u PYTHONPATH HOME="$WORK" "$@"
+    env -u PYTHONPATH -u TF_USE_LEGACY_KERAS HOME="$WORK" "$@"
   fi
 }
 echo "[pip-check] $("$PY" --version), as $(as_user id -un 2>/dev/null || echo nobody): pip install \".[tf]\""

@@ -11,13 +11,19 @@ Adagrad.
 """
 import argparse
 import glob
+import importlib.util
 import math
 import os
 import warnings
 
-import numpy as np
-import tensorflow as tf
-import training
+# From TF 2.16 on, tf.compat.v1.nn.rnn_cell needs Keras 2, which TF takes from tf_keras when this is set before its
+# first use (as `import parallax` sets it for the distributed script; the single-device scripts import no parallax).
+if importlib.util.find_spec("tf_keras") is not None and not os.environ.get("TF_USE_LEGACY_KERAS"):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import training  # noqa: E402
 
 tf1 = tf.compat.v1
 tf.get_logger().setLevel("ERROR")  # TF 2.15 prints a deprecation notice for every v1 layer this model uses
