@@ -48,9 +48,7 @@ def _is_record(kind):
 def _encode(kind, value):
     if value is None:
         return None
-    if dataclasses.is_dataclass(kind):
-        return {name: _encode(t, getattr(value, name)) for name, t in _fields(kind).items()}
-    if _is_record(kind):
+    if dataclasses.is_dataclass(kind) or _is_record(kind):
         return {name: _encode(t, getattr(value, name)) for name, t in _fields(kind).items()}
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return kind(value).value
