@@ -20,6 +20,7 @@ Horovod needs one MPI process per worker: a plan with Horovod's collectives is r
 import dataclasses
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -214,10 +215,19 @@ class ThreadJob:
             else:
                 alive[0].thread.join(0.05)
         self.pool.broken = why
-        running = [w.index for w in workers if w.thread.is_alive()]
+        running = [w for w in workers if w.thread.is_alive()]
         if running:
-            why += f"; worker(s) {running} did not end (left blocked: end this process to end them)"
+            why += f"; worker(s) {[w.index for w in running]} did not end (left blocked: end this process to end them)"
+        stacks = self._stacks(running)  # where each blocked worker waits (which run of which step), in the message
+        why += "".join(f"\n--- worker {index} is blocked in ---\n{stack}" for index, stack in sorted(stacks.items()))
         raise ThreadJobError(why, "\n".join(f"--- worker {w.index} ---\n{w.trace}" for w in workers if w.trace))
+
+    @staticmethod
+    def _stacks(workers):
+        """{worker index: the Python stack its thread is blocked in}."""
+        frames = sys._current_frames()
+        return {w.index: "".join(traceback.format_stack(frames[w.thread.ident]))
+                for w in workers if w.thread.ident in frames}
 
     @staticmethod
     def _work(script, worker):

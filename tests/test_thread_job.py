@@ -58,6 +58,10 @@ def test_a_job_that_outlives_its_limit_says_where_each_worker_was(observed):
     assert "did not end within 8 s" in stuck["message"]
     assert "worker 0: step 1" in stuck["message"] and "worker 1: no synchronized step" in stuck["message"]
     assert 8 <= stuck["seconds"] < 20
+    # and where each blocked worker waits: worker 1 in the script's own wait, worker 0 in a session's run
+    blocked = stuck["message"].split("--- worker 1 is blocked in ---")[1]
+    assert "in block" in blocked and "forever.wait()" in blocked
+    assert "--- worker 0 is blocked in ---" in stuck["message"]
     # The harness runs a case again on new servers only when no worker got past its first step (a hang seen on
     # reused servers, harness.run_case); a worker in step 1 is no such hang.
     from tests.equivalence.case_hosts import hung_before_any_step
