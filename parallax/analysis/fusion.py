@@ -42,14 +42,24 @@ def effect_signatures(tensors):
     return {t: signature.get(t.op, EMPTY) for t in tensors}
 
 
-def fusion_groups(items, tensor_of, fusable=lambda t: t.shape.is_fully_defined()):
-    """`items` in groups that may share one collective, in the order of each group's first item: same dtype,
-    `fusable` (static shape, for a buffer of dense gradients), same effectful ancestors. Other items are groups of
-    their own. `tensor_of(item)` gives the tensor the collective carries."""
-    tensors = [tensor_of(i) for i in items]
-    signatures = effect_signatures(tensors)
+def fusion_groups(items, tensors_of, fusable):
+    """`items` in groups that may share one collective, in the order of each group's first item: `fusable` (a
+    static shape, for a buffer of dense gradients), the same dtype (of the first tensor) and the same effectful
+    ancestors. Other items are groups of their own. `tensors_of(item)` gives the tensors its collective carries."""
+    tensors = {id(i): tensors_of(i) for i in items}
+    signatures = effect_signatures([t for ts in tensors.values() for t in ts])
     groups = collections.OrderedDict()
-    for k, (item, t) in enumerate(zip(items, tensors)):
-        key = (t.dtype, signatures[t]) if fusable(t) else ("alone", k)
+    for k, item in enumerate(items):
+        ts = tensors[id(item)]
+        key = (ts[0].dtype, frozenset().union(*(signatures[t] for t in ts))) if fusable(item) else ("alone", k)
         groups.setdefault(key, []).append(item)
     return list(groups.values())
+
+
+def packable(values):
+    """Whether a sparse gradient's rows can travel packed in one tensor of its values' dtype, with their row ids as
+    extra columns (rewrite/collective_passes.py's `_packed_rows`): a known row width, a floating dtype whose
+    elements tile an int64."""
+    shape = values.shape
+    width = shape[1:].num_elements() if shape.rank is not None and shape.rank >= 1 else None
+    return bool(width) and values.dtype.is_floating and not 8 % values.dtype.size

@@ -193,7 +193,7 @@ def _cost(machine, key, nbytes, messages=1.0):
 
 
 def _allreduce(load, variables, workers_per_host, machine, backend):
-    """One fused collective for all dense AR gradients (rewrite/fusion.py)."""
+    """One fused collective for all dense AR gradients (analysis/fusion.py, the plan's fusion groups)."""
     if not variables:
         return
     n, hosts = sum(workers_per_host), len(workers_per_host)
@@ -210,10 +210,9 @@ def _allreduce(load, variables, workers_per_host, machine, backend):
 
 
 def _allgather(load, variables, workers_per_host, machine, backend, applied=True):
-    """The sparse variables' rows (each one's rows and indices packed together) in one collective
-    (rewrite/collective_passes.py groups them as fusion.py does), rows that every worker applies (`applied`); with
-    `applied` False, statistics of the batch (batch_statistics.py): a collective each, whose values none
-    applies."""
+    """The sparse variables' rows (each one's rows and indices packed together) in one collective (the plan's
+    fusion groups), rows that every worker applies (`applied`); with `applied` False, statistics of the batch
+    (batch_statistics.py): a collective each, whose values none applies."""
     if not variables:
         return
     n, hosts = sum(workers_per_host), len(workers_per_host)

@@ -7,6 +7,7 @@ import dataclasses
 from parallax import collectives
 from parallax.rules import batch_draws, batch_statistics, batchless_writes, example_counts, gradient_check, input_sharding, loss_law, loss_seeds, padded_inputs, state_writes
 from parallax.config import check_ssh_carries
+from parallax.plan.fusion_groups import decide_fusion_groups
 from parallax.plan.placement import decide_placements
 from parallax.plan.records import Aggregation
 from parallax.plan.variable_decisions import decide_variables
@@ -52,6 +53,8 @@ def plan_job(graph, analysis, spec, config):
                                                          for v in plan.variables))
     if spec.num_workers > 1 and plan.sync:
         plan = dataclasses.replace(plan, counted_inputs=example_counts.counted_inputs(graph))
+    if plan.uses_collectives:
+        plan = dataclasses.replace(plan, fusion_groups=decide_fusion_groups(graph, plan))
     return dataclasses.replace(plan, placements=decide_placements(graph, plan))
 
 

@@ -176,6 +176,11 @@ class CountedInput(NamedTuple):
     dense_shape: bool  # whether `tensor` is a sparse input's dense shape
 
 
+class FusionGroup(NamedTuple):
+    aggregation: Aggregation  # ALLREDUCE (one buffer of dense gradients) or ALLGATHER (one of packed rows)
+    gradients: Tuple[str, ...]  # the scopes (GradientPlan.scope) of the gradients one collective carries
+
+
 class Placement(NamedTuple):
     pass_name: str  # the placement pass (placement.py)
     ops: Tuple[Tuple[str, str], ...]  # (op, device)
@@ -236,6 +241,9 @@ class Plan:
     # The inputs each synchronized step reports its count of examples of (example_counts.py): the launcher tells
     # from them when the workers' batches differ.
     counted_inputs: Tuple[CountedInput, ...] = ()
+    # The replicated gradients that share one collective (analysis/fusion.py): a gradient no group names has its
+    # own collective.
+    fusion_groups: Tuple[FusionGroup, ...] = ()
 
     def __post_init__(self):
         # Entries given as plain tuples (by a rule's finder, a test) become their fields' typed records.
@@ -314,6 +322,11 @@ class Plan:
         """One line: where each piece of updated state lives."""
         return "state: " + ", ".join(f"{s.name}->" + ("every worker" if s.ps_task is None else f"ps{s.ps_task}")
                                      + (" (averaged)" if s.aggregate else "") for s in self.state)
+
+    def fusion_summaries(self):
+        """Lines: each collective that carries replicated gradients, and the gradients it carries."""
+        what = {Aggregation.ALLREDUCE: "one allreduce of", Aggregation.ALLGATHER: "one allgather of the rows of"}
+        return [f"{what[group.aggregation]} " + ", ".join(group.gradients) for group in self.fusion_groups]
 
     def batch_summaries(self):
         """Lines: the random draws that follow the batch, split as one device draws them or not; the statistics of

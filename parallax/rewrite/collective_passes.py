@@ -10,8 +10,9 @@ import tensorflow as tf
 
 from parallax.plan.records import Aggregation
 from parallax.analysis.row_keys import merge_rows, row_keys
-from parallax.rewrite.fusion import fusion_groups
+from parallax.analysis.fusion import packable
 from parallax.core.graph_surgery import average_of, new_ops, reroute_consumers
+from parallax.errors import PipelineError
 
 tf1 = tf.compat.v1
 
@@ -26,13 +27,27 @@ def gradients_of(ctx, aggregation):
                     yield vp, part, grad
 
 
+def planned_groups(plan, aggregation, items):
+    """`items` (gradients_of's) in the plan's fusion groups of `aggregation`, in the plan's order; a gradient no
+    group names has a group of its own, after them (a plan made without planning.plan_job names none)."""
+    by_scope = {item[2].scope: item for item in items}
+    named = [group.gradients for group in plan.fusion_groups if group.aggregation == aggregation]
+    unknown = sorted({s for scopes in named for s in scopes} - set(by_scope))
+    if unknown:
+        raise PipelineError(f"the plan's {aggregation} fusion groups name {unknown}, which the plan aggregates by no "
+                            f"{aggregation}; make the plan again with planning.plan_job")
+    grouped = [[by_scope[s] for s in scopes] for scopes in named]
+    in_groups = {s for scopes in named for s in scopes}
+    return grouped + [[item] for item in items if item[2].scope not in in_groups]
+
+
 def allreduce_dense_gradients(ctx):
     """Dense gradients of replicated variables: allreduce (Sum), then / N when averaging. Gradients that may share
-    a collective (fusion.py: same dtype, static shape, same effects behind them) go in one buffer, one collective
-    per group: the LM's dense gradients in one, ResNet's 25 in one."""
+    a collective (the plan's fusion groups: same dtype, static shape, same effects behind them) go in one buffer,
+    one collective per group: the LM's dense gradients in one, ResNet's 25 in one."""
     g = ctx.graph
     items = list(gradients_of(ctx, Aggregation.ALLREDUCE))
-    for k, group in enumerate(fusion_groups(items, lambda item: g.get_tensor_by_name(item[2].values))):
+    for k, group in enumerate(planned_groups(ctx.plan, Aggregation.ALLREDUCE, items)):
         if len(group) == 1:
             _, _, gradient = group[0]
             scope = f"parallax_allreduce/{gradient.scope}"
@@ -65,8 +80,8 @@ def allgather_sparse_gradients(ctx):
     """IndexedSlices gradients of replicated variables: values and indices allgathered (rank order, so the rows
     are what one device's batch gives, up to their order; rows one device holds once are merged, row_keys.py);
     values / N when averaging. Each gradient's rows travel packed in one tensor (`_packed_rows`), and the packed
-    rows of gradients that may share a collective (fusion.py's rule: same dtype, row shape known, same effects
-    behind them) go in one allgather of the group: the LM's three sparse gradients in one, NMT's two in one."""
+    rows of gradients that may share a collective (the plan's fusion groups: same dtype, row shape known, same
+    effects behind them) go in one allgather of the group: the LM's three sparse gradients in one, NMT's two in one."""
     ops, g = ctx.collective_ops, ctx.graph
     n = ctx.plan.num_workers
     items = list(gradients_of(ctx, Aggregation.ALLGATHER))
@@ -82,8 +97,8 @@ def allgather_sparse_gradients(ctx):
         def packed_of(item):
             return packs[item[2].scope][2]
         gathered = {}
-        groups = fusion_groups([item for item in items if packed_of(item) is not None], packed_of,
-                               fusable=lambda t: t.shape[1:].is_fully_defined())
+        packed = [item for item in items if packed_of(item) is not None]
+        groups = planned_groups(ctx.plan, Aggregation.ALLGATHER, packed)
         for k, group in enumerate(groups):
             scope = f"parallax_allgather/{group[0][2].scope}/" if len(group) == 1 else f"parallax_allgather/fused_{k}/"
             with tf.name_scope(scope):
@@ -133,10 +148,9 @@ def _packed_rows(values, row_ids):
     collective carries them all (each costs a negotiation cycle). None when the values' row shape is unknown, or
     their dtype cannot carry the bits."""
     width = values.shape[1:].num_elements() if values.shape.rank is not None and values.shape.rank >= 1 else None
-    size = values.dtype.size
-    if not width or not values.dtype.is_floating or 8 % size:  # unknown, or no columns to reshape into
+    if not packable(values):  # unknown, or no columns to reshape into
         return None
-    per_id = 8 // size  # columns of the values' dtype that hold one int64
+    per_id = 8 // values.dtype.size  # columns of the values' dtype that hold one int64
     columns = [tf.reshape(values, [-1, width])]
     for ids in row_ids:
         columns.append(tf.reshape(tf.bitcast(tf.cast(ids, tf.int64), values.dtype), [-1, per_id]))

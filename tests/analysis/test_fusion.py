@@ -1,4 +1,4 @@
-"""Fusion of dense gradients into one collective (rewrite/fusion.py): which gradients may share a buffer, and the
+"""Fusion of gradients into one collective (analysis/fusion.py): which gradients may share a buffer, and the
 rewritten graph's collectives. Exactness of fused plans is the equivalence suite's (two_losses_own_inputs there
 fails if the rule below is wrong)."""
 import numpy as np
@@ -8,7 +8,7 @@ import tensorflow as tf
 import parallax
 from parallax.plan.planning import plan_job
 from parallax.rewrite import rewrite
-from parallax.rewrite.fusion import effect_signatures, fusion_groups
+from parallax.analysis.fusion import effect_signatures, fusion_groups
 
 tf1 = tf.compat.v1
 COLLECTIVE_TYPES = {"horovod": {"HorovodAllreduce"}, "tf": {"CollectiveReduceV2"}}
@@ -19,7 +19,7 @@ def _grads(loss, variables):
 
 
 def _groups(grads):
-    return [[grads.index(t) for t in group] for group in fusion_groups(grads, lambda t: t)]
+    return [[grads.index(t) for t in group] for group in fusion_groups(grads, lambda t: [t], lambda t: t.shape.is_fully_defined())]
 
 
 def test_gradients_of_one_loss_share_a_buffer_per_dtype():
