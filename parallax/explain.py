@@ -88,6 +88,7 @@ class Explanation:
         if p.state:
             lines.append(p.state_summary())
         lines += p.fusion_summaries()
+        lines += p.sync_summaries()
         lines += p.batch_summaries()
         if p.counted_inputs:
             lines.append("example counts (each synchronized step reports them; the launcher compares the workers'): "

@@ -9,6 +9,7 @@ from parallax.rules import batch_draws, batch_statistics, batchless_writes, exam
 from parallax.config import check_ssh_carries
 from parallax.plan.fusion_groups import decide_fusion_groups
 from parallax.plan.placement import decide_placements
+from parallax.plan.sync_cut import decide_sync_cut
 from parallax.plan.records import Aggregation
 from parallax.plan.variable_decisions import decide_variables
 from parallax.plan import auto_plan
@@ -55,7 +56,8 @@ def plan_job(graph, analysis, spec, config):
         plan = dataclasses.replace(plan, counted_inputs=example_counts.counted_inputs(graph))
     if plan.uses_collectives:
         plan = dataclasses.replace(plan, fusion_groups=decide_fusion_groups(graph, plan))
-    return dataclasses.replace(plan, placements=decide_placements(graph, plan))
+    plan = dataclasses.replace(plan, placements=decide_placements(graph, plan))
+    return dataclasses.replace(plan, sync_broadcasts=decide_sync_cut(graph, plan))
 
 
 def _planned(graph, analysis, spec, config, statistics, draws):

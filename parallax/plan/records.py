@@ -181,6 +181,12 @@ class FusionGroup(NamedTuple):
     gradients: Tuple[str, ...]  # the scopes (GradientPlan.scope) of the gradients one collective carries
 
 
+class SyncBroadcast(NamedTuple):
+    """A chief-only value that work every worker must do reads (plan/sync_cut.py): one of the two is set."""
+    tensor: str  # a tensor of the user's graph
+    aggregate: str  # the scope of a server aggregation (a gradient's, or an averaged state write's name): its value
+
+
 class Placement(NamedTuple):
     pass_name: str  # the placement pass (placement.py)
     ops: Tuple[Tuple[str, str], ...]  # (op, device)
@@ -244,6 +250,9 @@ class Plan:
     # The replicated gradients that share one collective (analysis/fusion.py): a gradient no group names has its
     # own collective.
     fusion_groups: Tuple[FusionGroup, ...] = ()
+    # With servers in sync mode: the chief-only values the chief sends every worker (plan/sync_cut.py). None: not
+    # decided (a plan made without planning.plan_job), and the rewrite decides it the same way.
+    sync_broadcasts: Optional[Tuple[SyncBroadcast, ...]] = None
 
     def __post_init__(self):
         # Entries given as plain tuples (by a rule's finder, a test) become their fields' typed records.
@@ -327,6 +336,12 @@ class Plan:
         """Lines: each collective that carries replicated gradients, and the gradients it carries."""
         what = {Aggregation.ALLREDUCE: "one allreduce of", Aggregation.ALLGATHER: "one allgather of the rows of"}
         return [f"{what[group.aggregation]} " + ", ".join(group.gradients) for group in self.fusion_groups]
+
+    def sync_summaries(self):
+        """Lines: the chief-only values the chief sends every worker in a synchronized step (none: no line)."""
+        sent = [b.tensor or f"the aggregate of {b.aggregate}" for b in self.sync_broadcasts or ()]
+        return ["sent by the chief to every worker in each step (work every worker does reads them; only the chief "
+                "takes the servers' aggregates): " + ", ".join(sent)] * bool(sent)
 
     def batch_summaries(self):
         """Lines: the random draws that follow the batch, split as one device draws them or not; the statistics of

@@ -40,7 +40,8 @@ class RewriteContext:
     ready_op: Optional[tf.Tensor] = None
     replica_init_op: Optional[tf.Operation] = None
     broadcast_op: Optional[tf.Operation] = None
-    aggregated: Dict[str, Any] = dataclasses.field(default_factory=dict)  # gradient scope -> aggregated gradient
+    # gradient scope (or averaged state write) -> its aggregate
+    aggregated: Dict[str, Any] = dataclasses.field(default_factory=dict)
     collectives: List[str] = dataclasses.field(default_factory=list)  # the collective ops every worker must run
     placements: Dict[str, List[Tuple[str, str]]] = dataclasses.field(default_factory=dict)  # pass -> (op, device)
     server_variables: Dict[str, str] = dataclasses.field(default_factory=dict)  # variable op -> server device

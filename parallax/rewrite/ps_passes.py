@@ -115,9 +115,9 @@ def aggregate_on_servers(ctx):
         ctx.aggregated[scope] = (all_values, all_indices)
     for sp in ctx.plan.state:
         if sp.aggregate:
-            for writer_name in sp.written_by:
+            for writer_name in sp.written_by:  # under the writer's name, which the plan's sync cut may name
                 value = g.get_operation_by_name(writer_name).inputs[1]
-                _accumulate(ctx, value, sp.device, f"parallax_ps/{writer_name}", True)
+                ctx.aggregated[writer_name] = _accumulate(ctx, value, sp.device, f"parallax_ps/{writer_name}", True)
 
 
 def _accumulate(ctx, value, device, scope, average):

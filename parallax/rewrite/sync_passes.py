@@ -12,7 +12,7 @@ writes of state every worker holds (replicas, local variables). This pass makes 
 - a control edge from chief-only work into work every worker must do (the gradient ops that wait for batch-norm
   writes) is cut, and recorded, so that the chief still runs that work in the same step;
 - where work every worker must do reads a chief-only value (a dense replica clipped by a global norm that includes
-  server-held rows), the chief sends that value to every worker through queues on the coordinator, one per worker
+  server-held rows; the plan's sync cut names which, plan/sync_cut.py), the chief sends that value to every worker through queues on the coordinator, one per worker
   (`parallax_sync/broadcast/...`): the reader takes its copy from the queue of its worker's index. A queue, not a
   collective: the step already runs a part on the coordinator, so a copy costs one tensor transfer, where a
   collective costs each of the N processes about 1 ms of CPU (the calibration's figure for TF's), and PS mode,
@@ -24,7 +24,7 @@ from typing import Tuple
 import tensorflow as tf
 
 from parallax.core import graph_utils
-from parallax.rewrite import min_cut
+from parallax.plan.sync_cut import decide_sync_cut
 
 tf1 = tf.compat.v1
 SYNC_SCOPE = "parallax_sync"
@@ -106,7 +106,7 @@ class _Separation:
         self.ctx, self.roots, self.everyone, self.own_writes = ctx, roots, everyone, own_writes
         self.worker_index = worker_index
         self.after_writes = graph_utils.descendants(roots - before_writes)
-        self.cut = _cheapest_broadcasts(roots, everyone, self.after_writes)
+        self.cut = _planned_cut(ctx)
         # A worker's contribution reaches the aggregation's outputs through its accumulator or queue, not by an edge.
         self.onward = {}
         g = ctx.graph
@@ -264,24 +264,14 @@ def _cut(op, late, own_writes, chief, needed, onward):
                                       and _same_frame(c, consumer)])
 
 
-def _cheapest_broadcasts(roots, everyone, after_writes):
-    """The chief-only ops whose outputs to broadcast: the fewest bytes that separate the aggregated values from the
-    work every worker must do (one clip scale rather than each shard's norm). Values of unknown shape, or computed
-    after the step's writes, cannot be sent."""
-    data_after = graph_utils.closure(roots, lambda op: [c for t in op.outputs for c in t.consumers()])
-    region = data_after & graph_utils.closure(everyone, lambda op: [t.op for t in op.inputs])
-    if not region & everyone:
-        return set()
-    nodes = sorted(region, key=lambda o: o.name)
-    edges = [(t.op, op) for op in nodes for t in op.inputs if t.op in region]
-
-    def cost(op):
-        if op in everyone or _not_broadcastable(op.outputs[0] if op.outputs else None, after_writes):
-            return min_cut.INFINITE
-        return sum(t.shape.num_elements() * t.dtype.size for t in op.outputs)
-    cut = min_cut.min_vertex_cut(nodes, edges, [op for op in nodes if op in roots], [op for op in nodes
-                                                                                   if op in everyone], cost)
-    return set(cut or ())
+def _planned_cut(ctx):
+    """The chief-only ops whose outputs the plan's sync cut sends to every worker; a plan made without planning
+    (sync_broadcasts None) has it decided here, the same way."""
+    broadcasts = ctx.plan.sync_broadcasts
+    if broadcasts is None:
+        broadcasts = decide_sync_cut(ctx.source_graph, ctx.plan)
+    g = ctx.graph
+    return {(ctx.aggregated[b.aggregate] if b.aggregate else g.get_tensor_by_name(b.tensor)).op for b in broadcasts}
 
 
 def _not_broadcastable(t, after_writes):

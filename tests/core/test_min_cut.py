@@ -1,5 +1,5 @@
 """The vertex cut that sync_passes uses to choose the fewest bytes to broadcast."""
-from parallax.rewrite.min_cut import INFINITE, min_vertex_cut
+from parallax.core.min_cut import INFINITE, min_vertex_cut
 
 
 def test_cuts_the_narrowest_point_not_the_first():
