@@ -51,7 +51,7 @@ CHECK  := $(wildcard tests/test_*.py) $(UNIT_DIRS) tests/legacy tests/model_scri
           "tests/equivalence/test_ps.py::test_ps_equivalence[linear-2]" \
           "tests/equivalence/test_hybrid.py::test_hybrid_equivalence[embedding_clip_adam-2]"
 
-.PHONY: install test test-tf test-cluster check demo convergence bench fuzz drill clean pip-check
+.PHONY: install test test-tf test-cluster check demo convergence bench fuzz drill clean pip-check matrix
 
 install:
 	@bash scripts/install.sh
@@ -96,6 +96,13 @@ demo: install
 # equal one device (scripts/pip_check.sh; PYTHON_VERSION=3.12 for another; downloads TF, not part of CI).
 pip-check:
 	@bash scripts/pip_check.sh
+
+# TF 2.15-2.21 x Python 3.10/3.12/3.13, each a fresh virtualenv and a smoke suite; writes docs/compatibility.md
+# (scripts/matrix.py; downloads about 15 TensorFlows, not part of CI). MATRIX_TF=2.20,2.21 MATRIX_PY=3.12 for fewer.
+MATRIX_TF ?= 2.15,2.16,2.17,2.18,2.19,2.20,2.21
+MATRIX_PY ?= 3.10,3.12,3.13
+matrix:
+	python3 scripts/matrix.py --tf $(MATRIX_TF) --python $(MATRIX_PY)
 
 # More random graphs than the suite's seeds: make fuzz SEEDS=0-199 [CASES=all] [MODES=MPI,PS,HYBRID] [WORKERS=2]
 # [BACKEND=horovod: real processes]

@@ -8,11 +8,11 @@ ROOT=$(pwd)
 # TF=2.21: the newest TF on the package index, numpy 2, tf_keras for tf.compat.v1.layers, no Horovod (parallax
 # uses TF's own collectives there), in .venv-tf2.21.
 TF=${TF:-2.15}
-# The machine's python3 for both (PYTHON=... chooses another; a venv of another Python is made again). TF 2.21 on
-# Python 3.12 installs here (1.6 min) but its suite has not been run there yet: CI stays on 3.11 until it has.
+# The machine's python3 for TF 2.15 (its wheels stop at 3.11), Python 3.12 for TF 2.21, so that CI runs the suite on
+# two Pythons (PYTHON=... chooses another; a venv of another Python is made again).
 case "$TF" in
   2.15) VENV="$ROOT/.venv"; TF_PIN="2.15.1"; NUMPY="numpy<2"; HOROVOD=1; WANT_PY=python3 ;;
-  2.21) VENV="$ROOT/.venv-tf2.21"; TF_PIN="2.21.0"; NUMPY="numpy>=2,<3"; HOROVOD=0; WANT_PY=python3 ;;
+  2.21) VENV="$ROOT/.venv-tf2.21"; TF_PIN="2.21.0"; NUMPY="numpy>=2,<3"; HOROVOD=0; WANT_PY=python3.12 ;;
   *) echo "[install] TF=$TF is not one of 2.15, 2.21" >&2; exit 2 ;;
 esac
 # A pythonX.Y that runs: on PATH (pyenv's shim answers only for its active versions), else pyenv's own build.
