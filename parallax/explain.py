@@ -144,8 +144,8 @@ class Explanation:
 
 def premise(plan, analysis):
     """The condition under which the plan is exactly single-device equivalent (docs/modes.md)."""
-    if plan.reads_no_input:  # no condition makes N copies of one step one device's step over N batches
-        return f"not exact: {input_sharding.no_input_note(plan)}"
+    if plan.noted(input_sharding.READS_NO_INPUT):  # no condition makes N copies of one step one device's step
+        return f"not exact: {plan.noted(input_sharding.READS_NO_INPUT)}"
     averaged = {v.average for v in plan.variables}
     loss = (loss_seeds.loss_words(plan.loss_seeds, plan.mean_term_edges) if plan.loss_seeds else
             "a mean over the batch" if averaged == {True} else "a sum over the batch" if averaged == {False}
@@ -181,10 +181,8 @@ def premise(plan, analysis):
                  f"variance")
     if plan.uncombinable_statistics:
         text += f"; {batch_statistics.uncombinable_note(plan)}"
-    if plan.unsharded_inputs:
-        text += f"; {input_sharding.note(plan)}"
-    if plan.repeated_shards:
-        text += f"; {input_sharding.repeat_note(plan)}"
+    text += "".join(f"; {plan.noted(kind)}" for kind in (input_sharding.UNSHARDED_INPUTS,
+                                                         input_sharding.REPEATED_SHARDS) if plan.noted(kind))
     return text
 
 

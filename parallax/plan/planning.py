@@ -89,9 +89,8 @@ def _planned(graph, analysis, spec, config, statistics, draws):
                                    unsplittable_draws=draws.unsplittable, guarded_draws=draws.guarded,
                                    batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
-                                   fused_batch_norms=statistics.fused, unsharded_inputs=input_sharding.unsharded(graph),
-                                   repeated_shards=input_sharding.repeated_shards(graph, spec.num_workers),
-                                   reads_no_input=input_sharding.reads_no_input(graph, updates),
+                                   fused_batch_norms=statistics.fused,
+                                   notes=input_sharding.notes(graph, spec.num_workers, updates),
                                    batchless_writes=batchless_writes.writes_without_the_batch(graph, updates))
     return plan, config
 

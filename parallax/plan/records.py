@@ -145,9 +145,12 @@ class MeanTermEdge(NamedTuple):
     input_index: int  # the input scaled by 1/N
 
 
-class RepeatedShard(NamedTuple):
-    dataset: str  # a shard a repeat() follows (input_sharding.py)
-    examples: int  # its number of examples, no multiple of N
+
+class PlanNote(NamedTuple):
+    """A warning: something of the user's graph no rewrite changes, where the job is not one device's or may not be.
+    The launcher prints each at start, and explain with the plan."""
+    kind: str  # what was found: UNSHARDED_INPUTS, REPEATED_SHARDS, READS_NO_INPUT (rules/input_sharding.py)
+    text: str  # what it means, and what to change
 
 
 class PairedRows(NamedTuple):
@@ -230,14 +233,9 @@ class Plan:
     # scaled by 1/N.
     loss_seeds: Tuple[LossSeed, ...] = ()
     mean_term_edges: Tuple[MeanTermEdge, ...] = ()
-    unsharded_inputs: Tuple[str, ...] = ()  # read from a dataset nothing shards (input_sharding.py): warned
-    # Dataset shards a repeat() follows, over a number of examples no multiple of N (input_sharding.py): warned
-    repeated_shards: Tuple[RepeatedShard, ...] = ()
     # Values that pair the batch's examples (paired_rows.py): (GATHERED|OWN|PADDED|SUMMED, tensor, its readers),
     # what each reader reads of the tensor instead, so that every worker computes one device's pairs.
     paired_rows: Tuple[PairedRows, ...] = ()
-    # The training step reads no input: every worker computes the same batch (input_sharding.py): warned
-    reads_no_input: bool = False
     # Those of unsplittable_draws that only some branches of a cond run (draw_guards.py): (draw, the op whose run
     # decides it, the cond's predicate, "if" | "case", the branches that draw, how many it has); warned when run.
     guarded_draws: Tuple[GuardedDraw, ...] = ()
@@ -253,6 +251,9 @@ class Plan:
     # With servers in sync mode: the chief-only values the chief sends every worker (plan/sync_cut.py). None: not
     # decided (a plan made without planning.plan_job), and the rewrite decides it the same way.
     sync_broadcasts: Optional[Tuple[SyncBroadcast, ...]] = None
+    # Warnings that no pass reads: an input nothing shards, a repeat after a shard over examples no multiple of N, a
+    # step that reads no input (rules/input_sharding.py).
+    notes: Tuple[PlanNote, ...] = ()
 
     def __post_init__(self):
         # Entries given as plain tuples (by a rule's finder, a test) become their fields' typed records.
@@ -311,6 +312,10 @@ class Plan:
             if v.name == name:
                 return v
         raise KeyError(name)
+
+    def noted(self, kind):
+        """The text of the plan's note of `kind`, or None."""
+        return next((n.text for n in self.notes if n.kind == kind), None)
 
     def placed(self, pass_name):
         return dict(self.placements).get(pass_name, ())

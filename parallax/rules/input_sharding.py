@@ -67,18 +67,37 @@ def reads_no_input(graph, update_ops):
     return bool(updates) and not any(reads_input(op) for op in graph_utils.ancestors(updates))
 
 
-def no_input_note(plan):
+# The kinds of the plan's notes (PlanNote) this rule makes.
+UNSHARDED_INPUTS, REPEATED_SHARDS, READS_NO_INPUT = "unsharded_inputs", "repeated_shards", "reads_no_input"
+
+
+def notes(graph, num_workers, update_ops):
+    """The plan's notes of this rule, (kind, text) each: an input nothing shards, a repeat after a shard over a
+    number of examples no multiple of N, a step that reads no input."""
+    found = []
+    unsharded_inputs = unsharded(graph)
+    if unsharded_inputs:
+        found.append((UNSHARDED_INPUTS, _unsharded_text(unsharded_inputs, num_workers)))
+    shards = repeated_shards(graph, num_workers)
+    if shards:
+        found.append((REPEATED_SHARDS, _repeat_text(shards, num_workers)))
+    if reads_no_input(graph, update_ops):
+        found.append((READS_NO_INPUT, _no_input_text(num_workers)))
+    return tuple(found)
+
+
+def _no_input_text(n):
     return (f"the training step reads no input (no feed, no dataset, no queue: its batch is made in the graph, from "
             f"random ops or constants): every worker computes the same batch and the same step, which is "
-            f"{plan.num_workers} copies of one device with batch b, not one device with batch {plan.num_workers}*b; "
+            f"{n} copies of one device with batch b, not one device with batch {n}*b; "
             f"read the data from a dataset through parallax.shard(ds), or feed each worker its rows of the global "
             f"batch (runner.worker_id, runner.num_workers)")
 
 
-def note(plan):
-    return (f"the workers read {', '.join(plan.unsharded_inputs)} from an input pipeline that nothing in the graph "
-            f"shards: every worker reads the same batches, which is {plan.num_workers} copies of one device with "
-            f"batch b, not one device with batch {plan.num_workers}*b; shard a dataset element-wise before "
+def _unsharded_text(inputs, n):
+    return (f"the workers read {', '.join(inputs)} from an input pipeline that nothing in the graph "
+            f"shards: every worker reads the same batches, which is {n} copies of one device with "
+            f"batch b, not one device with batch {n}*b; shard a dataset element-wise before "
             f"batching: parallax.shard(ds).batch(b) (a queue-based pipeline, tf.compat.v1.train.batch and its "
             f"kind, cannot be sharded so: read the data with tf.data instead)")
 
@@ -129,10 +148,8 @@ def repeated_shards(graph, num_workers):
     return tuple(found)
 
 
-def repeat_note(plan):
-    n = plan.num_workers
-    shards = "; ".join(f"{name} splits {m} examples into shards of {m // n} and {m // n + 1}"
-                       for name, m in plan.repeated_shards)
+def _repeat_text(found, n):
+    shards = "; ".join(f"{name} splits {m} examples into shards of {m // n} and {m // n + 1}" for name, m in found)
     return (f"a dataset repeats after its shard, over a number of examples that is no multiple of the {n} workers "
             f"({shards}): from the second pass over the data on, each worker's batch is no longer its share of one "
             f"device's batch (every batch stays full, so nothing else tells); repeat() before the shard, or take a "

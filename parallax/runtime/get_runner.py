@@ -17,7 +17,7 @@ import weakref
 import tensorflow as tf
 
 from parallax import collectives
-from parallax.rules import batch_draws, batch_statistics, input_sharding, loss_law
+from parallax.rules import batch_draws, batch_statistics, loss_law
 from parallax.runtime import cluster, worker_checks
 from parallax.plan import plan_json
 from parallax.analysis.graph_analysis import analyze
@@ -176,9 +176,7 @@ def plan_warnings(plan):
     notes = [note for note in [batch_draws.unsplittable_note(plan)] if note]
     notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
     notes += [plan.averaging[plan.averaging.index(loss_law.UNCHECKED):]] if loss_law.UNCHECKED in plan.averaging else []
-    notes += [input_sharding.note(plan)] if plan.unsharded_inputs else []
-    notes += [input_sharding.no_input_note(plan)] if plan.reads_no_input else []
-    notes += [input_sharding.repeat_note(plan)] if plan.repeated_shards else []
+    notes += [note.text for note in plan.notes]
     return notes
 
 

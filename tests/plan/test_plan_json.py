@@ -54,7 +54,7 @@ def _every_rule_field(plan):
         plan, batch_draws=(("d/RandomUniform", 0),), batch_statistics=(("Sum:0", "mean", ("a", "b")),),
         fused_batch_norms=(("bn/FusedBatchNormV3", ("g",)),), padded_inputs=(("x:0", (1, 2), 0.5),),
         loss_seeds=(("gradients/grad_ys_0", "mean"),), mean_term_edges=(("gradients/mul_grad/Mul", 1),),
-        repeated_shards=(("parallax_shard/ShardDataset", 43),), paired_rows=(("own", "t:0", ("r",)),),
+        notes=(("repeated_shards", "a dataset repeats after its shard ..."),), paired_rows=(("own", "t:0", ("r",)),),
         guarded_draws=(("cond/d", "cond", "training:0", "if", (0,), 2),), batchless_writes=(("w", ("it",)),))
 
 
@@ -65,6 +65,7 @@ def test_rule_entries_are_typed_records_and_survive_the_trip():
     assert plan.guarded_draws[0].branch_count == 2 and plan.batchless_writes[0].inputs == ("it",)
     loaded = plan_json.loads(plan_json.dumps(plan))
     assert loaded == plan and type(loaded.paired_rows[0]).__name__ == "PairedRows"
+    assert plan.noted("repeated_shards") == "a dataset repeats after its shard ..." and plan.noted("other") is None
     data = json.loads(plan_json.dumps(plan))
     assert data["batch_statistics"] == [{"tensor": "Sum:0", "law": "mean", "readers": ["a", "b"]}]
 

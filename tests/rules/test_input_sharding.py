@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import parallax
+from parallax.rules.input_sharding import READS_NO_INPUT, REPEATED_SHARDS, UNSHARDED_INPUTS
 
 tf1 = tf.compat.v1
 
@@ -34,9 +35,9 @@ def _by_shard_id(ds):
 ])
 def test_an_unsharded_dataset_is_listed(pipeline, listed):
     explanation = parallax.explain(_graph(pipeline), "localhost:2", print_table=False)
-    assert bool(explanation.plan.unsharded_inputs) == listed
+    assert bool(explanation.plan.noted(UNSHARDED_INPUTS)) == listed
     assert ("nothing in the graph shards" in explanation.premise) == listed
-    assert parallax.explain(_graph(pipeline), "localhost:1", print_table=False).plan.unsharded_inputs == ()
+    assert parallax.explain(_graph(pipeline), "localhost:1", print_table=False).plan.notes == ()
 
 
 def test_the_planner_warns_of_it(tmp_path):
@@ -45,7 +46,7 @@ def test_the_planner_warns_of_it(tmp_path):
         "x = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(64).batch(4)).get_next()",
         "w = tf1.get_variable('w', [1], tf.float64)",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))"])
-    assert plan.unsharded_inputs and "warning: the workers read" in stderr and "parallax.shard(ds)" in stderr
+    assert plan.noted(UNSHARDED_INPUTS) and "warning: the workers read" in stderr and "parallax.shard(ds)" in stderr
 
 
 def _queue_graph(runner_fills):
@@ -68,7 +69,8 @@ def _queue_graph(runner_fills):
 @pytest.mark.parametrize("runner_fills", [True, False])
 def test_a_queue_that_queue_runners_fill_is_listed(runner_fills):
     explanation = parallax.explain(_queue_graph(runner_fills), "localhost:2", print_table=False)
-    assert explanation.plan.unsharded_inputs == (("batch:0",) if runner_fills else ())
+    unsharded = explanation.plan.noted(UNSHARDED_INPUTS)
+    assert (unsharded.startswith("the workers read batch:0 from") if runner_fills else unsharded is None), unsharded
     assert ("read the data with tf.data" in explanation.premise) == runner_fills
 
 
@@ -98,10 +100,10 @@ def _repeating(examples, pipeline, iterator="one_shot"):
 ])
 def test_a_repeat_after_a_shard_over_examples_no_multiple_of_n_is_listed(examples, pipeline, iterator, listed):
     explanation = parallax.explain(_repeating(examples, pipeline, iterator), "localhost:2", print_table=False)
-    assert bool(explanation.plan.repeated_shards) == listed
+    assert bool(explanation.plan.noted(REPEATED_SHARDS)) == listed
     if listed:
-        (_, counted), = explanation.plan.repeated_shards
-        assert counted == examples and "shards of 21 and 22" in explanation.premise
+        assert f"splits {examples} examples into shards of 21 and 22" in explanation.plan.noted(REPEATED_SHARDS)
+        assert "shards of 21 and 22" in explanation.premise
         assert "repeat() before the shard" in explanation.premise
 
 
@@ -113,7 +115,7 @@ def test_a_fed_dataset_is_not_judged():
         x = tf1.data.make_initializable_iterator(ds).get_next()
         w = tf1.get_variable("w", [1], tf.float64)
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))
-    assert parallax.explain(g, "localhost:2", print_table=False).plan.repeated_shards == ()
+    assert parallax.explain(g, "localhost:2", print_table=False).plan.noted(REPEATED_SHARDS) is None
 
 
 def test_the_planner_warns_of_a_repeat_after_the_shard(tmp_path):
@@ -123,7 +125,7 @@ def test_the_planner_warns_of_a_repeat_after_the_shard(tmp_path):
         "x = tf1.data.make_one_shot_iterator(ds).get_next()",
         "w = tf1.get_variable('w', [1], tf.float64)",
         "tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(tf.cast(x, tf.float64) * w)))"])
-    assert [m for _, m in plan.repeated_shards] == [43] and "a dataset repeats after its shard" in stderr
+    assert "splits 43 examples" in plan.noted(REPEATED_SHARDS) and "a dataset repeats after its shard" in stderr
 
 
 def _synthetic(batch):
@@ -155,13 +157,13 @@ def test_a_step_that_reads_no_input_is_warned_and_explain_says_it_is_not_exact(m
     # Every worker draws the same seeded batch: N copies of one device with batch b (issue 57, item 5).
     config = parallax.Config(run_option=mode)
     explanation = parallax.explain(_synthetic(lambda i, l: (i, l)), "localhost:2", config, print_table=False)
-    assert explanation.plan.reads_no_input
+    assert explanation.plan.noted(READS_NO_INPUT)
     assert explanation.premise.startswith("not exact: the training step reads no input")
     assert "2 copies of one device with batch b" in explanation.premise
     from parallax.runtime.get_runner import plan_warnings
     assert any("reads no input" in note for note in plan_warnings(explanation.plan))
     for batch in (_fed, _sharded):  # a feed or a sharded dataset gives each worker its own rows
         plan = parallax.explain(_synthetic(batch), "localhost:2", config, print_table=False).plan
-        assert not plan.reads_no_input and not any("reads no input" in note for note in plan_warnings(plan))
+        assert not plan.noted(READS_NO_INPUT) and not any("reads no input" in note for note in plan_warnings(plan))
     assert not parallax.explain(_synthetic(lambda i, l: (i, l)), "localhost:1", config,
-                                print_table=False).plan.reads_no_input
+                                print_table=False).plan.noted(READS_NO_INPUT)
