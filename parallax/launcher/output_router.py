@@ -20,7 +20,7 @@ class OutputRouter:
         self.tails = collections.defaultdict(lambda: collections.deque(maxlen=TAIL_LINES))
         self.launcher_lines = collections.deque(maxlen=200)
         self._files = {}
-        self._tf_notes = TFNotes()  # TF's INFO lines shown on the console, once per job
+        self._tf_notes = TFNotes()  # TF's INFO and WARNING lines shown on the console, once per job
         self._lock = threading.Lock()
 
     def process_line(self, label, text):
@@ -29,6 +29,10 @@ class OutputRouter:
             self._log_file(label).write(text + "\n")
         elif not self._tf_notes.repeated(text):
             self.write(f"[{label}] {text}")
+        else:
+            note = self._tf_notes.hidden_note(text)
+            if note:
+                self.say(note)
 
     def launcher_line(self, line):
         self.launcher_lines.append(line)
