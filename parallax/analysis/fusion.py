@@ -46,20 +46,19 @@ def fusion_groups(items, tensors_of, fusable):
     """`items` in groups that may share one collective, in the order of each group's first item: `fusable` (a
     static shape, for a buffer of dense gradients), the same dtype (of the first tensor) and the same effectful
     ancestors. Other items are groups of their own. `tensors_of(item)` gives the tensors its collective carries."""
-    tensors = {id(i): tensors_of(i) for i in items}
-    signatures = effect_signatures([t for ts in tensors.values() for t in ts])
+    tensors = [tensors_of(i) for i in items]
+    signatures = effect_signatures([t for ts in tensors for t in ts])
     groups = collections.OrderedDict()
-    for k, item in enumerate(items):
-        ts = tensors[id(item)]
+    for k, (item, ts) in enumerate(zip(items, tensors)):
         key = (ts[0].dtype, frozenset().union(*(signatures[t] for t in ts))) if fusable(item) else ("alone", k)
         groups.setdefault(key, []).append(item)
     return list(groups.values())
 
 
-def packable(values):
-    """Whether a sparse gradient's rows can travel packed in one tensor of its values' dtype, with their row ids as
-    extra columns (rewrite/collective_passes.py's `_packed_rows`): a known row width, a floating dtype whose
-    elements tile an int64."""
+def packed_width(values):
+    """The row width of a sparse gradient's values when its rows can travel packed in one tensor of their dtype,
+    with their row ids as extra columns (rewrite/collective_passes.py's `_packed_rows`): a known, non-zero row
+    width and a floating dtype whose elements tile an int64. None when they cannot."""
     shape = values.shape
     width = shape[1:].num_elements() if shape.rank is not None and shape.rank >= 1 else None
-    return bool(width) and values.dtype.is_floating and not 8 % values.dtype.size
+    return width if width and values.dtype.is_floating and not 8 % values.dtype.size else None

@@ -157,6 +157,14 @@ def is_writer(op):
     return bool(written_variables(op))
 
 
+def step_writes(graph):
+    """The ops of a training step that write state: every writer but the initializers and restores, and parallax's
+    own (its counters and queues)."""
+    excluded = initialization_ops(graph)
+    return [op for op in graph.get_operations() if op.name not in excluded and not op.name.startswith("parallax_")
+            and is_writer(op)]
+
+
 def written_variable(op):
     """Name of the (first) variable op whose value `op` modifies, or None."""
     written = written_variables(op)

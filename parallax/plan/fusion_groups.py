@@ -7,10 +7,10 @@ from parallax.plan.records import Aggregation, FusionGroup
 
 def decide_fusion_groups(graph, plan):
     """The plan's FusionGroups: the dense replicated gradients in buffers (a static shape each), then the sparse
-    ones whose rows can travel packed (fusion.packable); each group in the order of its first gradient."""
+    ones whose rows can travel packed (fusion.packed_width); each group in the order of its first gradient."""
     tensor = graph.get_tensor_by_name
     dense = _gradients(plan, Aggregation.ALLREDUCE)
-    sparse = [g for g in _gradients(plan, Aggregation.ALLGATHER) if fusion.packable(tensor(g.values))]
+    sparse = [g for g in _gradients(plan, Aggregation.ALLGATHER) if fusion.packed_width(tensor(g.values))]
     groups = fusion.fusion_groups(dense, lambda g: [tensor(g.values)],
                                   fusable=lambda g: tensor(g.values).shape.is_fully_defined())
     records = [FusionGroup(Aggregation.ALLREDUCE, tuple(g.scope for g in group)) for group in groups]

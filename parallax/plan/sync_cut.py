@@ -59,7 +59,6 @@ def step_graph(graph, plan):
     devices, _ = server_devices(graph, plan)
     on_servers = {name for name in devices if graph.get_operation_by_name(name).type in graph_utils.VARIABLE_OP_TYPES}
     aggregated, replicated = _aggregated_tensors(graph, plan)
-    excluded = graph_utils.initialization_ops(graph)
     step = StepGraph()
     gated = []
     for op in graph.get_operations():
@@ -72,11 +71,11 @@ def step_graph(graph, plan):
                 step.edge(("collective", t.name), op.name)
             else:
                 step.edge(t.op.name, op.name)
-        if op.name not in excluded and not op.name.startswith("parallax_") and graph_utils.is_writer(op):
-            if any(v in on_servers for v in graph_utils.written_variables(op)):
-                gated.append(op)  # only the chief writes server state, after every worker's arrival
-            else:
-                step.everyone.add(op.name)  # every worker writes its own replicas and local state
+    for op in graph_utils.step_writes(graph):
+        if any(v in on_servers for v in graph_utils.written_variables(op)):
+            gated.append(op)  # only the chief writes server state, after every worker's arrival
+        else:
+            step.everyone.add(op.name)  # every worker writes its own replicas and local state
     for name, (scope, sendable) in aggregated.items():
         t = graph.get_tensor_by_name(name)
         step.edge(t.op.name, ("contribute", name))

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from parallax.plan.records import Aggregation
 from parallax.analysis.row_keys import merge_rows, row_keys
-from parallax.analysis.fusion import packable
+from parallax.analysis.fusion import packed_width
 from parallax.core.graph_surgery import average_of, new_ops, reroute_consumers
 from parallax.errors import PipelineError
 
@@ -32,13 +32,13 @@ def planned_groups(plan, aggregation, items):
     group names has a group of its own, after them (a plan made without planning.plan_job names none)."""
     by_scope = {item[2].scope: item for item in items}
     named = [group.gradients for group in plan.fusion_groups if group.aggregation == aggregation]
-    unknown = sorted({s for scopes in named for s in scopes} - set(by_scope))
+    in_groups = {s for scopes in named for s in scopes}
+    unknown = sorted(in_groups - set(by_scope))
     if unknown:
         raise PipelineError(f"the plan's {aggregation} fusion groups name {unknown}, which the plan aggregates by no "
                             f"{aggregation}; make the plan again with planning.plan_job")
-    grouped = [[by_scope[s] for s in scopes] for scopes in named]
-    in_groups = {s for scopes in named for s in scopes}
-    return grouped + [[item] for item in items if item[2].scope not in in_groups]
+    alone = [[item] for item in items if item[2].scope not in in_groups]
+    return [[by_scope[s] for s in scopes] for scopes in named] + alone
 
 
 def allreduce_dense_gradients(ctx):
@@ -147,8 +147,8 @@ def _packed_rows(values, row_ids):
     along as extra columns of the values' dtype, bit for bit (tf.bitcast; a gather only copies them), so one
     collective carries them all (each costs a negotiation cycle). None when the values' row shape is unknown, or
     their dtype cannot carry the bits."""
-    width = values.shape[1:].num_elements() if values.shape.rank is not None and values.shape.rank >= 1 else None
-    if not packable(values):  # unknown, or no columns to reshape into
+    width = packed_width(values)
+    if width is None:  # unknown, or no columns to reshape into
         return None
     per_id = 8 // values.dtype.size  # columns of the values' dtype that hold one int64
     columns = [tf.reshape(values, [-1, width])]

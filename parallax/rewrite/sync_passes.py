@@ -12,11 +12,11 @@ writes of state every worker holds (replicas, local variables). This pass makes 
 - a control edge from chief-only work into work every worker must do (the gradient ops that wait for batch-norm
   writes) is cut, and recorded, so that the chief still runs that work in the same step;
 - where work every worker must do reads a chief-only value (a dense replica clipped by a global norm that includes
-  server-held rows; the plan's sync cut names which, plan/sync_cut.py), the chief sends that value to every worker through queues on the coordinator, one per worker
-  (`parallax_sync/broadcast/...`): the reader takes its copy from the queue of its worker's index. A queue, not a
-  collective: the step already runs a part on the coordinator, so a copy costs one tensor transfer, where a
-  collective costs each of the N processes about 1 ms of CPU (the calibration's figure for TF's), and PS mode,
-  which has no collectives, can send it too.
+  server-held rows; the plan's sync cut names which, plan/sync_cut.py), the chief sends that value to every worker
+  through queues on the coordinator, one per worker (`parallax_sync/broadcast/...`): the reader takes its copy
+  from the queue of its worker's index. A queue, not a collective: the step already runs a part on the
+  coordinator, so a copy costs one tensor transfer, where a collective costs each of the N processes about 1 ms of
+  CPU (the calibration's figure for TF's), and PS mode, which has no collectives, can send it too.
 """
 import dataclasses
 from typing import Tuple
@@ -54,9 +54,7 @@ class SyncGraph:
 
 def prepare_sync_steps(ctx):
     g, n = ctx.graph, ctx.plan.num_workers
-    excluded = graph_utils.initialization_ops(g)
-    writes = [op for op in g.get_operations() if op.name not in excluded and not op.name.startswith("parallax_")
-              and graph_utils.is_writer(op)]
+    writes = graph_utils.step_writes(g)
     gated = [op for op in writes if any(v in ctx.server_variables for v in graph_utils.written_variables(op))]
     replicated = [op for op in writes if op not in gated]
     with g.as_default(), tf.name_scope(SYNC_SCOPE + "/"):
