@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from parallax.rules import batch_draws, batch_statistics, input_sharding, loss_seeds
+from parallax.rules import batch_draws, batch_statistics, input_sharding, loss_law, loss_seeds
 from parallax.analysis.graph_analysis import analyze
 from parallax.core.callable_module import make_callable
 from parallax.config import Config
@@ -150,9 +150,12 @@ def premise(plan, analysis):
     loss = (loss_seeds.loss_words(plan.loss_seeds, plan.mean_term_edges) if plan.loss_seeds else
             "a mean over the batch" if averaged == {True} else "a sum over the batch" if averaged == {False}
             else "a mean over the batch for averaged variables, a sum for the others")
+    # The note says why the loss could not be checked, and what to set if it is a sum.
+    averaging = "; ".join(filter(None, [plan.averaging if plan.averaging != loss_law.NOT_CHECKED else "",
+                                        plan.noted(loss_law.UNCHECKED_LOSS)]))
     text = (f"exact: {plan.num_workers} workers of batch b compute what one device computes with batch "
             f"{plan.num_workers}*b when the loss is {loss} (average_dense/average_sparse: True for a mean, False "
-            f"for a sum{'; ' + plan.averaging if plan.averaging else ''}), and every worker runs the same sequence "
+            f"for a sum{'; ' + averaging if averaging else ''}), and every worker runs the same sequence "
             f"of synchronized steps")
     text += ", each worker's batch being its share of the global batch, of the same size in every worker"
     if plan.num_workers > 1 and plan.sync:

@@ -63,23 +63,24 @@ def plan_job(graph, analysis, spec, config):
 def _planned(graph, analysis, spec, config, statistics, draws):
     """(the plan, the config with its averaging decided) for the statistics combined as `statistics` says: the
     losses' laws (read with the statistics as the rewrite makes them), their seeds, AUTO's methods."""
-    partitions, averaging, seeds, edges = None, "", (), ()
+    partitions, seeds, edges = None, (), ()
+    losses = loss_law.LossReading({}, {}, "", "")
     if config.average_dense is None or config.average_sparse is None:
-        laws, means, averaging = loss_law.laws_and_means(graph, statistics.laws, draws.split) \
-            if spec.num_workers > 1 else ({}, {}, "")
-        average = loss_law.averages(laws)
+        if spec.num_workers > 1:
+            losses = loss_law.laws_and_means(graph, statistics.laws, draws.split)
+        average = loss_law.averages(losses.laws)
         if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
-            seeds, edges = loss_seeds.seeds_and_mean_terms(graph, analysis, laws, means)
+            seeds, edges = loss_seeds.seeds_and_mean_terms(graph, analysis, losses.laws, losses.means)
         config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
                                                 if getattr(config, name) is None})
     if config.run_option == "AUTO" and spec.num_workers > 1:
         auto = auto_plan.choose(graph, analysis, spec, config, statistics)
         config, partitions = auto.config, auto.partitions
-    plan = dataclasses.replace(decide_variables(analysis, spec, config), partitions=partitions, averaging=averaging)
+    plan = dataclasses.replace(decide_variables(analysis, spec, config), partitions=partitions,
+                               averaging=losses.sentence)
     if seeds:  # a mean's gradients start at 1/N: every variable's are summed
         plan = dataclasses.replace(plan, loss_seeds=seeds, mean_term_edges=edges,
-                                   averaging=loss_seeds.sentence(seeds, edges) +
-                                   (f"; {averaging}" if averaging.startswith(loss_law.UNCHECKED) else ""),
+                                   averaging=loss_seeds.sentence(seeds, edges),
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
     if spec.num_workers > 1:
         updates = [n for v in plan.variables for p in v.parts for n in p.update_ops]
@@ -90,7 +91,7 @@ def _planned(graph, analysis, spec, config, statistics, draws):
                                    batch_statistics=statistics.combined,
                                    uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
                                    fused_batch_norms=statistics.fused,
-                                   notes=input_sharding.notes(graph, spec.num_workers, updates),
+                                   notes=losses.notes() + input_sharding.notes(graph, spec.num_workers, updates),
                                    batchless_writes=batchless_writes.writes_without_the_batch(graph, updates))
     return plan, config
 

@@ -149,7 +149,8 @@ class MeanTermEdge(NamedTuple):
 class PlanNote(NamedTuple):
     """A warning: something of the user's graph no rewrite changes, where the job is not one device's or may not be.
     The launcher prints each at start, and explain with the plan."""
-    kind: str  # what was found: UNSHARDED_INPUTS, REPEATED_SHARDS, READS_NO_INPUT (rules/input_sharding.py)
+    kind: str  # what was found: UNSHARDED_INPUTS, REPEATED_SHARDS, READS_NO_INPUT (rules/input_sharding.py),
+    #            UNCHECKED_LOSS (rules/loss_law.py)
     text: str  # what it means, and what to change
 
 

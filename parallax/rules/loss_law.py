@@ -12,6 +12,8 @@ its value on the whole batch is the mean of its parts', weighted by their exampl
 no setting of the averaging makes it one device's, and it is averaged; each loss's own law (`laws`) lets
 loss_seeds.py start each loss's gradients as one device's share, and scale its mean terms' (loss_terms.py).
 """
+from typing import Dict, NamedTuple, Tuple
+
 import numpy as np
 
 from parallax.rules import batch_draws, batch_statistics, loss_terms
@@ -22,9 +24,23 @@ from parallax.analysis.batch_shapes import per_worker_inputs
 SUM, MEAN, SUM_PLUS_MEANS = "sum", "mean", "sum plus means"  # a loss's law; MEAN: any other (averaged)
 SUMMED = "the loss was found to be a sum over the batch (on random batches), so gradients are summed over workers"
 AVERAGED = "the loss was not found to be a sum over the batch, so gradients are averaged over workers"
+NOT_CHECKED = "the loss could not be checked on random batches, so gradients are averaged over workers, as for a mean"
 UNCHECKED = ("the loss could not be checked on random batches (it could not be run, or a random draw it reads "
              "could not be made what a worker reads), so gradients are averaged over workers, as for a mean; set "
              "Config.average_dense/average_sparse to False if it is a sum")
+UNCHECKED_LOSS = "unchecked_loss"  # the kind of the plan's note that says UNCHECKED
+
+
+class LossReading(NamedTuple):
+    """What laws_and_means found of the losses."""
+    laws: Dict[str, str]  # {loss tensor name: SUM, SUM_PLUS_MEANS or MEAN}; {} where they could not be checked
+    means: Dict[str, Tuple[str, ...]]  # {loss: names of its batch terms that are means}
+    sentence: str  # what explain's premise says of the averaging: SUMMED, AVERAGED or NOT_CHECKED
+    unchecked: str  # "" or the warning why the losses could not be checked (UNCHECKED and its likely cause)
+
+    def notes(self):
+        """The plan's notes of this rule, (kind, text) each: the losses that could not be checked."""
+        return ((UNCHECKED_LOSS, self.unchecked),) if self.unchecked else ()
 
 FIXED_BATCH = ("; its inputs have a fixed first dimension ({}): if it is the batch's size written in, the graph may "
                "depend on it (a reshape to it), but the loss is run on batches of other sizes to check it and to "
@@ -51,8 +67,8 @@ def unchecked(graph):
 def decide(graph, statistic_laws=(), draws=()):
     """(whether to average the workers' gradients, the sentence explain states): averaged unless every loss is a
     sum (laws)."""
-    found, sentence = laws(graph, statistic_laws, draws)
-    return averages(found), sentence
+    reading = laws_and_means(graph, statistic_laws, draws)
+    return averages(reading.laws), reading.sentence
 
 
 def averages(found):
@@ -63,12 +79,17 @@ def averages(found):
 def laws(graph, statistic_laws=(), draws=()):
     """({loss tensor name: SUM, SUM_PLUS_MEANS or MEAN}, the sentence explain states); {} where the losses could not
     be checked. laws_and_means says what SUM_PLUS_MEANS is."""
-    found, _, sentence = laws_and_means(graph, statistic_laws, draws)
-    return found, sentence
+    reading = laws_and_means(graph, statistic_laws, draws)
+    return reading.laws, reading.sentence
+
+
+def _unchecked(warning):
+    return LossReading({}, {}, NOT_CHECKED, warning)
 
 
 def laws_and_means(graph, statistic_laws=(), draws=()):
-    """(laws' {loss: law}, {loss: names of its batch terms that are means}, the sentence). SUM_PLUS_MEANS: the
+    """A LossReading: laws' {loss: law}, {loss: names of its batch terms that are means}, the sentence, the warning
+    where the losses could not be checked. SUM_PLUS_MEANS: the
     loss's terms (loss_terms.py) that read the batch and are not means over it add up to a sum, and its others are
     means: terms the batch does not change (a weight penalty), or means over the examples (named in the second
     value). The parts read what the rewrite makes a worker read: of each statistic the rewrite combines
@@ -79,7 +100,7 @@ def laws_and_means(graph, statistic_laws=(), draws=()):
     losses = [graph.get_tensor_by_name(name) for name in capture.loss_records(graph)
               if name.rsplit(":", 1)[0] in names]
     if not losses:
-        return {}, {}, UNCHECKED
+        return _unchecked(UNCHECKED)
     found, means = {t.name: MEAN for t in losses}, {}
     split = {t.name: loss_terms.split(graph, t) for t in losses}
     fetched = losses + [term for batch, _ in split.values() for term, _ in batch if term not in losses]
@@ -88,12 +109,12 @@ def laws_and_means(graph, statistic_laws=(), draws=()):
     for layout in ("example-major", "time-major"):
         held = batch_draws.held_as_rewritten(graph, losses, draws, merged=layout)
         if held is None:
-            return {}, {}, UNCHECKED
+            return _unchecked(UNCHECKED)
         # A value of one device's rows (paired_rows.py) is read by each part as its examples' rows.
         held.update(batch_statistics.held_as_combined(statistic_laws))
         samples = sampled(graph, fetched, held=held)
         if not samples:
-            return {}, {}, unchecked(graph)
+            return _unchecked(unchecked(graph))
         for t in losses:
             if found[t.name] != MEAN:
                 continue  # found in the other layout
@@ -105,7 +126,7 @@ def laws_and_means(graph, statistic_laws=(), draws=()):
                 means[t.name] = mean_terms
         if not averages(found) or not any(getattr(f, "merged", False) for f in held.values()):
             break
-    return found, means, AVERAGED if averages(found) else SUMMED
+    return LossReading(found, means, AVERAGED if averages(found) else SUMMED, "")
 
 
 def _mean_terms(samples, batch, constant):

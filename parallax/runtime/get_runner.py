@@ -17,7 +17,7 @@ import weakref
 import tensorflow as tf
 
 from parallax import collectives
-from parallax.rules import batch_draws, batch_statistics, loss_law
+from parallax.rules import batch_draws, batch_statistics
 from parallax.runtime import cluster, worker_checks
 from parallax.plan import plan_json
 from parallax.analysis.graph_analysis import analyze
@@ -175,7 +175,6 @@ def plan_warnings(plan):
     """What the launcher warns of at start: where the plan cannot make the job one device's, or may not."""
     notes = [note for note in [batch_draws.unsplittable_note(plan)] if note]
     notes += [batch_statistics.uncombinable_note(plan)] if plan.uncombinable_statistics else []
-    notes += [plan.averaging[plan.averaging.index(loss_law.UNCHECKED):]] if loss_law.UNCHECKED in plan.averaging else []
     notes += [note.text for note in plan.notes]
     return notes
 

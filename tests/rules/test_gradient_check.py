@@ -129,6 +129,7 @@ def test_a_loss_that_cannot_be_run_on_random_batches_is_warned_of(monkeypatch):
     """A summed loss that the planner cannot run (here: it waits on a queue nothing fills) is taken for a mean:
     explain says the loss could not be checked, and the launcher warns, naming the setting that fixes a sum."""
     from parallax.analysis import batch_samples
+    from parallax.plan import plan_json
     from parallax.rules import loss_law
     from parallax.runtime.get_runner import plan_warnings
     monkeypatch.setattr(batch_samples, "_BOUNDED", tf1.RunOptions(timeout_in_ms=500))
@@ -137,11 +138,18 @@ def test_a_loss_that_cannot_be_run_on_random_batches_is_warned_of(monkeypatch):
         x = tf1.placeholder(tf.float32, [None, 3], "x")
         scale = tf1.FIFOQueue(2, [tf.float32], shapes=[[]]).dequeue()
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf1.layers.dense(x, 1)) * scale)
-    plan = parallax.explain(g, "localhost:2", print_table=False).plan
-    assert loss_law.UNCHECKED in plan.averaging
-    assert loss_law.UNCHECKED in plan_warnings(plan) and "average_dense/average_sparse to False" in loss_law.UNCHECKED
+    explained = parallax.explain(g, "localhost:2", print_table=False)
+    plan = explained.plan
+    assert plan.noted(loss_law.UNCHECKED_LOSS) == loss_law.UNCHECKED and plan.averaging.startswith("the loss was not")
+    assert plan_warnings(plan) == [loss_law.UNCHECKED] and "average_dense/average_sparse to False" in loss_law.UNCHECKED
+    assert f"{plan.averaging}; {loss_law.UNCHECKED}" in explained.premise
+    unseeded = parallax.explain(g, "localhost:2", parallax.Config(run_option="PS", sync=False),
+                                print_table=False)
+    assert unseeded.plan.averaging == loss_law.NOT_CHECKED and loss_law.NOT_CHECKED not in unseeded.premise
+    assert f"for a sum; {loss_law.UNCHECKED})" in unseeded.premise
+    assert plan_json.loads(plan_json.dumps(plan)).noted(loss_law.UNCHECKED_LOSS) == loss_law.UNCHECKED
     checked = parallax.explain(_graph(tf.reduce_sum), "localhost:2", print_table=False).plan
-    assert loss_law.UNCHECKED not in checked.averaging and plan_warnings(checked) == []
+    assert checked.averaging != loss_law.NOT_CHECKED and plan_warnings(checked) == [] and not checked.notes
 
 
 def _dropped(e):

@@ -39,7 +39,8 @@ def test_the_loss_decides_whether_workers_gradients_are_summed(loss_of, average,
 
 def test_a_loss_over_variables_too_large_to_run_again_is_averaged_and_says_so():
     g = _graph(lambda e, w: tf.reduce_sum(e), table_rows=30_000_000)  # 720 MB: not allocated to check
-    assert loss_law.decide(g) == (True, loss_law.UNCHECKED)
+    assert loss_law.decide(g) == (True, loss_law.NOT_CHECKED)
+    assert loss_law.laws_and_means(g).notes() == ((loss_law.UNCHECKED_LOSS, loss_law.UNCHECKED),)
 
 
 def test_a_loss_that_cannot_run_on_other_batch_sizes_says_its_inputs_fix_the_batch():
@@ -50,8 +51,10 @@ def test_a_loss_that_cannot_run_on_other_batch_sizes_says_its_inputs_fix_the_bat
         x, w = tf1.placeholder(F64, [4, 3], name="x"), tf1.placeholder(F64, [4], name="weight")
         prediction = tf.reshape(tf.matmul(x, tf1.get_variable("v", [3, 1], F64)), [4])
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * prediction) / tf.reduce_sum(w))
-    average, why = loss_law.decide(g)
-    assert average and why.startswith(loss_law.UNCHECKED), why
+    reading = loss_law.laws_and_means(g)
+    why = reading.unchecked
+    assert loss_law.averages(reading.laws) and reading.sentence == loss_law.NOT_CHECKED
+    assert why.startswith(loss_law.UNCHECKED), why
     assert "a fixed first dimension (weight:0 [4], x:0 [4, 3])" in why and "[None, ...]" in why
 
 
@@ -65,8 +68,9 @@ def test_time_major_inputs_are_named_as_such_where_the_loss_cannot_be_checked():
         mask = tf.transpose(tf.sequence_mask(lengths, 5, dtype=F64))
         error = tf.square(x * tf1.get_variable("v", [], F64) - 1.0)
         tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(error * mask) / tf.reduce_sum(mask))
-    average, why = loss_law.decide(g)
-    assert average and why.startswith(loss_law.UNCHECKED), why
+    reading = loss_law.laws_and_means(g)
+    why = reading.unchecked
+    assert loss_law.averages(reading.laws) and why.startswith(loss_law.UNCHECKED), why
     assert "another axis than the first (x:0 [5, None]: time-major?)" in why and "batch-major" in why
     assert "fixed first dimension" not in why
 
