@@ -5,7 +5,9 @@ Nothing is rewritten here."""
 import dataclasses
 
 from parallax import collectives
-from parallax.rules import batch_draws, batch_statistics, batchless_writes, example_counts, gradient_check, input_sharding, loss_law, loss_seeds, padded_inputs, state_writes
+from parallax.rules import batch_draws, batch_statistics, example_counts, gradient_check, input_sharding, loss_law, loss_seeds, state_writes
+from parallax.rules.catalog import RULES
+from parallax.rules.rule import FindSite
 from parallax.config import check_ssh_carries
 from parallax.plan.fusion_groups import decide_fusion_groups
 from parallax.plan.placement import decide_placements
@@ -62,15 +64,13 @@ def plan_job(graph, analysis, spec, config):
 
 def _planned(graph, analysis, spec, config, statistics, draws):
     """(the plan, the config with its averaging decided) for the statistics combined as `statistics` says: the
-    losses' laws (read with the statistics as the rewrite makes them), their seeds, AUTO's methods."""
-    partitions, seeds, edges = None, (), ()
-    losses = loss_law.LossReading({}, {}, "", "")
+    losses' laws (read with the statistics as the rewrite makes them), AUTO's methods, each rule's findings."""
+    partitions, losses = None, loss_law.LossReading({}, {}, "", "")
+    left_to_the_loss = config.average_dense is None and config.average_sparse is None
     if config.average_dense is None or config.average_sparse is None:
         if spec.num_workers > 1:
             losses = loss_law.laws_and_means(graph, statistics.laws, draws.split)
         average = loss_law.averages(losses.laws)
-        if spec.num_workers > 1 and config.sync and config.average_dense is None and config.average_sparse is None:
-            seeds, edges = loss_seeds.seeds_and_mean_terms(graph, analysis, losses.laws, losses.means)
         config = dataclasses.replace(config, **{name: average for name in ("average_dense", "average_sparse")
                                                 if getattr(config, name) is None})
     if config.run_option == "AUTO" and spec.num_workers > 1:
@@ -78,21 +78,16 @@ def _planned(graph, analysis, spec, config, statistics, draws):
         config, partitions = auto.config, auto.partitions
     plan = dataclasses.replace(decide_variables(analysis, spec, config), partitions=partitions,
                                averaging=losses.sentence)
-    if seeds:  # a mean's gradients start at 1/N: every variable's are summed
-        plan = dataclasses.replace(plan, loss_seeds=seeds, mean_term_edges=edges,
-                                   averaging=loss_seeds.sentence(seeds, edges),
+    if spec.num_workers == 1:
+        return plan, config
+    site = FindSite(graph, analysis, plan, left_to_the_loss, losses, statistics, draws)
+    for rule in RULES:  # each reads the plan before any rule's findings: their order does not matter
+        plan = dataclasses.replace(plan, **rule.found(site))
+    plan = dataclasses.replace(plan, notes=losses.notes() + input_sharding.notes(graph, spec.num_workers,
+                                                                                 plan.update_ops))
+    if plan.loss_seeds:  # a mean's gradients start at 1/N: every variable's are summed
+        plan = dataclasses.replace(plan, averaging=loss_seeds.sentence(plan.loss_seeds, plan.mean_term_edges),
                                    variables=tuple(dataclasses.replace(v, average=False) for v in plan.variables))
-    if spec.num_workers > 1:
-        updates = [n for v in plan.variables for p in v.parts for n in p.update_ops]
-        padded = padded_inputs.inputs_padded_to_the_longest(graph, analysis) if plan.sync else ()
-        plan = dataclasses.replace(plan, padded_inputs=padded,
-                                   batch_draws=draws.split if plan.sync else (), batch_layout=draws.layout,
-                                   unsplittable_draws=draws.unsplittable, guarded_draws=draws.guarded,
-                                   batch_statistics=statistics.combined,
-                                   uncombinable_statistics=statistics.uncombinable, paired_rows=statistics.paired,
-                                   fused_batch_norms=statistics.fused,
-                                   notes=losses.notes() + input_sharding.notes(graph, spec.num_workers, updates),
-                                   batchless_writes=batchless_writes.writes_without_the_batch(graph, updates))
     return plan, config
 
 

@@ -284,6 +284,15 @@ def holds(graph, plan):
     return all(is_split(graph, name) for name, _ in plan.batch_draws)
 
 
-RULE = Rule("split_batch_draws", ("batch_draws",), "draws_split", apply, holds,
+def find(site):
+    """The draws the rewrite splits (synchronous training only), their layout, and the ones it cannot split, as
+    planning read them (draws_following_the_batch: the losses' laws read them too)."""
+    draws = site.draws
+    return {"batch_draws": draws.split if site.plan.sync else (), "batch_layout": draws.layout,
+            "unsplittable_draws": draws.unsplittable, "guarded_draws": draws.guarded}
+
+
+RULE = Rule("split_batch_draws", ("batch_draws",), "draws_split", apply, holds, find,
+            records=("batch_layout", "unsplittable_draws", "guarded_draws"),
             doc="each random draw whose shape follows the batch (dropout's mask) draws, as one device does, for the "
                 "whole global batch, and this worker keeps its own examples' values")

@@ -65,6 +65,10 @@ def holds(graph, plan):
     return waits_for_the_batch(graph, plan.batchless_writes)
 
 
-RULE = Rule("wait_for_the_batch", ("batchless_writes",), "writes_wait_for_the_batch", apply, holds,
+def find(site):
+    return {"batchless_writes": writes_without_the_batch(site.graph, site.plan.update_ops)}
+
+
+RULE = Rule("wait_for_the_batch", ("batchless_writes",), "writes_wait_for_the_batch", apply, holds, find,
             doc="each write of the training step that reads no input that can end waits for the step's inputs: a "
                 "step whose input ends (an epoch's) writes nothing, in every mode")

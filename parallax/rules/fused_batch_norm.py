@@ -105,7 +105,13 @@ def holds(graph, plan):
     return all(is_synchronized(graph, name, gradients) for name, gradients in plan.fused_batch_norms)
 
 
-RULE = Rule("synchronize_fused_batch_norms", ("fused_batch_norms",), "batch_norms_synchronized", apply, holds,
+def find(site):
+    """The fused batch norms in training mode and their gradients, as the reading of the batch's statistics found
+    them (batch_statistics.py)."""
+    return {"fused_batch_norms": site.statistics.fused}
+
+
+RULE = Rule("synchronize_fused_batch_norms", ("fused_batch_norms",), "batch_norms_synchronized", apply, holds, find,
             uses_collectives=True,
             doc="each fused batch normalization in training mode (and its gradient) computes with the whole batch's "
                 "statistics, the mean over workers of the workers' own")

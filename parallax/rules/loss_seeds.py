@@ -113,6 +113,15 @@ def holds(graph, plan):
     return is_scaled(graph, plan.loss_seeds, plan.mean_term_edges, plan.num_workers)
 
 
-RULE = Rule("scale_loss_seeds", ("loss_seeds", "mean_term_edges"), "seeds_scaled", apply, holds,
+def find(site):
+    """Each loss's seeds and its mean terms' edges, in synchronous training where the losses' laws decide the
+    averaging (Config.average_dense and average_sparse both None); nothing otherwise."""
+    if not (site.plan.sync and site.averaging_left_to_the_loss):
+        return {}
+    seeds, edges = seeds_and_mean_terms(site.graph, site.analysis, site.losses.laws, site.losses.means)
+    return {"loss_seeds": seeds, "mean_term_edges": edges}
+
+
+RULE = Rule("scale_loss_seeds", ("loss_seeds", "mean_term_edges"), "seeds_scaled", apply, holds, find,
             doc="a mean loss's gradients start at 1/N, so that each worker's backward pass computes one device's "
                 "values for its examples")

@@ -142,6 +142,11 @@ def holds(graph, plan):
     return all(is_padded(graph, name) for name, _, _ in plan.padded_inputs)
 
 
-RULE = Rule("pad_inputs_to_the_longest", ("padded_inputs",), "inputs_padded", apply, holds, uses_collectives=True,
+def find(site):
+    return {"padded_inputs": inputs_padded_to_the_longest(site.graph, site.analysis) if site.plan.sync else ()}
+
+
+RULE = Rule("pad_inputs_to_the_longest", ("padded_inputs",), "inputs_padded", apply, holds, find,
+            uses_collectives=True,
             doc="each input its dataset pads to the batch's longest example is padded further, with the same value, "
                 "to the longest over every worker, as one device pads the whole batch")

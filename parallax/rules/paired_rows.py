@@ -340,7 +340,12 @@ def holds(graph, plan):
     return all(statistics_combined.is_combined(graph, name, readers) for _, name, readers in plan.paired_rows)
 
 
-RULE = Rule("gather_paired_rows", ("paired_rows",), "rows_paired", apply, holds, uses_collectives=True,
+def find(site):
+    """The rows that pair the batch's examples, as the reading of the batch's statistics found them."""
+    return {"paired_rows": site.statistics.paired}
+
+
+RULE = Rule("gather_paired_rows", ("paired_rows",), "rows_paired", apply, holds, find, uses_collectives=True,
             doc="what pairs the batch's examples (in-batch negatives' logits) reads every worker's rows and is one "
                 "device's; the rest reads the worker's own rows of it, and the gradients cross between the two as "
                 "the plan says")

@@ -64,7 +64,14 @@ def holds(graph, plan):
     return all(is_combined(graph, name, readers) for name, _, readers in plan.batch_statistics)
 
 
-RULE = Rule("combine_batch_statistics", ("batch_statistics",), "statistics_combined", apply, holds,
+def find(site):
+    """The statistics combined and the ones that cannot be, as the reading of the batch's statistics found them
+    (batch_statistics.py); planning adds the state writes' and the gradient check's afterwards."""
+    return {"batch_statistics": site.statistics.combined, "uncombinable_statistics": site.statistics.uncombinable}
+
+
+RULE = Rule("combine_batch_statistics", ("batch_statistics",), "statistics_combined", apply, holds, find,
+            records=("uncombinable_statistics",),
             uses_collectives=True,
             doc="each statistic of the batch that the gradients are computed from (a token count) is, for the ops "
                 "that read it there, every worker's value combined as the plan says (batch_statistics.py finds them)")
