@@ -23,6 +23,9 @@ LOSS_COLLECTION = "parallax_loss_records"  # the tensors gradients were taken of
 GIVEN_SEED_COLLECTION = "parallax_given_seed_records"  # losses whose gradients started from the user's grad_ys
 SEED_COLLECTION = "parallax_seed_records"  # {"seed": a default seed op, "loss": the tensor it starts the gradient of}
 APPLY_COLLECTION = "parallax_apply_records"
+# {"capture": a function graph's placeholder of an eager variable's handle, "grad": its gradient's tensors}: a
+# tape's gradient of a variable the traced step captures (capture/function_step.py records it against its variable)
+CAPTURED_GRAD_COLLECTION = "parallax_captured_grad_records"
 
 _installed = False
 
@@ -79,6 +82,31 @@ def _record_pairs(xs, grads):
         var_op = graph_utils.variable_op_of(x)
         if var_op is not None and g is not None:
             _record_gradient(var_op, g)
+        elif g is not None and getattr(x, "handle", None) is not None:
+            _record_captured_gradient(x.handle, g)
+
+
+def _record_captured_gradient(handle, grad):
+    """A gradient of an eager variable taken in a function's graph, against the placeholder it captures the
+    variable's handle as."""
+    graph = grad.graph if isinstance(grad, (tf.Tensor, tf.IndexedSlices)) and tf.is_symbolic_tensor(
+        grad.values if isinstance(grad, tf.IndexedSlices) else grad) else None
+    internal = next((i for e, i in getattr(graph, "captures", ()) if e is handle), None)
+    tensors = _gradient_tensors(grad)
+    if internal is not None and tensors is not None:
+        record = json.dumps({"capture": internal.op.name, "grad": tensors}, sort_keys=True)
+        if record not in graph.get_collection(CAPTURED_GRAD_COLLECTION):
+            graph.add_to_collection(CAPTURED_GRAD_COLLECTION, record)
+
+
+def _gradient_tensors(grad):
+    """{"values", "indices", "dense_shape": tensor names} of a gradient, or None where it is neither kind."""
+    if isinstance(grad, tf.IndexedSlices):
+        tensors = {"values": grad.values.name, "indices": grad.indices.name}
+        if grad.dense_shape is not None:
+            tensors["dense_shape"] = grad.dense_shape.name
+        return tensors
+    return {"values": grad.name} if isinstance(grad, tf.Tensor) else None
 
 
 def _record_losses(ys, given):
@@ -132,13 +160,8 @@ def _record_gradient(var_op, grad):
     graph = var_op.graph
     if getattr(grad, "graph", graph) is not graph:  # taken inside a graph function (compute_gradients there)
         return
-    if isinstance(grad, tf.IndexedSlices):
-        tensors = {"values": grad.values.name, "indices": grad.indices.name}
-        if grad.dense_shape is not None:
-            tensors["dense_shape"] = grad.dense_shape.name
-    elif isinstance(grad, tf.Tensor):
-        tensors = {"values": grad.name}
-    else:
+    tensors = _gradient_tensors(grad)
+    if tensors is None:
         return
     record = json.dumps({"var": var_op.name, "grad": tensors}, sort_keys=True)
     if record not in graph.get_collection(GRAD_COLLECTION):
@@ -171,6 +194,10 @@ def _record_apply(opt, grads_and_vars, global_step, result, new_ops):
 
 def grad_records(graph):
     return [json.loads(r if isinstance(r, str) else r.decode()) for r in graph.get_collection(GRAD_COLLECTION)]
+
+
+def captured_grad_records(graph):
+    return [json.loads(r) for r in graph.get_collection(CAPTURED_GRAD_COLLECTION)]
 
 
 def loss_records(graph):

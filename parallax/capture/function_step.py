@@ -1,0 +1,155 @@
+"""A TF2 training step as a v1 graph: the same graph parallax plans, rewrites and runs for a v1 script.
+
+A step is a `tf.function` (or a Python function, made one here) that takes a batch, takes gradients with
+`tf.GradientTape` and applies them with an optimizer. It is traced once, with each argument's first axis unknown,
+so that one graph runs batches of any size (an epoch's last). Its concrete function's graph is imported into a new
+`tf.Graph`:
+- each argument becomes a placeholder of the same name;
+- each variable the step captures (the model's, the optimizer's slots, its iteration counter) becomes a resource
+  variable of the eager variable's name, which starts at the eager variable's value when the step was lifted;
+- a captured eager tensor (a constant the step reads) becomes a constant;
+- the tape's records (capture/tape.py: the losses, their default seeds, each gradient's forward op) and each
+  gradient taken of a captured variable are carried over to the new graph's ops.
+The step's stateful ops (its control outputs: the optimizer's writes) and its return value run as one training op.
+Nested functions (a Keras layer's call, a while loop, a GRU) stay functions of the graph's library: taken whole.
+Other captured resources (a lookup table, a dataset iterator) are refused before anything runs, naming them.
+"""
+import inspect
+import json
+from typing import Any, NamedTuple, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from parallax.capture import gradients as capture
+from parallax.errors import UnsupportedError
+
+tf1 = tf.compat.v1
+SCOPE = "step"  # the name scope of the imported step's ops
+
+
+class LiftedVariable(NamedTuple):
+    eager: Any  # the user's tf.Variable
+    graph: Any  # its resource variable in the lifted graph
+
+
+class LiftedStep(NamedTuple):
+    graph: Any  # tf.Graph
+    inputs: Tuple[Any, ...]  # a placeholder per flat argument, in tf.nest order
+    outputs: Any  # the step's return value: its structure, of the lifted graph's tensors
+    train_op: Any  # runs every stateful op of the step, after its outputs
+    variables: Tuple[LiftedVariable, ...]
+    arguments: Any  # the first call's argument structure, of tf.TensorSpec with the first axis unknown
+
+
+def lift(step, args):
+    """The step, traced for arguments like `args` (a tuple of tensors, arrays or nests of them), as a LiftedStep."""
+    function = step if hasattr(step, "get_concrete_function") else tf.function(step)
+    specs = tf.nest.map_structure(_batch_spec, tuple(args))
+    concrete = function.get_concrete_function(*specs)
+    traced = concrete.graph
+    variables = {id(v.handle): v for v in _reachable_variables(function, concrete)}
+    captured = {id(external) for external, _ in traced.captures}
+    # read eagerly, before a graph is made the default
+    values = {key: v.numpy() for key, v in variables.items() if key in captured}
+    graph = tf.Graph()
+    with graph.as_default():
+        inputs = tuple(tf1.placeholder(t.dtype, t.shape, name=_plain_name(t.name))
+                       for t in traced.inputs[:len(traced.inputs) - len(traced.captures)])
+        input_map = {t.name: placeholder for t, placeholder in zip(traced.inputs, inputs)}
+        lifted, input_map = _captures(traced, variables, values, input_map)
+        returned = [t.name for t in traced.outputs]
+        controls = sorted(op.name for op in traced.control_outputs)
+        imported = tf.import_graph_def(traced.as_graph_def(), input_map=input_map, name=SCOPE,
+                                       return_elements=returned + controls)
+        outputs = imported[:len(returned)]
+        with tf1.control_dependencies(imported[len(returned):] + [t.op for t in outputs]):
+            train_op = tf.no_op(name="train_step")
+        _carry_records(traced, graph, lifted)
+    structured = tf.nest.pack_sequence_as(concrete.structured_outputs, outputs) if outputs else None
+    return LiftedStep(graph, inputs, structured, train_op, tuple(lifted), specs)
+
+
+def _reachable_variables(function, concrete):
+    """The variables the step can capture: the concrete function's own (made or read while it was traced), and
+    those of the objects its Python function names (a model, an optimizer: their slots, which the trace does not
+    list where the optimizer made them outside it)."""
+    found = list(concrete.variables)
+    python_function = getattr(function, "python_function", function)
+    names = inspect.getclosurevars(inspect.unwrap(python_function))
+    roots = [*names.nonlocals.values(), *names.globals.values(), getattr(python_function, "__self__", None)]
+    for root in roots:
+        found += _variables_of(root, depth=2)
+    return found
+
+
+def _variables_of(value, depth):
+    if isinstance(value, tf.Variable):
+        return [value]
+    if isinstance(value, (list, tuple)) and depth:
+        return [v for item in value for v in _variables_of(item, depth - 1)]
+    if isinstance(value, dict) and depth:
+        return [v for item in value.values() for v in _variables_of(item, depth - 1)]
+    held = getattr(value, "variables", None) if not isinstance(value, type) else None
+    try:
+        held = held() if callable(held) else held
+    except (TypeError, ValueError):  # a `variables` of another meaning
+        return []
+    return [v for v in held if isinstance(v, tf.Variable)] if isinstance(held, (list, tuple)) else []
+
+
+def _batch_spec(value):
+    """The spec of one argument, its first axis (the batch's) left unknown."""
+    tensor = tf.convert_to_tensor(value)
+    shape = tensor.shape.as_list()
+    return tf.TensorSpec([None] + shape[1:] if shape else [], tensor.dtype)
+
+
+def _plain_name(tensor_name):
+    return tensor_name.rsplit(":", 1)[0]
+
+
+def _captures(traced, variables, values, input_map):
+    """([LiftedVariable], the input map with each capture's placeholder mapped to its v1 counterpart)."""
+    lifted = []
+    for external, internal in traced.captures:
+        if id(external) in variables:
+            eager = variables[id(external)]
+            value = values[id(external)]
+            variable = tf1.Variable(value, name=_plain_name(eager.name), trainable=eager.trainable,
+                                    dtype=eager.dtype, use_resource=True)
+            lifted.append(LiftedVariable(eager, variable))
+            input_map[internal.name] = variable.handle
+        elif external.dtype == tf.resource:
+            raise UnsupportedError(
+                f"the training step reads a resource that is not a variable ({internal.name}: a lookup table, a "
+                f"dataset iterator or a tf.py_function's state): parallax makes variables its servers and workers "
+                f"hold, not other resources. Create it inside the step's graph, or read its values as the step's "
+                f"arguments")
+        else:
+            input_map[internal.name] = tf.constant(np.asarray(external), name=_plain_name(internal.name))
+    return lifted, input_map
+
+
+def _carry_records(traced, graph, lifted):
+    """The tape's records of the traced graph, for the lifted graph's names; each gradient of a captured variable
+    recorded against its v1 variable; each gradient op's forward op (`_original_op`), which no GraphDef holds."""
+    renamed = {f"{SCOPE}/{op.name}": op for op in traced.get_operations()}
+    for key in (capture.LOSS_COLLECTION, capture.GIVEN_SEED_COLLECTION):
+        for name in traced.get_collection(key):
+            graph.add_to_collection(key, f"{SCOPE}/{name}")
+    for record in traced.get_collection(capture.SEED_COLLECTION):
+        seed = json.loads(record)
+        graph.add_to_collection(capture.SEED_COLLECTION, json.dumps(
+            {"seed": f"{SCOPE}/{seed['seed']}", "loss": f"{SCOPE}/{seed['loss']}"}, sort_keys=True))
+    by_capture = {internal.op.name: v.graph.op.name for (external, internal) in traced.captures
+                  for v in lifted if v.eager.handle is external}
+    for record in capture.captured_grad_records(traced):
+        if record["capture"] in by_capture:
+            graph.add_to_collection(capture.GRAD_COLLECTION, json.dumps(
+                {"var": by_capture[record["capture"]],
+                 "grad": {k: f"{SCOPE}/{name}" for k, name in record["grad"].items()}}, sort_keys=True))
+    for name, original in renamed.items():
+        forward = getattr(original, "_original_op", None)
+        if forward is not None and f"{SCOPE}/{forward.name}" in renamed:
+            graph.get_operation_by_name(name)._original_op = graph.get_operation_by_name(f"{SCOPE}/{forward.name}")
