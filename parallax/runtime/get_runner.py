@@ -33,6 +33,7 @@ from parallax.plan.plan_json import check_matches
 from parallax.plan.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
 from parallax.runtime.runner import Runner
+from parallax.runtime.step_runner import StepRunner
 from parallax.launcher.job import launch_job
 from parallax.process.role import register_process
 from parallax.plan.auto_plan import partitioned_variables
@@ -53,8 +54,10 @@ class Repartitioned(BaseException):
 def get_runner(graph, resource_spec, config=None):
     """Analyze, plan and rewrite `graph` for the hosts in `resource_spec`; return a Runner for this process.
 
-    `graph` is a v1-style tf.Graph with variables, a loss and `opt.minimize(...)`. `resource_spec` is a path,
-    spec text, a `-H` string (`localhost:1`) or a ResourceSpec.
+    `graph` is a v1-style tf.Graph with variables, a loss and `opt.minimize(...)`, or a TF2 training step: a
+    `tf.function` (or Python function) of a batch that takes gradients with `tf.GradientTape` and applies them.
+    For a step the runner is a StepRunner, called like the step (runtime/step_runner.py). `resource_spec` is a
+    path, spec text, a `-H` string (`localhost:1`) or a ResourceSpec.
     """
     try:
         return _runner_for(graph, resource_spec, config)
@@ -70,8 +73,22 @@ def _runner_for(graph, resource_spec, config):
     config = Config() if config is None else config
     if not isinstance(config, Config):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
+    if _is_keras_model(graph):
+        raise UnsupportedError(
+            "get_runner was given a Keras model: Model.fit is not supported yet. Write the training step as a "
+            "tf.function that takes a batch, takes gradients with tf.GradientTape and applies them with the "
+            "optimizer, and pass that function: runner = parallax.get_runner(train_step, ...); loss = runner(x, y)")
+    if not isinstance(graph, tf.Graph) and callable(graph):
+        return StepRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config))
     if not isinstance(graph, tf.Graph):
-        raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, not {type(graph).__name__}")
+        raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, or a training step (a "
+                                 f"function of a batch), not {type(graph).__name__}")
+    if tf.executing_eagerly() and not graph.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES):
+        raise UnsupportedError(
+            "get_runner was given a graph without variables while eager execution is on: TF2 code creates its "
+            "variables eagerly, in no graph. Pass the training step itself (a tf.function that takes a batch, "
+            "takes gradients with tf.GradientTape and applies them): runner = parallax.get_runner(train_step, "
+            "...), then loss = runner(x, y)")
     context = this_process()
     config = legacy_fields_applied(config, context.role)
     config.check_combinations()
@@ -90,6 +107,10 @@ def _runner_for(graph, resource_spec, config):
         raise LaunchError(f"get_runner was called in a process of role {context.role.role!r}, which runs no "
                           f"training script; start it with parallax-launch or run the script itself")
     return by_role(start)
+
+
+def _is_keras_model(value):
+    return callable(value) and all(callable(getattr(value, name, None)) for name in ("fit", "compile", "predict"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,6 +70,7 @@ def against_eager(build, optimizer, sizes, ids=None, clip=None):
         lifted_losses = [session.run([lifted.outputs, lifted.train_op], dict(zip(lifted.inputs, b)))[0]["loss"]
                          for b in batches]
         lifted_values = {v.eager.name: session.run(v.graph) for v in lifted.variables}
+    plan = parallax.explain(lifted.graph, "localhost:2", parallax.Config(run_option="HYBRID"), print_table=False).plan
     eager_losses = [float(step(*b)["loss"]) for b in batches]
     records = capture.grad_records(lifted.graph)
     return {"loss_diff": float(np.max(np.abs(np.subtract(lifted_losses, eager_losses)))),
@@ -83,7 +84,8 @@ def against_eager(build, optimizer, sizes, ids=None, clip=None):
             "losses_in_graph": all(lifted.graph.get_tensor_by_name(n) is not None
                                    for n in capture.loss_records(lifted.graph)),
             "trainable_in_graph": sorted(v.op.name for v in lifted.graph.get_collection("trainable_variables")),
-            "input_shapes": [t.shape.as_list() for t in lifted.inputs]}
+            "input_shapes": [t.shape.as_list() for t in lifted.inputs],
+            "hybrid_methods": {v.name: str(v.method) for v in plan.variables}}
 
 
 def refused_table():

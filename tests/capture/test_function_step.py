@@ -45,6 +45,8 @@ def test_every_variable_of_model_and_optimizer_is_lifted_and_each_trainable_one_
 def test_an_embeddings_gradient_stays_rows(checked, case):
     """The embedding's gradient is recorded as IndexedSlices: values and indices, what HYBRID puts on servers."""
     assert checked[case]["sparse_gradients"] == ["embedding/embeddings"], checked[case]
+    methods = checked[case]["hybrid_methods"]
+    assert methods.pop("embedding/embeddings") == "PS" and set(methods.values()) == {"AR"}, methods
 
 
 def test_a_captured_resource_that_is_not_a_variable_is_refused_naming_it(checked):

@@ -1,0 +1,101 @@
+"""The runner of a TF2 training step: called like the step (`loss = runner(x, y)`), it runs the step's lifted graph
+(capture/function_step.py) through a v1 Runner, the same plan, rewrite and synchronization as a v1 script's.
+
+`get_runner(step, ...)` returns it at once. Its first call traces the step for that call's arguments and then does
+what `get_runner` does for a v1 graph: plans, and launches the job (the script run by hand exits with the job's
+status, as a v1 script's) or joins it (a launched worker). Each call feeds the batch and runs the step's return
+value and its writes. When the runner is closed, the user's eager variables take the trained values, so that the
+script's code after the loop (an evaluation, `model.save`) sees the trained model, as on one device.
+"""
+import numpy as np
+import tensorflow as tf
+
+from parallax.capture.function_step import lift
+from parallax.errors import ParallaxError, UnsupportedError
+
+
+class StepRunner:
+    def __init__(self, step, join):
+        """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner."""
+        if not callable(step):
+            raise UnsupportedError(f"get_runner takes a tf.Graph, a training step (a function of a batch) or a "
+                                   f"compiled Keras model, not {type(step).__name__}")
+        if not tf.executing_eagerly():
+            raise UnsupportedError(
+                "a TF2 training step (a function of a batch) needs eager execution, which this script turned off "
+                "(tf.compat.v1.disable_eager_execution): remove that call, or build a v1 graph with a training op "
+                "and pass the graph to get_runner")
+        self._step, self._join = step, join
+        self._lifted = self._runner = None
+        self._closed = False
+
+    # ---- identity: the job's, known once the first call joined it ------------------------------------------------
+    @property
+    def worker_id(self):
+        return self._joined().worker_id
+
+    @property
+    def num_workers(self):
+        return self._joined().num_workers
+
+    @property
+    def is_chief(self):
+        return self._joined().is_chief
+
+    @property
+    def closed(self):
+        return self._closed
+
+    @property
+    def runner(self):
+        """The v1 Runner of the lifted graph (None before the first call)."""
+        return self._runner
+
+    def _joined(self):
+        if self._runner is None:
+            raise ParallaxError("this runner joins its job at its first call, with the first batch: call it before "
+                                "asking for worker_id, num_workers or is_chief")
+        return self._runner
+
+    # ---- running ----------------------------------------------------------------------------------------------
+    def __call__(self, *args):
+        if self._closed:
+            raise ParallaxError("this runner is closed; create a new one with get_runner")
+        if self._runner is None:
+            self._lifted = lift(self._step, args)
+            self._runner = self._join(self._lifted.graph)
+        values = tf.nest.flatten(args)
+        if len(values) != len(self._lifted.inputs):
+            raise UnsupportedError(f"the training step was traced for {len(self._lifted.inputs)} input tensor(s) "
+                                   f"and is now called with {len(values)}: call it with batches of one structure")
+        feeds = {placeholder: np.asarray(value) for placeholder, value in zip(self._lifted.inputs, values)}
+        if self._lifted.outputs is None:
+            self._runner.run(self._lifted.train_op, feed_dict=feeds)
+            return None
+        outputs, _ = self._runner.run([self._lifted.outputs, self._lifted.train_op], feed_dict=feeds)
+        return outputs
+
+    def close(self):
+        """End the job for this process; the user's eager variables take the trained values first."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._runner is None or self._runner.closed:
+            return
+        try:
+            values = self._runner.run([v.graph for v in self._lifted.variables])
+            for variable, value in zip(self._lifted.variables, values):
+                variable.eager.assign(value)
+        finally:
+            self._runner.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_type is not None and self._runner is not None:
+            self._closed = True
+            self._runner.__exit__(exc_type, exc_value, traceback)  # a failure: the launcher hears of it, not "done"
+            return False
+        self.close()
+        return False

@@ -1,0 +1,90 @@
+"""StepRunner checks that need eager execution on, run by test_step_runner.py in a process of its own (this suite's
+processes run with it off). Prints one JSON object: {check name: its figures}."""
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import numpy as np  # noqa: E402
+
+import parallax  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from parallax.errors import ParallaxError  # noqa: E402
+
+tf1 = tf.compat.v1
+
+
+def _model_and_step():
+    tf.keras.backend.clear_session()
+    tf.keras.utils.set_random_seed(1)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="tanh", input_shape=(3,), dtype="float64"),
+                                 tf.keras.layers.Dense(1, dtype="float64")])
+    optimizer = tf.keras.optimizers.Adam(0.05)
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+    return model, optimizer, train_step
+
+
+def _batches():
+    rng = np.random.RandomState(0)
+    return [(rng.rand(n, 3), rng.rand(n, 1)) for n in (8, 8, 3)]
+
+
+def one_worker_job():
+    """A one-slot job (this process is the whole job): the losses the runner returns and the eager variables after
+    close, against the same steps run eagerly."""
+    model, optimizer, step = _model_and_step()
+    runner = parallax.get_runner(step, "localhost:1")
+    try:
+        runner.worker_id
+        asked_early = None
+    except ParallaxError as e:
+        asked_early = str(e)
+    losses = [float(runner(x, y)) for x, y in _batches()]
+    identity = [runner.worker_id, runner.num_workers, runner.is_chief]
+    before_close = [v.numpy().copy() for v in model.variables]
+    runner.close()
+    after = [v.numpy() for v in model.variables + optimizer.variables]
+    model, optimizer, step = _model_and_step()
+    eager_losses = [float(step(x, y)) for x, y in _batches()]
+    eager = [v.numpy() for v in model.variables + optimizer.variables]
+    try:
+        runner(*_batches()[0])
+        closed = None
+    except ParallaxError as e:
+        closed = str(e)
+    return {"loss_diff": float(np.max(np.abs(np.subtract(losses, eager_losses)))),
+            "variable_diff": max(float(np.max(np.abs(a - b))) for a, b in zip(after, eager)),
+            "unchanged_before_close": max(float(np.max(np.abs(a - b))) for a, b in
+                                          zip(before_close, [v.numpy() for v in _model_and_step()[0].variables])),
+            "identity": identity, "asked_early": asked_early, "closed": closed}
+
+
+def refusal(make):
+    try:
+        make()
+    except ParallaxError as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def main():
+    model, _, _ = _model_and_step()
+    model.compile("adam", "mse")
+    results = {
+        "one_worker": one_worker_job(),
+        "keras_model": refusal(lambda: parallax.get_runner(model, "localhost:1")),
+        "eager_default_graph": refusal(lambda: parallax.get_runner(tf1.get_default_graph(), "localhost:1")),
+    }
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

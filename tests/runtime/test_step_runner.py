@@ -1,0 +1,54 @@
+"""runtime/step_runner.py and get_runner's front end for TF2 code: a training step's runner is called like the step
+and leaves the trained values in the user's eager variables; what cannot be taken is refused, saying what to do.
+
+The checks that need eager execution run in a process of their own (step_runner_checks.py); the suite's processes
+run with it off, which is itself one of the refusals checked here."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+import parallax
+from parallax.errors import UnsupportedError
+
+tf1 = tf.compat.v1
+CHECKS = os.path.join(os.path.dirname(__file__), "step_runner_checks.py")
+
+
+@pytest.fixture(scope="module")
+def checked():
+    done = subprocess.run([sys.executable, CHECKS], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_one_worker_step_runner_computes_the_eager_steps_and_writes_back_at_close(checked):
+    """Three steps (the last batch smaller): the same losses, and after close every model and optimizer variable
+    the eager steps' (float64, equal); before close the eager variables are untouched."""
+    found = checked["one_worker"]
+    assert found["loss_diff"] == 0.0 and found["variable_diff"] == 0.0, found
+    assert found["unchanged_before_close"] == 0.0
+    assert found["identity"] == [0, 1, True]
+    assert "joins its job at its first call" in found["asked_early"]
+    assert "this runner is closed" in found["closed"]
+
+
+def test_a_keras_model_is_refused_pointing_at_a_training_step(checked):
+    message = checked["keras_model"]
+    assert message.startswith("UnsupportedError: get_runner was given a Keras model"), message
+    assert "Model.fit is not supported yet" in message and "parallax.get_runner(train_step" in message
+
+
+def test_an_empty_graph_with_eager_on_points_at_the_training_step(checked):
+    message = checked["eager_default_graph"]
+    assert message.startswith("UnsupportedError: get_runner was given a graph without variables while eager"), message
+    assert "Pass the training step itself" in message
+
+
+def test_a_step_with_eager_execution_off_is_refused():
+    with pytest.raises(UnsupportedError, match=r"needs eager execution, which this script turned off \(tf.compat"
+                                               r".v1.disable_eager_execution\): remove that call"):
+        parallax.get_runner(lambda x, y: x, "localhost:1")
