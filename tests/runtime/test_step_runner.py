@@ -52,3 +52,21 @@ def test_a_step_with_eager_execution_off_is_refused():
     with pytest.raises(UnsupportedError, match=r"needs eager execution, which this script turned off \(tf.compat"
                                                r".v1.disable_eager_execution\): remove that call"):
         parallax.get_runner(lambda x, y: x, "localhost:1")
+
+
+@pytest.mark.slow
+def test_the_api_docs_example_runs_as_a_two_worker_job(tmp_path):
+    """docs/api.md's TF2 example, as written: a job of 2 workers on localhost whose workers end with the same
+    trained model (written back into the eager variables at close)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = open(os.path.join(root, "docs", "api.md")).read()
+    start = text.index("```python\nimport numpy as np\nimport parallax") + len("```python\n")
+    script = tmp_path / "train.py"
+    script.write_text(text[start:text.index("```", start)])
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+    output = done.stdout + done.stderr
+    errors = sorted(line.split("mean squared error:")[1].strip() for line in output.splitlines()
+                    if "mean squared error:" in line)
+    assert done.returncode == 0 and len(errors) == 2 and errors[0] == errors[1], output[-4000:]
+    assert "launching 2 workers" in output
