@@ -3,9 +3,10 @@
 
 `get_runner(step, ...)` returns it at once. Its first call traces the step for that call's arguments and then does
 what `get_runner` does for a v1 graph: plans, and launches the job (the script run by hand exits with the job's
-status, as a v1 script's) or joins it (a launched worker). Each call feeds the batch and runs the step's return
-value and its writes. When the runner is closed, the user's eager variables take the trained values, so that the
-script's code after the loop (an evaluation, `model.save`) sees the trained model, as on one device.
+status, as a v1 script's) or joins it (a launched worker). Each call feeds the batch, runs the step's return value
+and its writes, and returns that value as the step does, in eager tensors. When the runner is closed, the user's
+eager variables take the trained values, so that the script's code after the loop (an evaluation, `model.save`)
+sees the trained model, as on one device.
 """
 import numpy as np
 import tensorflow as tf
@@ -73,7 +74,7 @@ class StepRunner:
             self._runner.run(self._lifted.train_op, feed_dict=feeds)
             return None
         outputs, _ = self._runner.run([self._lifted.outputs, self._lifted.train_op], feed_dict=feeds)
-        return outputs
+        return tf.nest.map_structure(tf.convert_to_tensor, outputs)  # as the step returns them: eager tensors
 
     def close(self):
         """End the job for this process; the user's eager variables take the trained values first."""

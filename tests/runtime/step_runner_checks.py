@@ -47,7 +47,8 @@ def one_worker_job():
         asked_early = None
     except ParallaxError as e:
         asked_early = str(e)
-    losses = [float(runner(x, y)) for x, y in _batches()]
+    returned = [runner(x, y) for x, y in _batches()]
+    losses = [float(loss.numpy()) for loss in returned]
     identity = [runner.worker_id, runner.num_workers, runner.is_chief]
     before_close = [v.numpy().copy() for v in model.variables]
     runner.close()
@@ -64,7 +65,8 @@ def one_worker_job():
             "variable_diff": max(float(np.max(np.abs(a - b))) for a, b in zip(after, eager)),
             "unchanged_before_close": max(float(np.max(np.abs(a - b))) for a, b in
                                           zip(before_close, [v.numpy() for v in _model_and_step()[0].variables])),
-            "identity": identity, "asked_early": asked_early, "closed": closed}
+            "identity": identity, "asked_early": asked_early, "closed": closed,
+            "returned": sorted({type(loss).__name__ for loss in returned})}
 
 
 def refusal(make):

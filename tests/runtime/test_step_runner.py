@@ -32,6 +32,7 @@ def test_a_one_worker_step_runner_computes_the_eager_steps_and_writes_back_at_cl
     assert found["loss_diff"] == 0.0 and found["variable_diff"] == 0.0, found
     assert found["unchanged_before_close"] == 0.0
     assert found["identity"] == [0, 1, True]
+    assert found["returned"] == ["EagerTensor"]  # as the step returns its loss
     assert "joins its job at its first call" in found["asked_early"]
     assert "this runner is closed" in found["closed"]
 
