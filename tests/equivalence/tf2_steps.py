@@ -1,7 +1,8 @@
 """TF2 training steps, run as a parallax job or on one device with the global batch: the script a TF2 user writes,
 its parallax version two lines apart (`parallax.shard(ds)`, `parallax.get_runner(step, ...)`).
 
-    python tests/equivalence/tf2_steps.py CASE --workers N --batch b --steps K --out F.npz (--one-device | --spec S --mode M)
+    python tests/equivalence/tf2_steps.py CASE --workers N --batch b --steps K --out F.npz \
+        (--one-device | --spec S --mode M)
 
 The chief (or the one device) writes every model and optimizer variable, by name, to F.npz, and each step's loss.
 """
