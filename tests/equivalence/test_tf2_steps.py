@@ -1,6 +1,6 @@
 """The equivalence promise for TF2 training steps (a tf.function with GradientTape and a Keras optimizer, run by
 `parallax.get_runner(step, ...)`): real jobs of tf2_steps.py, 2 workers on two loopback hosts, in MPI, PS and HYBRID,
-against the same script on one device with the global batch. Every model and optimizer variable is compared (the
+and (a sample) 4 workers, against the same script on one device with the global batch. Every model and optimizer variable is compared (the
 slots and the iteration counter too). TF2 code runs eagerly, so each job is a process of its own: this suite's
 processes run with eager execution off."""
 import os
@@ -31,22 +31,36 @@ def _run(out, case, *args):
 def one_device(tmp_path_factory):
     made = {}
 
-    def of(case):
-        if case not in made:
-            made[case] = _run(tmp_path_factory.mktemp("one") / f"{case}.npz", case, "--one-device")
-        return made[case]
+    def of(case, workers=2):
+        if (case, workers) not in made:
+            made[case, workers] = _run(tmp_path_factory.mktemp("one") / f"{case}.npz", case, "--one-device",
+                                       "--workers", str(workers))
+        return made[case, workers]
     return of
+
+
+def _compared(want, got):
+    names = sorted(k for k in want if k != "losses")
+    assert sorted(k for k in got if k != "losses") == names
+    assert any("iteration" in k or "iter" in k for k in names)  # the optimizer's counter is compared too
+    return max(float(np.max(np.abs(got[k] - want[k]))) for k in names), len(names)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["MPI", "PS", "HYBRID"])
 @pytest.mark.parametrize("case", CASES)
 def test_a_tf2_step_is_exact(tmp_path, one_device, case, mode):
-    want = one_device(case)
     got = _run(tmp_path / "job.npz", case, "--spec", two_hosts(2), "--mode", mode)
-    names = sorted(k for k in want if k != "losses")
-    assert sorted(k for k in got if k != "losses") == names
-    diff = max(float(np.max(np.abs(got[k] - want[k]))) for k in names)
-    print(f"tf2 {case} {mode} N=2: max abs diff {diff:.3g} over {len(names)} variables")
+    diff, count = _compared(one_device(case), got)
+    print(f"tf2 {case} {mode} N=2: max abs diff {diff:.3g} over {count} variables")
     assert diff < 1e-9, diff
-    assert any("iteration" in k or "iter" in k for k in names)  # the optimizer's counter is compared too
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, mode", [("embedding_adam", "HYBRID"), ("momentum_clipped", "MPI")])
+def test_a_tf2_step_is_exact_with_four_workers_on_two_hosts(tmp_path, one_device, case, mode):
+    """Two workers on each host: HYBRID's local aggregation groups each host's rows before the servers."""
+    got = _run(tmp_path / "job.npz", case, "--workers", "4", "--spec", two_hosts(4), "--mode", mode)
+    diff, count = _compared(one_device(case, workers=4), got)
+    print(f"tf2 {case} {mode} N=4: max abs diff {diff:.3g} over {count} variables")
+    assert diff < 1e-9, diff
