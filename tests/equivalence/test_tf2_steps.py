@@ -1,8 +1,8 @@
 """The equivalence promise for TF2 training steps (a tf.function with GradientTape and a Keras optimizer, run by
-`parallax.get_runner(step, ...)`): real jobs of tf2_steps.py, 2 workers on two loopback hosts, in MPI, PS and HYBRID,
-and (a sample) 4 workers, against the same script on one device with the global batch. Every model and optimizer variable is compared (the
-slots and the iteration counter too). TF2 code runs eagerly, so each job is a process of its own: this suite's
-processes run with eager execution off."""
+`parallax.get_runner(step, ...)`): real jobs of tf2_steps.py, 2 workers on two loopback hosts in MPI, PS and
+HYBRID, and (a sample) 4 workers, against the same script on one device with the global batch. Every model and
+optimizer variable is compared (the slots and the iteration counter too). TF2 code runs eagerly, so each job is a
+process of its own: this suite's processes run with eager execution off."""
 import os
 import subprocess
 import sys
