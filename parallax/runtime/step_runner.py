@@ -13,6 +13,26 @@ import tensorflow as tf
 
 from parallax.capture.function_step import lift
 from parallax.errors import ParallaxError, UnsupportedError
+from parallax.rewrite.fingerprint import first_difference, node_digests
+
+
+def _lifted(step, args):
+    """The step lifted for `args`. A plain Python function runs eagerly on one device, its Python code at every
+    call, where a traced graph runs what one call's Python made: it is traced twice, and two traces that differ
+    (a Python counter, a NumPy draw, a value read from a file) are refused, naming the first op they differ in."""
+    lifted = lift(step, args)
+    if hasattr(step, "get_concrete_function"):  # a tf.function: its Python runs when it traces, on one device too
+        return lifted
+    first = node_digests(lifted.graph.as_graph_def())
+    differs = first_difference(first, node_digests(lift(step, args).graph.as_graph_def()))
+    if differs is not None:
+        raise UnsupportedError(
+            f"the training step is a Python function whose code computes something else at each call (two "
+            f"traces of it differ, first in {differs}): a Python value that changes per call (a counter, a NumPy "
+            f"draw, a value read from a file) becomes a constant of the traced graph. Compute it with TensorFlow "
+            f"ops or pass it as an argument of the step; or decorate the step with @tf.function, which runs its "
+            f"Python once, on one device too")
+    return lifted
 
 
 class StepRunner:
@@ -63,7 +83,7 @@ class StepRunner:
         if self._closed:
             raise ParallaxError("this runner is closed; create a new one with get_runner")
         if self._runner is None:
-            self._lifted = lift(self._step, args)
+            self._lifted = _lifted(self._step, args)
             self._runner = self._join(self._lifted.graph)
         values = tf.nest.flatten(args)
         if len(values) != len(self._lifted.inputs):

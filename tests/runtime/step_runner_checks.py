@@ -77,11 +77,34 @@ def refusal(make):
     return None
 
 
+def plain_functions():
+    """A plain Python function as the step: one whose Python computes the same at each call runs (its losses the
+    eager function's); one with a Python counter is refused."""
+    model, optimizer, step = _model_and_step()
+    plain = step.python_function
+    runner = parallax.get_runner(plain, "localhost:1")
+    losses = [float(runner(x, y)) for x, y in _batches()]
+    runner.close()
+    _, _, step = _model_and_step()
+    eager_losses = [float(step(x, y)) for x, y in _batches()]
+    calls = [0]
+
+    def counted(x, y):
+        calls[0] += 1
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y)) * float(calls[0])
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+    return {"loss_diff": float(np.max(np.abs(np.subtract(losses, eager_losses)))),
+            "counter": refusal(lambda: parallax.get_runner(counted, "localhost:1")(*_batches()[0]))}
+
+
 def main():
     model, _, _ = _model_and_step()
     model.compile("adam", "mse")
     results = {
         "one_worker": one_worker_job(),
+        "plain": plain_functions(),
         "keras_model": refusal(lambda: parallax.get_runner(model, "localhost:1")),
         "eager_default_graph": refusal(lambda: parallax.get_runner(tf1.get_default_graph(), "localhost:1")),
     }

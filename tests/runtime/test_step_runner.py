@@ -37,6 +37,15 @@ def test_a_one_worker_step_runner_computes_the_eager_steps_and_writes_back_at_cl
     assert "this runner is closed" in found["closed"]
 
 
+def test_a_plain_python_step_runs_and_one_whose_python_differs_per_call_is_refused(checked):
+    found = checked["plain"]
+    assert found["loss_diff"] == 0.0, found
+    message = found["counter"]
+    assert message.startswith("UnsupportedError: the training step is a Python function whose code computes "
+                              "something else at each call (two traces of it differ, first in step/mul/y)"), message
+    assert "@tf.function" in message
+
+
 def test_a_keras_model_is_refused_pointing_at_a_training_step(checked):
     message = checked["keras_model"]
     assert message.startswith("UnsupportedError: get_runner was given a Keras model"), message
