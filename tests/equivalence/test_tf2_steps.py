@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.equivalence.harness import two_hosts
 
@@ -18,8 +19,12 @@ CASES = ("dense_adam", "momentum_clipped", "embedding_adam", "two_optimizers")
 TIMEOUT = 300
 
 
-def _run(out, case, *args):
+def _run(out, case, *args, keras3=False):
+    # parallax makes tf.keras tf_keras (Keras 2) where it is installed, unless TF_USE_LEGACY_KERAS is set: "0"
+    # keeps TF >= 2.16's own Keras 3
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    if keras3:
+        env["TF_USE_LEGACY_KERAS"] = "0"
     done = subprocess.run([sys.executable, SCRIPT, case, "--out", str(out), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0 and os.path.exists(out), \
@@ -31,11 +36,11 @@ def _run(out, case, *args):
 def one_device(tmp_path_factory):
     made = {}
 
-    def of(case, workers=2):
-        if (case, workers) not in made:
-            made[case, workers] = _run(tmp_path_factory.mktemp("one") / f"{case}.npz", case, "--one-device",
-                                       "--workers", str(workers))
-        return made[case, workers]
+    def of(case, workers=2, keras3=False):
+        if (case, workers, keras3) not in made:
+            made[case, workers, keras3] = _run(tmp_path_factory.mktemp("one") / f"{case}.npz", case, "--one-device",
+                                               "--workers", str(workers), keras3=keras3)
+        return made[case, workers, keras3]
     return of
 
 
@@ -64,3 +69,19 @@ def test_a_tf2_step_is_exact_with_four_workers_on_two_hosts(tmp_path, one_device
     diff, count = _compared(one_device(case, workers=4), got)
     print(f"tf2 {case} {mode} N=4: max abs diff {diff:.3g} over {count} variables")
     assert diff < 1e-9, diff
+
+
+# Keras 3 ships with TF 2.16 and later (TF 2.15's Keras is Keras 2): on those, the same steps with Keras 3's layers,
+# variables and optimizers.
+KERAS3 = tuple(int(part) for part in tf.__version__.split(".")[:2]) >= (2, 16)
+
+
+if KERAS3:
+    @pytest.mark.slow
+    @pytest.mark.parametrize("mode", ["MPI", "PS", "HYBRID"])
+    @pytest.mark.parametrize("case", ["dense_adam", "embedding_adam"])
+    def test_a_keras3_step_is_exact(tmp_path, one_device, case, mode):
+        got = _run(tmp_path / "job.npz", case, "--spec", two_hosts(2), "--mode", mode, keras3=True)
+        diff, count = _compared(one_device(case, keras3=True), got)
+        print(f"tf2 keras 3 {case} {mode} N=2: max abs diff {diff:.3g} over {count} variables")
+        assert diff < 1e-9, diff
