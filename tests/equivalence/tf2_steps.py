@@ -40,9 +40,8 @@ def momentum_clipped():
 
 
 def embedding_adam():
-    model = tf.keras.Sequential([tf.keras.layers.Embedding(50, 4, dtype=F64),
+    model = tf.keras.Sequential([tf.keras.Input((2,), dtype="int64"), tf.keras.layers.Embedding(50, 4, dtype=F64),
                                  tf.keras.layers.Flatten(dtype=F64), tf.keras.layers.Dense(1, dtype=F64)])
-    model.build((None, 2))
     return model, [tf.keras.optimizers.Adam(0.05)], None, {"ids": 50}
 
 
