@@ -139,7 +139,7 @@ def decide_placements(graph, plan):
 
 def _post_aggregation(view, plan):
     g = view.graph
-    updates = {g.get_operation_by_name(n) for p in plan.parts for n in p.update_ops}
+    updates = {g.get_operation_by_name(n) for n in plan.update_ops}
     starts = {c for t in view.aggregated for c in t.consumers()}
     region = (graph_utils.descendants(starts) & graph_utils.ancestors(updates)) - updates
     where = {}
@@ -190,7 +190,7 @@ def _is_small(t):
 
 
 def _boundary(view, plan):
-    pinned = {n for p in plan.parts for n in p.update_ops}
+    pinned = set(plan.update_ops)
     placed = []
     for op in view.graph.get_operations():
         if op.type not in LIGHT_OPS or op.name in pinned or _is_tied(view, op):
@@ -250,7 +250,7 @@ def server_reads(graph, plan):
     for _, moves in decide_placements(graph, plan):
         for name, device in moves:
             view.move(graph.get_operation_by_name(name), device)
-    step = graph_utils.ancestors([graph.get_operation_by_name(n) for p in plan.parts for n in p.update_ops])
+    step = graph_utils.ancestors([graph.get_operation_by_name(n) for n in plan.update_ops])
     held = [(v.name, [(p.name, p.device) for p in v.parts]) for v in plan.variables
             if v.kind == "dense" and v.method == Method.PS]
     held += [(s.name, [(s.name, s.device)]) for s in plan.state if s.ps_task is not None]

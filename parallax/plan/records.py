@@ -317,7 +317,7 @@ class Plan:
     @property
     def update_ops(self):
         """Every variable part's update ops: the training step's writes of the variables."""
-        return tuple(n for v in self.variables for p in v.parts for n in p.update_ops)
+        return tuple(n for p in self.parts for n in p.update_ops)
 
     def noted(self, kind):
         """The text of the plan's note of `kind`, or None."""

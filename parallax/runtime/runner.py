@@ -47,7 +47,7 @@ class Runner(SessionInterface):
         self._graph = rewritten.graph
         self._variables = graph_utils.variables_by_op_name(self._graph)
         self._names = FetchNames(source_graph, self._graph, self._variables)
-        self._update_ops = {self._graph.get_operation_by_name(n) for p in plan.parts for n in p.update_ops}
+        self._update_ops = {self._graph.get_operation_by_name(n) for n in plan.update_ops}
         self._collectives = {self._graph.get_operation_by_name(n) for n in rewritten.collectives}
         self._server = server  # keeps this worker's gRPC server alive as long as the runner
         # who this worker is in its job (protocol.ProcessContext): its control lines go there, from any thread
