@@ -39,7 +39,6 @@ class LiftedStep(NamedTuple):
     outputs: Any  # the step's return value: its structure, of the lifted graph's tensors
     train_op: Any  # runs every stateful op of the step, after its outputs
     variables: Tuple[LiftedVariable, ...]
-    arguments: Any  # the first call's argument structure, of tf.TensorSpec with the first axis unknown
 
 
 def lift(step, args):
@@ -57,7 +56,7 @@ def lift(step, args):
         inputs = tuple(tf1.placeholder(t.dtype, t.shape, name=_plain_name(t.name))
                        for t in traced.inputs[:len(traced.inputs) - len(traced.captures)])
         input_map = {t.name: placeholder for t, placeholder in zip(traced.inputs, inputs)}
-        lifted, input_map = _captures(traced, variables, values, input_map)
+        lifted, by_capture = _captures(traced, variables, values, input_map)
         returned = [t.name for t in traced.outputs]
         controls = sorted(op.name for op in traced.control_outputs)
         imported = tf.import_graph_def(traced.as_graph_def(), input_map=input_map, name=SCOPE,
@@ -65,9 +64,9 @@ def lift(step, args):
         outputs = imported[:len(returned)]
         with tf1.control_dependencies(imported[len(returned):] + [t.op for t in outputs]):
             train_op = tf.no_op(name="train_step")
-        _carry_records(traced, graph, lifted)
+        _carry_records(traced, graph, by_capture)
     structured = tf.nest.pack_sequence_as(concrete.structured_outputs, outputs) if outputs else None
-    return LiftedStep(graph, inputs, structured, train_op, tuple(lifted), specs)
+    return LiftedStep(graph, inputs, structured, train_op, tuple(lifted))
 
 
 def _reachable_variables(function, concrete):
@@ -110,8 +109,9 @@ def _plain_name(tensor_name):
 
 
 def _captures(traced, variables, values, input_map):
-    """([LiftedVariable], the input map with each capture's placeholder mapped to its v1 counterpart)."""
-    lifted = []
+    """([LiftedVariable], {capture placeholder op name: its variable's op name}); each capture's placeholder is
+    mapped to its v1 counterpart in `input_map`."""
+    lifted, by_capture = [], {}
     for external, internal in traced.captures:
         if id(external) in variables:
             eager = variables[id(external)]
@@ -119,6 +119,7 @@ def _captures(traced, variables, values, input_map):
             variable = tf1.Variable(value, name=_plain_name(eager.name), trainable=eager.trainable,
                                     dtype=eager.dtype, use_resource=True)
             lifted.append(LiftedVariable(eager, variable))
+            by_capture[internal.op.name] = variable.op.name
             input_map[internal.name] = variable.handle
         elif external.dtype == tf.resource:
             raise UnsupportedError(
@@ -128,10 +129,10 @@ def _captures(traced, variables, values, input_map):
                 f"arguments")
         else:
             input_map[internal.name] = tf.constant(np.asarray(external), name=_plain_name(internal.name))
-    return lifted, input_map
+    return lifted, by_capture
 
 
-def _carry_records(traced, graph, lifted):
+def _carry_records(traced, graph, by_capture):
     """The tape's records of the traced graph, for the lifted graph's names; each gradient of a captured variable
     recorded against its v1 variable; each gradient op's forward op (`_original_op`), which no GraphDef holds."""
     renamed = {f"{SCOPE}/{op.name}": op for op in traced.get_operations()}
@@ -142,8 +143,6 @@ def _carry_records(traced, graph, lifted):
         seed = json.loads(record)
         graph.add_to_collection(capture.SEED_COLLECTION, json.dumps(
             {"seed": f"{SCOPE}/{seed['seed']}", "loss": f"{SCOPE}/{seed['loss']}"}, sort_keys=True))
-    by_capture = {internal.op.name: v.graph.op.name for (external, internal) in traced.captures
-                  for v in lifted if v.eager.handle is external}
     for record in capture.captured_grad_records(traced):
         if record["capture"] in by_capture:
             graph.add_to_collection(capture.GRAD_COLLECTION, json.dumps(

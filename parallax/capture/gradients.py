@@ -89,11 +89,12 @@ def _record_pairs(xs, grads):
 def _record_captured_gradient(handle, grad):
     """A gradient of an eager variable taken in a function's graph, against the placeholder it captures the
     variable's handle as."""
-    graph = grad.graph if isinstance(grad, (tf.Tensor, tf.IndexedSlices)) and tf.is_symbolic_tensor(
-        grad.values if isinstance(grad, tf.IndexedSlices) else grad) else None
-    internal = next((i for e, i in getattr(graph, "captures", ()) if e is handle), None)
     tensors = _gradient_tensors(grad)
-    if internal is not None and tensors is not None:
+    if tensors is None or not tf.is_symbolic_tensor(grad.values if isinstance(grad, tf.IndexedSlices) else grad):
+        return
+    graph = grad.graph
+    internal = next((i for e, i in getattr(graph, "captures", ()) if e is handle), None)
+    if internal is not None:
         record = json.dumps({"capture": internal.op.name, "grad": tensors}, sort_keys=True)
         if record not in graph.get_collection(CAPTURED_GRAD_COLLECTION):
             graph.add_to_collection(CAPTURED_GRAD_COLLECTION, record)
