@@ -241,3 +241,22 @@ def test_a_keras_models_variables_fetch_as_their_values_as_in_a_plain_session():
     expected_by_name = {v.name: want for v, want in zip(variables, expected)}
     for v, value in zip(model.weights, by_name):
         np.testing.assert_array_equal(value, expected_by_name[v.name], err_msg=v.name)
+
+
+def test_a_fetch_of_none_is_refused_naming_the_new_keras_optimizers_minimize():
+    """In a v1 graph the new Keras optimizers' minimize returns None and applies nothing; a run that fetches it
+    (`runner.run([loss, train_op])`) would train nothing, silently: refused, as TF's Session refuses a None fetch."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf1.get_variable("w", [3, 1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w)), name="loss")
+        train_op = tf.keras.optimizers.Adam(0.1).minimize(lambda: tf.reduce_mean(tf.square(tf.matmul(x, w))), [w])
+    assert train_op is None  # what this test is about: if Keras returns an op one day, the refusal never shows
+    with parallax.get_runner(g, LOCAL) as runner:
+        with pytest.raises(parallax.errors.NoTrainOpError) as refused:
+            runner.run([loss, train_op], {x: np.ones((2, 3), np.float32)})
+    message = str(refused.value)
+    assert message.startswith("runner.run was given None to fetch, at [1]"), message
+    assert "the new Keras optimizers' minimize and apply_gradients return in a v1 graph" in message
+    assert "tf.compat.v1.train.AdamOptimizer" in message

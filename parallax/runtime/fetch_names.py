@@ -2,7 +2,7 @@
 IndexedSlices, SparseTensor, or a name) and its element in the rewritten graph, which keeps the user's names."""
 import tensorflow as tf
 
-from parallax.errors import FetchNotFoundError
+from parallax.errors import FetchNotFoundError, NoTrainOpError
 
 
 def fetch_key(leaves):
@@ -64,3 +64,17 @@ class FetchNames:
                 except (KeyError, ValueError):
                     pass
             raise FetchNotFoundError(f"{name!r} is not in the graph passed to get_runner ({e}).{hint}") from None
+
+
+def refuse_none(fetches):
+    """A None among the user's fetches, which TF's Session refuses too, and which would otherwise run nothing in its
+    place: the training op of the new Keras optimizers in a v1 graph is None, and a job fetching it trains nothing."""
+    nones = [i for i, leaf in enumerate(tf.nest.flatten(fetches)) if leaf is None]
+    if nones:
+        raise NoTrainOpError(
+            f"runner.run was given None to fetch, at [{nones[0]}] of its fetches' leaves (TF's Session.run refuses "
+            f"None too). A training "
+            f"op that is None is what the new Keras optimizers' minimize and apply_gradients return in a v1 graph "
+            f"(tf.keras.optimizers.Adam and the others, TF >= 2.11): there they apply nothing. In a v1 graph use "
+            f"tf.compat.v1.train.AdamOptimizer (or tf.keras.optimizers.legacy.Adam); or write the training step "
+            f"as a tf.function and pass it to get_runner")

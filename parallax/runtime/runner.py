@@ -13,7 +13,7 @@ from parallax.rules import batchless_writes, draw_guards, example_counts
 from parallax.core import graph_utils
 from parallax.runtime import cluster, step_check, step_fence, step_measure, user_initializers
 from parallax.errors import CollectiveError, ConfigError, ParallaxError, UnsupportedError
-from parallax.runtime.fetch_names import FetchNames, fetch_key
+from parallax.runtime.fetch_names import FetchNames, fetch_key, refuse_none
 from parallax.runtime.input_end import InputEnds, input_state
 from parallax.process.protocol import this_process
 from parallax.process.role import report_done, report_examples, report_fed, report_input_end, report_step
@@ -142,6 +142,7 @@ class Runner(SessionInterface):
         structure, and what follows a training step (its trace, checkpoint and measure)."""
         if self._closed:
             raise ParallaxError("this Runner is closed; create a new one with get_runner")
+        refuse_none(fetches)
         fetches, grouped = self._script_groups.read(fetches, feed_dict)
         flat = tf.nest.flatten(fetches)
         if grouped or any(x is None for x in flat):  # an op read through or skipped: its result is None
