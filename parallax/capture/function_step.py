@@ -16,7 +16,7 @@ Other captured resources (a lookup table, a dataset iterator) are refused before
 """
 import inspect
 import json
-from typing import Any, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -33,6 +33,12 @@ class LiftedVariable(NamedTuple):
     graph: Any  # its resource variable in the lifted graph
 
 
+class LiftedFunction(NamedTuple):
+    inputs: Tuple[Any, ...]  # a placeholder per flat argument, in tf.nest order
+    outputs: Any  # the function's return value: its structure, of the lifted graph's tensors
+    op: Any  # runs every stateful op of the function, after its outputs
+
+
 class LiftedStep(NamedTuple):
     graph: Any  # tf.Graph
     inputs: Tuple[Any, ...]  # a placeholder per flat argument, in tf.nest order
@@ -41,32 +47,59 @@ class LiftedStep(NamedTuple):
     variables: Tuple[LiftedVariable, ...]
 
 
+class LiftedFunctions(NamedTuple):
+    graph: Any  # tf.Graph
+    functions: Dict[str, LiftedFunction]  # by the name scope each function's ops are imported under
+    variables: Tuple[LiftedVariable, ...]  # one per eager variable, whichever functions capture it
+
+
 def lift(step, args):
     """The step, traced for arguments like `args` (a tuple of tensors, arrays or nests of them), as a LiftedStep."""
+    lifted = lift_functions({SCOPE: (step, args)})
+    function = lifted.functions[SCOPE]
+    return LiftedStep(lifted.graph, function.inputs, function.outputs, function.op, lifted.variables)
+
+
+def lift_functions(entries):
+    """Several functions of one model, {scope: (function, args)} (a Keras model's train, test and predict steps),
+    lifted into one graph, in which they share the variables they capture: one job runs them all."""
+    traced = {scope: _traced(function, args) for scope, (function, args) in entries.items()}
+    graph, made, functions = tf.Graph(), {}, {}
+    with graph.as_default():
+        for scope, (concrete, variables, values) in traced.items():
+            functions[scope] = _imported(scope, concrete, variables, values, made)
+    return LiftedFunctions(graph, functions, tuple(made.values()))
+
+
+def _traced(step, args):
+    """(the concrete function for `args`, {handle id: variable it can capture}, {handle id: value, read eagerly})."""
     function = step if hasattr(step, "get_concrete_function") else tf.function(step)
     specs = tf.nest.map_structure(_batch_spec, tuple(args))
     concrete = function.get_concrete_function(*specs)
-    traced = concrete.graph
     variables = {id(v.handle): v for v in _reachable_variables(function, concrete)}
-    captured = {id(external) for external, _ in traced.captures}
-    # read eagerly, before a graph is made the default
-    values = {key: v.numpy() for key, v in variables.items() if key in captured}
-    graph = tf.Graph()
-    with graph.as_default():
-        inputs = tuple(tf1.placeholder(t.dtype, t.shape, name=_plain_name(t.name))
-                       for t in traced.inputs[:len(traced.inputs) - len(traced.captures)])
-        input_map = {t.name: placeholder for t, placeholder in zip(traced.inputs, inputs)}
-        lifted, by_capture = _captures(traced, variables, values, input_map)
-        returned = [t.name for t in traced.outputs]
-        controls = sorted(op.name for op in traced.control_outputs)
-        imported = tf.import_graph_def(traced.as_graph_def(), input_map=input_map, name=SCOPE,
-                                       return_elements=returned + controls)
-        outputs = imported[:len(returned)]
-        with tf1.control_dependencies(imported[len(returned):] + [t.op for t in outputs]):
-            train_op = tf.no_op(name="train_step")
-        _carry_records(traced, graph, by_capture)
+    captured = {id(external) for external, _ in concrete.graph.captures}
+    return concrete, variables, {key: v.numpy() for key, v in variables.items() if key in captured}
+
+
+def _imported(scope, concrete, variables, values, made):
+    """The traced function imported into the default graph under `scope`, as a LiftedFunction; `made`: {handle id:
+    LiftedVariable} of the variables lifted so far, which this function's captures reuse or add to."""
+    traced = concrete.graph
+    inputs = tuple(tf1.placeholder(t.dtype, t.shape, name=f"{scope}_{_plain_name(t.name)}" if scope != SCOPE
+                                   else _plain_name(t.name))
+                   for t in traced.inputs[:len(traced.inputs) - len(traced.captures)])
+    input_map = {t.name: placeholder for t, placeholder in zip(traced.inputs, inputs)}
+    by_capture = _captures(traced, variables, values, input_map, made)
+    returned = [t.name for t in traced.outputs]
+    controls = sorted(op.name for op in traced.control_outputs)
+    imported = tf.import_graph_def(traced.as_graph_def(), input_map=input_map, name=scope,
+                                   return_elements=returned + controls)
+    outputs = imported[:len(returned)]
+    with tf1.control_dependencies(imported[len(returned):] + [t.op for t in outputs]):
+        op = tf.no_op(name="train_step" if scope == SCOPE else f"{scope}_run")
+    _carry_records(scope, traced, tf1.get_default_graph(), by_capture)
     structured = tf.nest.pack_sequence_as(concrete.structured_outputs, outputs) if outputs else None
-    return LiftedStep(graph, inputs, structured, train_op, tuple(lifted))
+    return LiftedFunction(inputs, structured, op)
 
 
 def _reachable_variables(function, concrete):
@@ -108,17 +141,18 @@ def _plain_name(tensor_name):
     return tensor_name.rsplit(":", 1)[0]
 
 
-def _captures(traced, variables, values, input_map):
-    """([LiftedVariable], {capture placeholder op name: its variable's op name}); each capture's placeholder is
-    mapped to its v1 counterpart in `input_map`."""
-    lifted, by_capture = [], {}
+def _captures(traced, variables, values, input_map, made):
+    """{capture placeholder op name: its variable's op name}; each capture's placeholder is mapped to its v1
+    counterpart in `input_map`; each variable lifted is added to `made` ({handle id: LiftedVariable})."""
+    by_capture = {}
     for external, internal in traced.captures:
         if id(external) in variables:
-            eager = variables[id(external)]
-            value = values[id(external)]
-            variable = tf1.Variable(value, name=_plain_name(eager.name), trainable=eager.trainable,
-                                    dtype=eager.dtype, use_resource=True)
-            lifted.append(LiftedVariable(eager, variable))
+            if id(external) not in made:
+                eager = variables[id(external)]
+                made[id(external)] = LiftedVariable(eager, tf1.Variable(
+                    values[id(external)], name=_plain_name(eager.name), trainable=eager.trainable,
+                    dtype=eager.dtype, use_resource=True))
+            variable = made[id(external)].graph
             by_capture[internal.op.name] = variable.op.name
             input_map[internal.name] = variable.handle
         elif external.dtype == tf.resource:
@@ -129,26 +163,26 @@ def _captures(traced, variables, values, input_map):
                 f"arguments")
         else:
             input_map[internal.name] = tf.constant(np.asarray(external), name=_plain_name(internal.name))
-    return lifted, by_capture
+    return by_capture
 
 
-def _carry_records(traced, graph, by_capture):
+def _carry_records(scope, traced, graph, by_capture):
     """The tape's records of the traced graph, for the lifted graph's names; each gradient of a captured variable
     recorded against its v1 variable; each gradient op's forward op (`_original_op`), which no GraphDef holds."""
-    renamed = {f"{SCOPE}/{op.name}": op for op in traced.get_operations()}
+    renamed = {f"{scope}/{op.name}": op for op in traced.get_operations()}
     for key in (capture.LOSS_COLLECTION, capture.GIVEN_SEED_COLLECTION):
         for name in traced.get_collection(key):
-            graph.add_to_collection(key, f"{SCOPE}/{name}")
+            graph.add_to_collection(key, f"{scope}/{name}")
     for record in traced.get_collection(capture.SEED_COLLECTION):
         seed = json.loads(record)
         graph.add_to_collection(capture.SEED_COLLECTION, json.dumps(
-            {"seed": f"{SCOPE}/{seed['seed']}", "loss": f"{SCOPE}/{seed['loss']}"}, sort_keys=True))
+            {"seed": f"{scope}/{seed['seed']}", "loss": f"{scope}/{seed['loss']}"}, sort_keys=True))
     for record in capture.captured_grad_records(traced):
         if record["capture"] in by_capture:
             graph.add_to_collection(capture.GRAD_COLLECTION, json.dumps(
                 {"var": by_capture[record["capture"]],
-                 "grad": {k: f"{SCOPE}/{name}" for k, name in record["grad"].items()}}, sort_keys=True))
+                 "grad": {k: f"{scope}/{name}" for k, name in record["grad"].items()}}, sort_keys=True))
     for name, original in renamed.items():
         forward = getattr(original, "_original_op", None)
-        if forward is not None and f"{SCOPE}/{forward.name}" in renamed:
-            graph.get_operation_by_name(name)._original_op = graph.get_operation_by_name(f"{SCOPE}/{forward.name}")
+        if forward is not None and f"{scope}/{forward.name}" in renamed:
+            graph.get_operation_by_name(name)._original_op = graph.get_operation_by_name(f"{scope}/{forward.name}")

@@ -33,6 +33,7 @@ from parallax.plan.plan_json import check_matches
 from parallax.plan.planning import plan_job
 from parallax.rewrite import passes_for, rewrite
 from parallax.runtime.runner import Runner
+from parallax.runtime.keras_runner import KerasRunner, is_keras_model
 from parallax.runtime.step_runner import StepRunner
 from parallax.launcher.job import launch_job
 from parallax.process.role import register_process
@@ -73,11 +74,8 @@ def _runner_for(graph, resource_spec, config):
     config = Config() if config is None else config
     if not isinstance(config, Config):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
-    if _is_keras_model(graph):
-        raise UnsupportedError(
-            "get_runner was given a Keras model: Model.fit is not supported yet. Write the training step as a "
-            "tf.function that takes a batch, takes gradients with tf.GradientTape and applies them with the "
-            "optimizer, and pass that function: runner = parallax.get_runner(train_step, ...); loss = runner(x, y)")
+    if is_keras_model(graph):
+        return KerasRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config), this_process().role)
     if not isinstance(graph, tf.Graph) and callable(graph):
         return StepRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config))
     if not isinstance(graph, tf.Graph):
@@ -107,10 +105,6 @@ def _runner_for(graph, resource_spec, config):
         raise LaunchError(f"get_runner was called in a process of role {context.role.role!r}, which runs no "
                           f"training script; start it with parallax-launch or run the script itself")
     return by_role(start)
-
-
-def _is_keras_model(value):
-    return callable(value) and all(callable(getattr(value, name, None)) for name in ("fit", "compile", "predict"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,13 +99,32 @@ def plain_functions():
             "counter": refusal(lambda: parallax.get_runner(counted, "localhost:1")(*_batches()[0]))}
 
 
-def main():
+def keras_models():
+    """get_runner(model): an uncompiled model is refused; a one-slot job's fit gives one device's History and
+    weights; close puts the model's own methods back; a later structure of batches is refused."""
     model, _, _ = _model_and_step()
-    model.compile("adam", "mse")
+    uncompiled = refusal(lambda: parallax.get_runner(model, "localhost:1"))
+    x, y = _batches()[0]
+    model.compile(tf.keras.optimizers.SGD(0.1), "mse", metrics=["mae"])
+    runner = parallax.get_runner(model, "localhost:1")
+    history = model.fit(x, y, batch_size=3, epochs=2, verbose=0).history
+    wrong = refusal(lambda: model.evaluate(x, verbose=0))  # no labels: batches of another structure
+    runner.close()
+    trained = model.get_weights()
+    restored = "fit" not in model.__dict__ and "make_train_function" not in model.__dict__
+    model, _, _ = _model_and_step()
+    model.compile(tf.keras.optimizers.SGD(0.1), "mse", metrics=["mae"])
+    eager_history = model.fit(x, y, batch_size=3, epochs=2, verbose=0).history
+    return {"uncompiled": uncompiled, "restored": restored, "wrong_structure": wrong,
+            "history_diff": max(abs(a - b) for k in history for a, b in zip(history[k], eager_history[k])),
+            "weights_diff": max(float(np.max(np.abs(a - b))) for a, b in zip(trained, model.get_weights()))}
+
+
+def main():
     results = {
         "one_worker": one_worker_job(),
         "plain": plain_functions(),
-        "keras_model": refusal(lambda: parallax.get_runner(model, "localhost:1")),
+        "keras_model": keras_models(),
         "eager_default_graph": refusal(lambda: parallax.get_runner(tf1.get_default_graph(), "localhost:1")),
     }
     print(json.dumps(results))

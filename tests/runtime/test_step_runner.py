@@ -46,10 +46,14 @@ def test_a_plain_python_step_runs_and_one_whose_python_differs_per_call_is_refus
     assert "@tf.function" in message
 
 
-def test_a_keras_model_is_refused_pointing_at_a_training_step(checked):
-    message = checked["keras_model"]
-    assert message.startswith("UnsupportedError: get_runner was given a Keras model"), message
-    assert "Model.fit is not supported yet" in message and "parallax.get_runner(train_step" in message
+def test_a_keras_models_fit_runs_in_a_one_worker_job_and_what_it_cannot_take_is_refused(checked):
+    found = checked["keras_model"]
+    assert found["uncompiled"].startswith("UnsupportedError: get_runner(model) takes a compiled model: call "
+                                          "model.compile"), found
+    assert found["history_diff"] == 0.0 and found["weights_diff"] == 0.0, found
+    assert found["restored"], "close() leaves the model's own fit and make_*_function"
+    assert found["wrong_structure"].startswith("UnsupportedError: this model's steps were traced for batches of 2 "
+                                               "tensor(s)"), found
 
 
 def test_an_empty_graph_with_eager_on_points_at_the_training_step(checked):

@@ -1,0 +1,29 @@
+"""Which of a `fit` call's callbacks a worker other than the chief runs.
+
+Every worker runs Keras's loop, and so its callbacks. The callbacks that decide something about training
+(EarlyStopping, a learning-rate schedule, TerminateOnNaN, the user's own) run on every worker: they read the global
+batch's logs, the same on every worker, so every worker decides alike and stops at the same step. Those that only
+report (the progress bar, ModelCheckpoint, TensorBoard, CSVLogger, RemoteMonitor) run on the chief alone, as on
+one device: other workers would write the same files again, or print the same lines.
+"""
+import tensorflow as tf
+
+REPORTING = ("ModelCheckpoint", "TensorBoard", "CSVLogger", "RemoteMonitor", "ProgbarLogger")
+
+
+def reports_only(callback):
+    return any(cls.__name__ in REPORTING for cls in type(callback).__mro__)
+
+
+def for_worker(kwargs, is_chief):
+    """`fit`'s keyword arguments for this worker: unchanged on the chief; elsewhere, without the progress bar and
+    the callbacks that only report."""
+    if is_chief:
+        return kwargs
+    kwargs = dict(kwargs, verbose=0)
+    callbacks = kwargs.get("callbacks")
+    if isinstance(callbacks, tf.keras.callbacks.CallbackList):
+        callbacks = callbacks.callbacks
+    if callbacks:
+        kwargs["callbacks"] = [c for c in callbacks if not reports_only(c)]
+    return kwargs
