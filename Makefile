@@ -51,7 +51,7 @@ CHECK  := $(wildcard tests/test_*.py) $(UNIT_DIRS) tests/legacy tests/model_scri
           "tests/equivalence/test_ps.py::test_ps_equivalence[linear-2]" \
           "tests/equivalence/test_hybrid.py::test_hybrid_equivalence[embedding_clip_adam-2]"
 
-.PHONY: install test test-tf test-cluster check demo convergence bench fuzz drill clean pip-check matrix
+.PHONY: install test test-tf test-cluster check demo demo-keras convergence bench fuzz drill clean pip-check matrix
 
 install:
 	@bash scripts/install.sh
@@ -91,6 +91,10 @@ drill: install
 
 demo: install
 	$(PY) models/lm/demo.py
+
+# The same with the LM as a Keras model trained by its own Model.fit (get_runner(model), docs/api.md).
+demo-keras: install
+	$(PY) models/lm/demo.py --keras
 
 # pip install ".[tf]" into a fresh Python 3.13 virtualenv as an unprivileged user, then the LM demo on it must
 # equal one device (scripts/pip_check.sh; PYTHON_VERSION=3.12 for another; downloads TF, not part of CI).

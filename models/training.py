@@ -49,12 +49,14 @@ def _optimizations(text):
     return frozenset(names)
 
 
-def parallax_config(args):
-    """The parallax Config matching SingleDeviceSession's checkpoints."""
+def parallax_config(args, checkpoints=True):
+    """The parallax Config matching SingleDeviceSession's checkpoints (none with `checkpoints=False`: a Keras
+    script's own callbacks write them)."""
     import parallax
     switches = {field: name in args.optimizations for name, field in OPTIMIZATIONS.items()}
-    return parallax.Config(run_option=args.run_option, checkpoint_dir=args.checkpoint_dir,
-                           save_checkpoint_steps=args.save_checkpoint_steps, profile_steps=args.profile_steps,
+    return parallax.Config(run_option=args.run_option, checkpoint_dir=args.checkpoint_dir if checkpoints else None,
+                           save_checkpoint_steps=args.save_checkpoint_steps if checkpoints else None,
+                           profile_steps=args.profile_steps,
                            log_dir=args.log_dir if args.profile_steps else None,
                            collective_backend=args.collective_backend, calibration=args.calibration, **switches)
 

@@ -1,7 +1,8 @@
 """`make demo`: train the LM with parallax (HYBRID, 2 workers on localhost), evaluate its checkpoint in the
-single-device graph, and compare with a single-device run of the same total batch.
+single-device graph, and compare with a single-device run of the same total batch. `make demo-keras` (--keras):
+the same with the LM as a Keras model trained by Model.fit (train_keras.py, train_keras_distributed.py).
 
-    python models/lm/demo.py [--steps 600] [--work-dir demo-run] [--max-difference PERCENT]
+    python models/lm/demo.py [--keras] [--steps 600] [--work-dir demo-run] [--max-difference PERCENT]
 """
 import argparse
 import os
@@ -34,8 +35,12 @@ def run(args, show=True):
     return "".join(lines)
 
 
-def perplexity(data, ckpt):
-    out = run([os.path.join(HERE, "eval.py"), "--data-dir", data, "--checkpoint-dir", ckpt], show=False)
+SCRIPTS = {False: ("train.py", "train_distributed.py", "eval.py"),
+           True: ("train_keras.py", "train_keras_distributed.py", "eval_keras.py")}  # by --keras
+
+
+def perplexity(script, data, ckpt):
+    out = run([os.path.join(HERE, script), "--data-dir", data, "--checkpoint-dir", ckpt], show=False)
     return float(re.search(r"held-out perplexity ([0-9.]+)", out).group(1))
 
 
@@ -44,9 +49,11 @@ def main():
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--batch-size", type=int, default=32, help="total batch")
     p.add_argument("--work-dir", default=os.path.join(ROOT, "demo-run"))
+    p.add_argument("--keras", action="store_true", help="the LM as a Keras model, trained with Model.fit")
     p.add_argument("--max-difference", type=float, metavar="PERCENT",
                    help="exit 1 when the held-out perplexities differ by more than this (relative, in percent)")
     args = p.parse_args()
+    train, train_distributed, evaluate = SCRIPTS[args.keras]
     started = time.time()
     shutil.rmtree(args.work_dir, ignore_errors=True)
     data = os.path.join(args.work_dir, "data")
@@ -58,7 +65,7 @@ def main():
     step(f"2. parallax: HYBRID, 2 workers of batch {args.batch_size // 2} on localhost")
     dist_ckpt = os.path.join(args.work_dir, "ckpt-parallax")
     t = time.time()
-    run([os.path.join(HERE, "train_distributed.py"), *common, "--batch-size", str(args.batch_size // 2),
+    run([os.path.join(HERE, train_distributed), *common, "--batch-size", str(args.batch_size // 2),
          "--resource-spec", "localhost:2", "--run-option", "HYBRID", "--checkpoint-dir", dist_ckpt,
          "--log-dir", os.path.join(args.work_dir, "tensorboard")])
     dist_seconds = time.time() - t
@@ -66,12 +73,12 @@ def main():
     step(f"3. reference: one process, batch {args.batch_size}")
     single_ckpt = os.path.join(args.work_dir, "ckpt-single")
     t = time.time()
-    run([os.path.join(HERE, "train.py"), *common, "--batch-size", str(args.batch_size), "--checkpoint-dir",
+    run([os.path.join(HERE, train), *common, "--batch-size", str(args.batch_size), "--checkpoint-dir",
          single_ckpt])
     single_seconds = time.time() - t
 
-    step("4. eval: each checkpoint restored into the unmodified single-device graph (models/lm/eval.py)")
-    ppl_dist, ppl_single = perplexity(data, dist_ckpt), perplexity(data, single_ckpt)
+    step(f"4. eval: each checkpoint restored into the unmodified single-device model (models/lm/{evaluate})")
+    ppl_dist, ppl_single = perplexity(evaluate, data, dist_ckpt), perplexity(evaluate, data, single_ckpt)
     print(f"   held-out perplexity, parallax (2 workers): {ppl_dist:.2f}   ({dist_seconds:.0f} s incl. start-up)")
     print(f"   held-out perplexity, single device:        {ppl_single:.2f}   ({single_seconds:.0f} s)")
     difference = abs(ppl_dist / ppl_single - 1) * 100

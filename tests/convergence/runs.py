@@ -25,9 +25,9 @@ def make_data(tmp_path_factory, model):
     return str(out)
 
 
-def metric(model, pattern, args):
-    """The number `pattern` captures in the output of the model's eval.py."""
-    return float(re.search(pattern, run([os.path.join(model_dir(model), "eval.py"), *args])).group(1))
+def metric(model, pattern, args, script="eval.py"):
+    """The number `pattern` captures in the output of the model's eval script."""
+    return float(re.search(pattern, run([os.path.join(model_dir(model), script), *args])).group(1))
 
 
 def single_and_distributed(model, tmp_path, common, batch, distributed_extra=()):
