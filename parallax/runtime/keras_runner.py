@@ -51,7 +51,7 @@ def _check_model(model):
         raise UnsupportedError(
             "get_runner(model) needs eager execution, which this script turned off "
             "(tf.compat.v1.disable_eager_execution): remove that call")
-    if ".engine." not in type(model).__module__ and "tf_keras" not in type(model).__module__:
+    if not any(".engine." in cls.__module__ for cls in type(model).__mro__):  # Keras 2's Model is keras(.src).engine's
         raise UnsupportedError(
             "get_runner(model) takes a Keras 2 model (tf.keras on TF 2.15, tf_keras on later TF: set "
             "TF_USE_LEGACY_KERAS=1); this is a Keras 3 model, whose fit is not supported yet. Write the training "

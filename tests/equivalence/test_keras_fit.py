@@ -54,9 +54,9 @@ def _check(want, got, label):
     assert sorted(k for k in got if not k.startswith("restored:")) == sorted(want)
     stopped = len(want["history:loss"])
     assert 1 < stopped < EPOCHS, f"EarlyStopping did not stop {label} early ({stopped} epochs): nothing tested"
-    # Keras's metrics (their states, the History) are float32 whatever the model's dtype: their sums over the
-    # workers add in another order than one device's, within float32's rounding; the float64 values within 1e-9
-    single = [k for k in want if want[k].dtype == np.float32 or k.startswith("history:")]
+    # Keras's metrics (their states, the History, evaluate's results) are float32 whatever the model's dtype: their
+    # sums over the workers add in another order than one device's, within float32's rounding; float64 within 1e-9
+    single = [k for k in want if want[k].dtype == np.float32 or k.startswith("history:") or k == "evaluation"]
     for key in single:
         np.testing.assert_allclose(got[key], want[key], rtol=1e-6, atol=1e-7, err_msg=f"{label} {key}")
     doubles = [k for k in want if k not in single]
