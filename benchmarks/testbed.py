@@ -22,7 +22,7 @@ import time
 from parallax.launcher.processes import descendants
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-LOG_LINE = re.compile(r"worker (\d+) step (\d+) (\w+)/s (\d+)")
+LOG_LINE = re.compile(r"worker[ /](\d+)\]? step (\d+) (\w+)/s (\d+)")  # a Keras script's: the launcher's prefix
 
 
 @dataclasses.dataclass
