@@ -6,7 +6,8 @@ so that one graph runs batches of any size (an epoch's last). Its concrete funct
 `tf.Graph`:
 - each argument becomes a placeholder of the same name;
 - each variable the step captures (the model's, the optimizer's slots, its iteration counter) becomes a resource
-  variable of the eager variable's name, which starts at the eager variable's value when the step was lifted;
+  variable of the eager variable's name and shape, initialized to zeros: the runner that runs the graph loads the
+  eager values into the job (runtime/eager_values.py), so that no value becomes a constant of the graph;
 - a captured eager tensor (a constant the step reads) becomes a constant;
 - the tape's records (capture/tape.py: the losses, their default seeds, each gradient's forward op) and each
   gradient taken of a captured variable are carried over to the new graph's ops.
@@ -66,22 +67,20 @@ def lift_functions(entries):
     traced = {scope: _traced(function, args) for scope, (function, args) in entries.items()}
     graph, made, functions = tf.Graph(), {}, {}
     with graph.as_default():
-        for scope, (concrete, variables, values) in traced.items():
-            functions[scope] = _imported(scope, concrete, variables, values, made)
+        for scope, (concrete, variables) in traced.items():
+            functions[scope] = _imported(scope, concrete, variables, made)
     return LiftedFunctions(graph, functions, tuple(made.values()))
 
 
 def _traced(step, args):
-    """(the concrete function for `args`, {handle id: variable it can capture}, {handle id: value, read eagerly})."""
+    """(the concrete function for `args`, {handle id: variable it can capture})."""
     function = step if hasattr(step, "get_concrete_function") else tf.function(step)
     specs = tf.nest.map_structure(_batch_spec, tuple(args))
     concrete = function.get_concrete_function(*specs)
-    variables = {id(v.handle): v for v in _reachable_variables(function, concrete)}
-    captured = {id(external) for external, _ in concrete.graph.captures}
-    return concrete, variables, {key: v.numpy() for key, v in variables.items() if key in captured}
+    return concrete, {id(v.handle): v for v in _reachable_variables(function, concrete)}
 
 
-def _imported(scope, concrete, variables, values, made):
+def _imported(scope, concrete, variables, made):
     """The traced function imported into the default graph under `scope`, as a LiftedFunction; `made`: {handle id:
     LiftedVariable} of the variables lifted so far, which this function's captures reuse or add to."""
     traced = concrete.graph
@@ -89,7 +88,7 @@ def _imported(scope, concrete, variables, values, made):
                                    else _plain_name(t.name))
                    for t in traced.inputs[:len(traced.inputs) - len(traced.captures)])
     input_map = {t.name: placeholder for t, placeholder in zip(traced.inputs, inputs)}
-    by_capture = _captures(traced, variables, values, input_map, made)
+    by_capture = _captures(traced, variables, input_map, made)
     returned = [t.name for t in traced.outputs]
     controls = sorted(op.name for op in traced.control_outputs)
     imported = tf.import_graph_def(traced.as_graph_def(), input_map=input_map, name=scope,
@@ -141,7 +140,7 @@ def _plain_name(tensor_name):
     return tensor_name.rsplit(":", 1)[0]
 
 
-def _captures(traced, variables, values, input_map, made):
+def _captures(traced, variables, input_map, made):
     """{capture placeholder op name: its variable's op name}; each capture's placeholder is mapped to its v1
     counterpart in `input_map`; each variable lifted is added to `made` ({handle id: LiftedVariable})."""
     by_capture = {}
@@ -149,8 +148,10 @@ def _captures(traced, variables, values, input_map, made):
         if id(external) in variables:
             if id(external) not in made:
                 eager = variables[id(external)]
+                # zeros, a few bytes of GraphDef: the eager value is loaded into the job once it runs
+                # (runtime/eager_values.py), not copied into every GraphDef the pipeline makes
                 made[id(external)] = LiftedVariable(eager, tf1.Variable(
-                    values[id(external)], name=_plain_name(eager.name), trainable=eager.trainable,
+                    tf.zeros(eager.shape, eager.dtype), name=_plain_name(eager.name), trainable=eager.trainable,
                     dtype=eager.dtype, use_resource=True))
             variable = made[id(external)].graph
             by_capture[internal.op.name] = variable.op.name

@@ -278,6 +278,12 @@ class Runner(SessionInterface):
     def _traces(self, step):
         return step in self.config.profile_steps and self.worker_id in self.config.profile_workers
 
+    def take_chief_values(self):
+        """Every worker's replicated variables take the chief's values (the broadcast that follows the runner's
+        initialization); variables on servers have one copy already. Every worker calls it at the same point."""
+        if self._rewritten.broadcast_op is not None:
+            self._session.run(self._rewritten.broadcast_op, options=self._input_ends.broadcast_options())
+
     def save_checkpoint(self):
         """Save every global variable under the user's names into Config.checkpoint_dir; returns the path."""
         if not self.config.checkpoint_dir:

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from parallax.capture.function_step import lift
 from parallax.errors import ParallaxError, UnsupportedError
+from parallax.runtime.eager_values import EagerValues
 from parallax.rewrite.fingerprint import first_difference, node_digests
 
 
@@ -47,7 +48,7 @@ class StepRunner:
                 "(tf.compat.v1.disable_eager_execution): remove that call, or build a v1 graph with a training op "
                 "and pass the graph to get_runner")
         self._step, self._join = step, join
-        self._lifted = self._runner = None
+        self._lifted = self._runner = self._values = None
         self._closed = False
 
     # ---- identity: the job's, known once the first call joined it ------------------------------------------------
@@ -84,7 +85,9 @@ class StepRunner:
             raise ParallaxError("this runner is closed; create a new one with get_runner")
         if self._runner is None:
             self._lifted = _lifted(self._step, args)
+            self._values = EagerValues(self._lifted.graph, self._lifted.variables)
             self._runner = self._join(self._lifted.graph)
+            self._values.load(self._runner)
         values = tf.nest.flatten(args)
         if len(values) != len(self._lifted.inputs):
             raise UnsupportedError(f"the training step was traced for {len(self._lifted.inputs)} input tensor(s) "
@@ -104,9 +107,7 @@ class StepRunner:
         if self._runner is None or self._runner.closed:
             return
         try:
-            values = self._runner.run([v.graph for v in self._lifted.variables])
-            for variable, value in zip(self._lifted.variables, values):
-                variable.eager.assign(value)
+            self._values.write_back(self._runner)
         finally:
             self._runner.close()
 

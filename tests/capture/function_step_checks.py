@@ -65,8 +65,12 @@ def against_eager(build, optimizer, sizes, ids=None, clip=None):
     step = _step(model, optimizer, clip)
     batches = list(_batches(3, sizes, ids=ids))
     lifted = lift(step, batches[0])
+    eager_values = [v.eager.numpy() for v in lifted.variables]
+    with lifted.graph.as_default():  # the lifted variables start at zeros: the eager values are loaded, as a runner does
+        loads = {v.graph.initial_value: value for v, value in zip(lifted.variables, eager_values)}
+        initializers = [v.graph.initializer for v in lifted.variables]
     with tf1.Session(graph=lifted.graph) as session:
-        session.run(tf1.global_variables_initializer())
+        session.run(initializers, loads)
         lifted_losses = [session.run([lifted.outputs, lifted.train_op], dict(zip(lifted.inputs, b)))[0]["loss"]
                          for b in batches]
         lifted_values = {v.eager.name: session.run(v.graph) for v in lifted.variables}
