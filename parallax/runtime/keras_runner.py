@@ -11,7 +11,8 @@ What a batch is:
 - arrays (or anything Keras batches itself, a `validation_split` too): `batch_size` is the global batch, as on one
   device, and each worker runs its rows of it (`rows_of`), so every worker runs the same steps;
 - a `tf.data.Dataset`: each worker's own batches, as `parallax.shard(ds).batch(b)` makes them.
-`predict` runs every row on every worker: it returns one device's predictions everywhere.
+`predict` runs every row on every worker: it returns one device's predictions everywhere. `model.save` and
+`save_weights` write on the chief alone, as ModelCheckpoint does (keras_callbacks.py).
 
 The eager model is what Keras's callbacks and the user's code read: at each epoch's end and at the end of
 `evaluate` (where Keras reads the metrics, before any callback of the epoch's end), the trained values are
@@ -25,11 +26,12 @@ import tensorflow as tf
 from parallax.capture.function_step import lift_functions
 from parallax.errors import ParallaxError, UnsupportedError
 from parallax.runtime import keras_callbacks
+from parallax.runtime.eager_values import EagerValues
 
 tf1 = tf.compat.v1
 TRAIN, TEST, PREDICT, RESET = "step", "test_step", "predict_step", "reset_metrics"
 REPLACED = ("fit", "evaluate", "predict", "make_train_function", "make_test_function", "make_predict_function",
-            "reset_metrics", "get_metrics_result")  # the model's methods the runner replaces on this model
+            "reset_metrics", "get_metrics_result", "save", "save_weights")  # replaced on this model alone
 
 
 def is_keras_model(value):
@@ -69,7 +71,6 @@ class KerasRunner:
         self._model, self._join, self._role = model, join, role
         self._lifted = self._runner = None
         self._sliced = []  # per running fit/evaluate/predict call, innermost last: whether its batches are global
-        self._synced = None  # {lifted variable index: the value last written back}: what the eager model held
         self._check_eager = False
         self._closed = False
         self._install()
@@ -109,6 +110,8 @@ class KerasRunner:
         model.make_predict_function = lambda force=False: self._function(PREDICT)
         model.reset_metrics = self._reset_metrics
         model.get_metrics_result = self._metrics_result
+        if not self.is_chief:  # the chief's model is the one device's: the others write no file over its files
+            model.save = model.save_weights = lambda *args, **kwargs: None
         model.train_function = model.test_function = model.predict_function = None
 
     def _wrapped_call(self, method, data_argument, fits=False):
@@ -179,33 +182,23 @@ class KerasRunner:
         self._lifted = lift_functions({
             TRAIN: (model.train_step, (data,)), TEST: (model.test_step, (data,)),
             PREDICT: (lambda features: model.predict_step((features,)), (x,)), RESET: (reset, ())})
-        with self._lifted.graph.as_default():  # a v1 variable's initializer is read in its graph
-            self._initializers = [(v.graph.initializer, v.graph.initial_value) for v in self._lifted.variables]
-        self._synced = {i: v.eager.numpy() for i, v in enumerate(self._lifted.variables)}
+        self._values = EagerValues(self._lifted.graph, self._lifted.variables)
         self._runner = self._join(self._lifted.graph)
+        self._values.load(self._runner)
+        self._check_eager = False
 
     # ---- eager model and job, kept alike ----------------------------------------------------------------------
     def _write_back(self):
         """The job's values into the eager model (its variables, the optimizer's, the metrics')."""
         if self._runner is None or self._runner.closed:
             return
-        values = self._runner.run([v.graph for v in self._lifted.variables])
-        for index, (variable, value) in enumerate(zip(self._lifted.variables, values)):
-            variable.eager.assign(value)
-            self._synced[index] = value
+        self._values.write_back(self._runner)
         self._check_eager = True
 
     def _push_changed(self):
         """The eager variables that Python code changed since the last write-back, into the job."""
         self._check_eager = False
-        changed = [i for i, v in enumerate(self._lifted.variables)
-                   if not np.array_equal(v.eager.numpy(), self._synced[i])]
-        if not changed:
-            return
-        feeds = {}
-        for i in changed:  # a variable's initializer, fed the value: no op is added to the job's graph
-            feeds[self._initializers[i][1]] = self._synced[i] = self._lifted.variables[i].eager.numpy()
-        self._runner.run([self._initializers[i][0] for i in changed], feed_dict=feeds)
+        self._values.load_changed(self._runner)
 
     def close(self):
         """End the job for this process; the eager model holds the trained values first."""

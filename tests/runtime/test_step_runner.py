@@ -84,3 +84,23 @@ def test_the_api_docs_example_runs_as_a_two_worker_job(tmp_path):
                     if "mean squared error:" in line)
     assert done.returncode == 0 and len(errors) == 2 and errors[0] == errors[1], output[-4000:]
     assert "launching 2 workers" in output
+
+
+@pytest.mark.slow
+def test_the_api_docs_keras_example_runs_as_a_two_worker_job(tmp_path):
+    """docs/api.md's Keras example, as written: model.fit in a job of 2 workers on localhost; the progress bar is
+    the chief's alone, and so is the saved model, which loads into a new model."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = open(os.path.join(root, "docs", "api.md")).read()
+    start = text.index("## `parallax.get_runner(model, ")
+    start = text.index("```python\n", start) + len("```python\n")
+    script = tmp_path / "train.py"
+    script.write_text(text[start:text.index("```", start)] + "\nif runner.is_chief:\n    print('saved model loads:', "
+                                                              "bool(tf.keras.models.load_model('model.keras').get_weights()))\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "launching 2 workers" in output, output[-4000:]
+    assert "worker/0] Epoch 1/" in output and "worker/1] Epoch" not in output, output[-4000:]
+    assert output.count("saved model loads: True") == 1  # the chief's file; the other worker saved nothing
+    assert (tmp_path / "model.keras").exists()
