@@ -294,5 +294,5 @@ def main(argv=None):
 make_callable(__name__, explain)  # parallax.explain(...) also once this module has been imported
 
 if __name__ == "__main__":
-    tf.compat.v1.disable_eager_execution()
+    # eager stays on: a TF2 script (a training step, a Keras model) needs it; a v1 script turns it off itself
     sys.exit(main())
