@@ -61,6 +61,11 @@ def _check_model(model):
     if getattr(model, "optimizer", None) is None or getattr(model, "compiled_loss", None) is None:
         raise UnsupportedError("get_runner(model) takes a compiled model: call model.compile(optimizer, loss, ...) "
                                "before get_runner")
+    if any("LossScaleOptimizer" in cls.__name__ for cls in type(model.optimizer).__mro__):
+        raise UnsupportedError(
+            "get_runner(model) was given a model compiled for mixed precision (its optimizer is a "
+            "LossScaleOptimizer, whose loss scale changes with the gradients' values): parallax does not support "
+            "float16 training. Set tf.keras.mixed_precision.set_global_policy('float32') before building the model")
 
 
 class KerasRunner:

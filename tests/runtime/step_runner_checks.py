@@ -115,9 +115,15 @@ def keras_models():
     model, _, _ = _model_and_step()
     model.compile(tf.keras.optimizers.SGD(0.1), "mse", metrics=["mae"])
     eager_history = model.fit(x, y, batch_size=3, epochs=2, verbose=0).history
-    return {"uncompiled": uncompiled, "restored": restored, "wrong_structure": wrong,
-            "history_diff": max(abs(a - b) for k in history for a, b in zip(history[k], eager_history[k])),
-            "weights_diff": max(float(np.max(np.abs(a - b))) for a, b in zip(trained, model.get_weights()))}
+    found = {"uncompiled": uncompiled, "restored": restored, "wrong_structure": wrong,
+             "history_diff": max(abs(a - b) for k in history for a, b in zip(history[k], eager_history[k])),
+             "weights_diff": max(float(np.max(np.abs(a - b))) for a, b in zip(trained, model.get_weights()))}
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")  # compile wraps the optimizer for loss scaling
+    mixed = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))])
+    mixed.compile(tf.keras.optimizers.SGD(0.1), "mse")
+    found["mixed_precision"] = refusal(lambda: parallax.get_runner(mixed, "localhost:1"))
+    tf.keras.mixed_precision.set_global_policy("float32")
+    return found
 
 
 def main():
