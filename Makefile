@@ -136,6 +136,7 @@ bench: install
 	$(PY) benchmarks/cpu_floor.py
 	$(PY) benchmarks/mixed_plans.py
 	$(PY) benchmarks/cpu_by_role.py
+	$(PY) benchmarks/keras_lm.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
