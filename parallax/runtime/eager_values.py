@@ -35,10 +35,8 @@ class EagerValues:
 
     def load_changed(self, runner):
         """The eager variables that Python code changed since they were last loaded or written back, into the
-        job; whether there were any."""
-        changed = [i for i, v in enumerate(self._variables) if _digest(v.eager.numpy()) != self._synced[i]]
-        self.load(runner, changed)
-        return bool(changed)
+        job."""
+        self.load(runner, [i for i, v in enumerate(self._variables) if _digest(v.eager.numpy()) != self._synced[i]])
 
     def write_back(self, runner):
         """The job's values into the eager variables."""

@@ -26,7 +26,7 @@ import tensorflow as tf
 from parallax.capture.function_step import lift_functions
 from parallax.errors import ParallaxError, UnsupportedError
 from parallax.runtime import keras_callbacks
-from parallax.runtime.eager_values import EagerValues
+from parallax.runtime.lifted_job import LiftedJob
 
 tf1 = tf.compat.v1
 TRAIN, TEST, PREDICT, RESET = "step", "test_step", "predict_step", "reset_metrics"
@@ -68,16 +68,15 @@ def _check_model(model):
             "float16 training. Set tf.keras.mixed_precision.set_global_policy('float32') before building the model")
 
 
-class KerasRunner:
+class KerasRunner(LiftedJob):
     def __init__(self, model, join, role):
         """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner; `role`: this
         process's (its worker id decides which callbacks run before the job is joined)."""
         _check_model(model)
-        self._model, self._join, self._role = model, join, role
-        self._lifted = self._runner = None
+        super().__init__(join)
+        self._model, self._role, self._lifted = model, role, None
         self._sliced = []  # per running fit/evaluate/predict call, innermost last: whether its batches are global
         self._check_eager = False
-        self._closed = False
         self._install()
 
     # ---- identity ---------------------------------------------------------------------------------------------
@@ -92,15 +91,6 @@ class KerasRunner:
     @property
     def is_chief(self):
         return self.worker_id == 0
-
-    @property
-    def runner(self):
-        """The v1 Runner of the lifted graph (None before the first step)."""
-        return self._runner
-
-    @property
-    def closed(self):
-        return self._closed
 
     # ---- the model's methods, replaced on this model alone -----------------------------------------------------
     def _install(self):
@@ -187,9 +177,7 @@ class KerasRunner:
         self._lifted = lift_functions({
             TRAIN: (model.train_step, (data,)), TEST: (model.test_step, (data,)),
             PREDICT: (lambda features: model.predict_step((features,)), (x,)), RESET: (reset, ())})
-        self._values = EagerValues(self._lifted.graph, self._lifted.variables)
-        self._runner = self._join(self._lifted.graph)
-        self._values.load(self._runner)
+        self._join_job(self._lifted.graph, self._lifted.variables)
         self._check_eager = False
 
     # ---- eager model and job, kept alike ----------------------------------------------------------------------
@@ -216,20 +204,4 @@ class KerasRunner:
             else:
                 self._model.__dict__[name] = own
         self._model.train_function = self._model.test_function = self._model.predict_function = None
-        if self._runner is None or self._runner.closed:
-            return
-        try:
-            self._write_back()
-        finally:
-            self._runner.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        if exc_type is not None and self._runner is not None:
-            self._closed = True
-            self._runner.__exit__(exc_type, exc_value, traceback)
-            return False
-        self.close()
-        return False
+        self._end_job()

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from parallax.capture.function_step import lift
 from parallax.errors import ParallaxError, UnsupportedError
-from parallax.runtime.eager_values import EagerValues
+from parallax.runtime.lifted_job import LiftedJob
 from parallax.rewrite.fingerprint import first_difference, node_digests
 
 
@@ -36,7 +36,7 @@ def _lifted(step, args):
     return lifted
 
 
-class StepRunner:
+class StepRunner(LiftedJob):
     def __init__(self, step, join):
         """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner."""
         if not callable(step):
@@ -47,9 +47,8 @@ class StepRunner:
                 "a TF2 training step (a function of a batch) needs eager execution, which this script turned off "
                 "(tf.compat.v1.disable_eager_execution): remove that call, or build a v1 graph with a training op "
                 "and pass the graph to get_runner")
-        self._step, self._join = step, join
-        self._lifted = self._runner = self._values = None
-        self._closed = False
+        super().__init__(join)
+        self._step, self._lifted = step, None
 
     # ---- identity: the job's, known once the first call joined it ------------------------------------------------
     @property
@@ -64,15 +63,6 @@ class StepRunner:
     def is_chief(self):
         return self._joined().is_chief
 
-    @property
-    def closed(self):
-        return self._closed
-
-    @property
-    def runner(self):
-        """The v1 Runner of the lifted graph (None before the first call)."""
-        return self._runner
-
     def _joined(self):
         if self._runner is None:
             raise ParallaxError("this runner joins its job at its first call, with the first batch: call it before "
@@ -85,9 +75,7 @@ class StepRunner:
             raise ParallaxError("this runner is closed; create a new one with get_runner")
         if self._runner is None:
             self._lifted = _lifted(self._step, args)
-            self._values = EagerValues(self._lifted.graph, self._lifted.variables)
-            self._runner = self._join(self._lifted.graph)
-            self._values.load(self._runner)
+            self._join_job(self._lifted.graph, self._lifted.variables)
         values = tf.nest.flatten(args)
         if len(values) != len(self._lifted.inputs):
             raise UnsupportedError(f"the training step was traced for {len(self._lifted.inputs)} input tensor(s) "
@@ -104,20 +92,4 @@ class StepRunner:
         if self._closed:
             return
         self._closed = True
-        if self._runner is None or self._runner.closed:
-            return
-        try:
-            self._values.write_back(self._runner)
-        finally:
-            self._runner.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        if exc_type is not None and self._runner is not None:
-            self._closed = True
-            self._runner.__exit__(exc_type, exc_value, traceback)  # a failure: the launcher hears of it, not "done"
-            return False
-        self.close()
-        return False
+        self._end_job()
