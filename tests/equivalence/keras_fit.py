@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tests.equivalence.tf2_steps import optimizer_variables  # noqa: E402
 
 F64 = "float64"
 
@@ -55,11 +56,6 @@ def gru():
 CASES = {f.__name__: f for f in (dense, embedding, gru)}
 
 
-def _optimizer_variables(optimizer):
-    held = optimizer.variables
-    return list(held() if callable(held) else held)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=sorted(CASES))
@@ -87,7 +83,7 @@ def main():
         runner.close()
         if not runner.is_chief:
             return
-    variables = model.variables + _optimizer_variables(model.optimizer) + \
+    variables = model.variables + optimizer_variables(model.optimizer) + \
         [v for m in model.metrics for v in m.variables]
     values = {f"{i}:{v.name}": v.numpy() for i, v in enumerate(variables)}
     logs = {f"history:{k}": np.array(v) for k, v in history.history.items()}

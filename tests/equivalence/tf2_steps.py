@@ -72,7 +72,8 @@ def make_step(model, optimizers, clip):
     return train_step
 
 
-def _optimizer_variables(optimizer):
+def optimizer_variables(optimizer):
+    """A Keras optimizer's variables, a list or a method of it as the generation has them."""
     held = optimizer.variables
     return list(held() if callable(held) else held)
 
@@ -102,7 +103,7 @@ def main():
         run.close()
         if not run.is_chief:
             return
-    variables = model.variables + [v for o in optimizers for v in _optimizer_variables(o)]
+    variables = model.variables + [v for o in optimizers for v in optimizer_variables(o)]
     values = {f"{i}:{v.name}": v.numpy() for i, v in enumerate(variables)}
     np.savez(a.out, losses=np.array(losses), **values)
 
