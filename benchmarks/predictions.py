@@ -29,7 +29,6 @@ import dataclasses  # noqa: E402
 import testbed  # noqa: E402
 from paper_tables import ALL, MODELS, add_rate_arguments, chosen_models, make_data, script_args  # noqa: E402
 
-from parallax import collectives# noqa: E402
 from parallax.plan import calibration
 from parallax.tools import calibrate# noqa: E402
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
@@ -68,8 +67,8 @@ def predicted(model, data_dirs, spec, path, backend):
 def fixed_modes_of(plan):
     """The fixed modes whose rule gives `plan`: its methods (dense AR or PS, sparse AG or PS; a plan of dense
     variables alone on AllReduce is both MPI's and HYBRID's) and, where the plan records it, its local aggregation
-    (a fixed mode aggregates every sparse variable on servers on the test bed's hosts of two workers, unless its
-    backend cannot beside collectives). None: a plan no fixed mode makes."""
+    (a fixed mode aggregates every sparse variable on servers on the test bed's hosts of two workers). None: a plan
+    no fixed mode makes."""
     rules = {"PS": {"dense": "PS", "sparse": "PS"}, "MPI": {"dense": "AR", "sparse": "AG"},
              "HYBRID": {"dense": "AR", "sparse": "PS"}}
     return [mode for mode, rule in rules.items()
@@ -79,9 +78,7 @@ def fixed_modes_of(plan):
 
 def fixed_local_aggregation(plan):
     """{variable: aggregated locally} as a fixed mode with `plan`'s methods has it (Config's default, sync)."""
-    with_collectives = any(method != "PS" for method in plan["methods"].values())
-    allowed = not with_collectives or collectives.allows_local_aggregation(plan.get("backend", "tf"))
-    return {name: allowed and method == "PS" and plan["kinds"][name] == "sparse"
+    return {name: method == "PS" and plan["kinds"][name] == "sparse"
             for name, method in plan["methods"].items()}
 
 

@@ -110,7 +110,8 @@ class Explanation:
             t = traffic[v.name]
             rows.append((v.name, v.kind, _num(v.bytes), _METHOD_NAMES[str(v.method)],
                          ",".join(f"ps{k}" for k in v.ps_tasks) or "-", str(max(1, len(v.ps_tasks))),
-                         "yes" if v.local_aggregation else "no",
+                         ("on host ps" if self.plan.rows_held_on_servers else "yes") if v.local_aggregation
+                         else "no",
                          "-" if v.kind == "dense" else ("unknown" if t.sparsity is None else f"{t.sparsity:.3g}"),
                          "unknown" if t.bytes_per_step is None else _num(t.bytes_per_step)))
         return rows

@@ -72,12 +72,13 @@ def step_fence_for(plan, group=1):
     return lambda digest, name: step_fence(plan.num_workers, digest, name, group)
 
 
-def allows_local_aggregation(backend):
-    """Whether a worker's step may run ops on another worker's task (local aggregation puts a host's rows in
-    queues on its first worker). Not with TF's collectives: when the other worker's step ends, TF cleans the shared
-    step id up on that task too, and aborts the first worker's own step there (step_fence_for says why), which
-    no fence can prevent, as a step hands its fetched values to its client after its last op."""
-    return backend != TF
+def rows_held_on_servers(backend):
+    """Whether local aggregation keeps a host's rows on the host's parameter server rather than on its first
+    worker's task. With TF's collectives: when a worker's step ends, TF cleans the shared step id up on every task
+    the step touched, and on another worker's task that aborts that worker's own step, which no fence can prevent,
+    as a step hands its fetched values to its client after its last op (step_fence_for says why). On a server the
+    fence covers every worker's part of the step, as it covers a parameter server's updates."""
+    return backend == TF
 
 
 def collective_named(message, names):

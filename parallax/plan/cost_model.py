@@ -14,7 +14,8 @@ Bytes follow the Parallax paper's Table 3, counted per host link and per server 
   every worker's value first; and workers pull what they read of it. Without servers each worker updates its own
   copy, at no cost beyond its compute.
 The rewrite's own rules per backend are modelled too: with TF's collectives a step that uses collectives and
-servers ends with a fence (one more scalar gather), and local aggregation is off (collectives/__init__.py).
+servers ends with a fence (one more scalar gather), and local aggregation holds a host's rows on the host's server
+rather than its first worker (collectives/__init__.py), which moves the same bytes within the host.
 Time combines two bounds:
 - the critical path: one worker's compute, its own communication CPU, the link time and the message rounds *
   latency. The link time has two phases, pushes and collectives, then pulls: each takes its busiest host's
@@ -37,7 +38,6 @@ from parallax.plan.step_load import StepLoad
 
 AR, AG, PS = "AR", "AG", "PS"
 FENCED_BACKENDS = ("tf",)  # steps with collectives and servers end with a scalar gather (step_fence.py)
-LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES = ("tf",)  # planning.py turns local aggregation off with these backends
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,8 +145,6 @@ def predict(workload, choices, workers_per_host, machine, backend="tf"):
     for v in workload.variables:
         by_method[choices[v.name].method].append(v)
     collectives = _uses_collectives(workload, choices)
-    if collectives and backend in LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES:
-        choices = {name: dataclasses.replace(c, local_aggregation=False) for name, c in choices.items()}
     if n > 1:
         _allreduce(load, by_method[AR], workers_per_host, machine, backend)
         _allgather(load, by_method[AG], workers_per_host, machine, backend)
@@ -174,10 +172,9 @@ def _uses_collectives(workload, choices):
 
 
 def aggregates_locally(workload, choices, backend):
-    """Whether a host's local aggregation takes effect in `choices` (a sparse variable on a server has it), as
-    predict applies the backend's rule against it beside collectives."""
-    return any(c.local_aggregation for c in choices.values()) and not (
-        _uses_collectives(workload, choices) and backend in LOCAL_AGGREGATION_OFF_WITH_COLLECTIVES)
+    """Whether a host's local aggregation takes effect in `choices` (a sparse variable on a server has it), with
+    any backend (TF's collectives hold the rows on the host's server)."""
+    return any(c.local_aggregation for c in choices.values())
 
 
 def combine_bounds(critical, cpu_bound, exponent=None):

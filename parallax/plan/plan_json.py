@@ -12,7 +12,7 @@ import typing
 from parallax.errors import GraphMismatchError
 from parallax.plan.records import Plan
 
-SCHEMA = "parallax-plan/3"
+SCHEMA = "parallax-plan/4"
 
 
 def to_data(plan):

@@ -51,15 +51,26 @@ def plan_job(graph, analysis, spec, config):
     dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
     backend = collectives.resolve(_backend_choice(decided), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)
-    if not collectives.allows_local_aggregation(backend) and plan.uses_local_aggregation:
-        plan = dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
-                                                         for v in plan.variables))
+    if collectives.rows_held_on_servers(backend) and plan.uses_local_aggregation:
+        plan = _rows_held_on_servers(plan)
     if spec.num_workers > 1 and plan.sync:
         plan = dataclasses.replace(plan, counted_inputs=example_counts.counted_inputs(graph))
     if plan.uses_collectives:
         plan = dataclasses.replace(plan, fusion_groups=decide_fusion_groups(graph, plan))
     plan = dataclasses.replace(plan, placements=decide_placements(graph, plan))
     return dataclasses.replace(plan, sync_broadcasts=decide_sync_cut(graph, plan))
+
+
+def _rows_held_on_servers(plan):
+    """`plan` with each host's rows held on its parameter server (task h on host h): a host whose server holds
+    nothing is not started a server for this, and its workers send their rows straight to the variables' servers;
+    with no such host, no local aggregation."""
+    holders = tuple(holder if plan.worker_hosts[holder] in plan.server_tasks else w
+                    for w, holder in enumerate(plan.holders))
+    if all(holder == w for w, holder in enumerate(holders)):
+        return dataclasses.replace(plan, variables=tuple(dataclasses.replace(v, local_aggregation=False)
+                                                         for v in plan.variables))
+    return dataclasses.replace(plan, holders=holders, rows_held_on_servers=True)
 
 
 def _planned(graph, analysis, spec, config, statistics, draws):

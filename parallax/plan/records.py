@@ -208,6 +208,10 @@ class Plan:
     worker_hosts: Tuple[int, ...] = ()  # the spec host (index) of each worker
     place_boundary_ops: bool = False  # OPSW: only meaningful with servers
     holders: Tuple[int, ...] = ()  # per worker: the worker that holds its host's local aggregation (its first)
+    # Whether a host's local aggregation keeps its rows on the host's parameter server (task h on host h) instead
+    # of on its holder's task (collectives.rows_held_on_servers: with TF's collectives no worker's step may run an
+    # op on another worker's task). The holder's step still takes them.
+    rows_held_on_servers: bool = False
     backend: str = "horovod"  # the collective library, when collectives are used
     # Decided op placements: (pass name, ((op, device), ...)), device WORKER_DEVICE for "whichever worker runs it".
     placements: Tuple[Placement, ...] = ()

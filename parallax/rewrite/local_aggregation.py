@@ -4,9 +4,13 @@ optimizer's own de-duplication, a global norm that squares each row, a user's sc
 
 Rows travel through FIFO queues on the server, one per contributor, dequeued in contributor order by the take.
 With local aggregation (LA), the workers of a host with several workers put their rows in queues on that host's
-local chief (its first worker), which concatenates them and sends one message per step to the server.
+local chief (its first worker), which concatenates them and sends one message per step to the server. With TF's
+collectives the queues, and the concatenation, are on the host's own parameter server instead
+(Plan.rows_held_on_servers); the local chief's step still takes them.
 """
 import tensorflow as tf
+
+from parallax.plan.records import ps_device
 
 tf1 = tf.compat.v1
 ROW_QUEUE_CAPACITY = 2  # one step's rows, and the next step's while the chief still takes
@@ -49,14 +53,18 @@ def gather_rows(plan, scope, values, indices, server_device, local, keys=None):
     on_host = {}
     for w, holder in enumerate(plan.holders):
         on_host.setdefault(holder, []).append(w)
-    rows = (values, tf.cast(indices, tf.int64)) + (() if keys is None else (keys,))
+    # Each worker's own rows are made on its own task: with TF's collectives every worker runs the step under one
+    # step id, and the same op run by two workers on a server would send its value to another task under one
+    # rendezvous key for both (one worker's rows taken for another's).
+    with tf1.device(None):
+        rows = (values, tf.cast(indices, tf.int64)) + (() if keys is None else (keys,))
     contributions, server_queues = {}, []
     for holder, workers in sorted(on_host.items()):
         h = plan.worker_hosts[holder]
         if local and len(workers) > 1:
             chief = holder
             with tf.name_scope(f"host_{h}"):
-                with tf.device(worker_device(chief)):
+                with tf.device(ps_device(h) if plan.rows_held_on_servers else worker_device(chief)):
                     host_queues = [_row_queue(rows, f"rows_{w}", f"parallax_rows/{scope}/host_{h}/{w}")
                                    for w in workers]
                     puts = {w: q.enqueue(rows, name=f"put_{w}") for w, q in zip(workers, host_queues)}

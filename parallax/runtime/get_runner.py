@@ -263,7 +263,7 @@ def _join(graph, analysis, plan, config, role, context):
         worker_checks.init_horovod(role)
     server, session_config = None, config.session_config
     if plan.uses_worker_servers:
-        holders = set(plan.holders) if plan.uses_local_aggregation else ()
+        holders = set(plan.holders) if plan.uses_local_aggregation and not plan.rows_held_on_servers else ()
         tf_collectives = plan.uses_collectives and plan.backend == collectives.TF
         server, filters = cluster.start_worker_server(role, context, holders, tf_collectives)
         session_config = _merged(session_config, filters)

@@ -1,8 +1,9 @@
 """TF's collectives run every worker's step under one shared step id, and when one worker's step ends TF cleans
 that id up on every task its step touched. So with the `tf` backend (parallax/runtime/step_fence.py, collectives
-step_fence_for and allows_local_aggregation): a step that runs collectives and ops on a named task ends with a
-fence after all its work, and no worker's step runs ops on another worker's task (no local aggregation). Checked
-on rewritten graphs, without running them: the race they prevent shows only under load."""
+step_fence_for and rows_held_on_servers): a step that runs collectives and ops on a named task ends with a
+fence after all its work, and no worker's step runs ops on another worker's task (local aggregation holds a host's
+rows on the host's server). Checked on rewritten graphs, without running them: the race they prevent shows only
+under load."""
 import pytest
 import tensorflow as tf
 
@@ -37,9 +38,12 @@ def _fetches(case, graph):
 def test_a_tf_collectives_step_that_touches_servers_ends_with_a_fence_after_all_its_work(name, worker):
     case, plan, rewritten = _rewritten(name, "HYBRID", "tf")
     assert plan.backend == "tf" and plan.uses_servers
-    assert not plan.uses_local_aggregation, "local aggregation would run ops on another worker's task"
+    assert plan.uses_local_aggregation and plan.rows_held_on_servers and plan.holders == (0, 0, 2, 2)
     g = rewritten.graph
     assert not [op.name for op in g.get_operations() if "/job:worker" in op.device]
+    held = {op.name.split("/host_")[1][0]: op.device for op in g.get_operations() if "/host_" in op.name and "/rows_" in op.name}
+    assert set(held) == {"0", "1"} and {h: d.split("/device")[0] for h, d in held.items()} == \
+        {"0": "/job:ps/task:0", "1": "/job:ps/task:1"}, held  # each host's rows on its own server
     sync = SyncSteps(g, rewritten.sync, worker, 4, collectives.step_fence_for(plan))
     leaves = _fetches(case, g)
     variant = sync.variant(tuple(x.name for x in leaves), leaves)
@@ -55,6 +59,34 @@ def test_a_tf_collectives_step_that_touches_servers_ends_with_a_fence_after_all_
             received = x.op.inputs[0].op  # from a copy received there before it (a value still to be received
             assert received.type == "Identity" and received.device == "" and received in before  # after it could
             # be cleaned up with the step id on the task that made it)
+
+
+@pytest.mark.parametrize("name", ["random:103", "mixed_methods", "embedding_clip_adam"])
+def test_no_op_that_two_workers_run_on_a_server_sends_its_value_to_another_server(name):
+    """Under one step id, two workers' sends of one op's value between the same two tasks share a rendezvous key:
+    one worker would take the other's value (a host's indices cast on the variable's server for the host's queues
+    on another server gave rows of the wrong worker from step 2 on). A worker's own values start on its own task."""
+    case, plan, rewritten = _rewritten(name, "HYBRID", "tf")
+    g = rewritten.graph
+    senders = {}
+    for worker in range(4):
+        leaves = _fetches(case, g)
+        variant = SyncSteps(g, rewritten.sync, worker, 4, collectives.step_fence_for(plan)) \
+            .variant(tuple(x.name for x in leaves), leaves)
+        ran = graph_utils.ancestors([x if isinstance(x, tf.Operation) else x.op for x in
+                                     variant.leaves + variant.targets + (variant.released or []) if x is not None])
+        for op in ran:
+            for consumer in (c for t in op.outputs for c in t.consumers() if c in ran):
+                source, destination = _task(op), _task(consumer)
+                if source and destination and source != destination:
+                    senders.setdefault((op.name, destination), set()).add(worker)
+    assert senders, "the case sends nothing between servers: the check would hold vacuously"
+    assert {edge: workers for edge, workers in senders.items() if len(workers) > 1} == {}
+
+
+def _task(op):
+    """The named task an op runs on ("" for the worker's own)."""
+    return op.device.split("/device")[0] if "/job:" in op.device else ""
 
 
 def test_every_worker_gives_a_fetch_set_the_same_fence_key():
@@ -171,3 +203,4 @@ def test_a_fence_waits_in_one_frame_for_a_branch_that_holds_a_v1_loop():
         frames = {v1_control_flow.output_frame(i, frame_of, parent) for i in list(op.control_inputs) +
                   [t.op for t in op.inputs]}
         assert frames == {frame_of[op]}, (op.name, frames)
+
