@@ -13,7 +13,8 @@ so that one graph runs batches of any size (an epoch's last). Its concrete funct
   gradient taken of a captured variable are carried over to the new graph's ops.
 The step's stateful ops (its control outputs: the optimizer's writes) and its return value run as one training op.
 Nested functions (a Keras layer's call, a while loop, a GRU) stay functions of the graph's library: taken whole.
-Other captured resources (a lookup table, a dataset iterator) are refused before anything runs, naming them.
+Other captured resources (a lookup table, a dataset iterator) are refused before anything runs, naming them, and
+so is a call of Python (tf.py_function, tf.numpy_function): what it computes over the batch cannot be read.
 """
 import inspect
 import json
@@ -91,7 +92,9 @@ def _imported(scope, concrete, variables, made):
     by_capture = _captures(traced, variables, input_map, made)
     returned = [t.name for t in traced.outputs]
     controls = sorted(op.name for op in traced.control_outputs)
-    imported = tf.import_graph_def(traced.as_graph_def(), input_map=input_map, name=scope,
+    graph_def = traced.as_graph_def()
+    _refuse_python_calls(scope, graph_def)
+    imported = tf.import_graph_def(graph_def, input_map=input_map, name=scope,
                                    return_elements=returned + controls)
     outputs = imported[:len(returned)]
     with tf1.control_dependencies(imported[len(returned):] + [t.op for t in outputs]):
@@ -99,6 +102,22 @@ def _imported(scope, concrete, variables, made):
     _carry_records(scope, traced, tf1.get_default_graph(), by_capture)
     structured = tf.nest.pack_sequence_as(concrete.structured_outputs, outputs) if outputs else None
     return LiftedFunction(inputs, structured, op)
+
+
+PYTHON_CALLS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")  # tf.py_function, tf.numpy_function, tf1.py_func
+
+
+def _refuse_python_calls(scope, graph_def):
+    """UnsupportedError for a function that calls Python from its graph (or from a function it nests)."""
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    called = sorted({n.name for n in nodes if n.op in PYTHON_CALLS})
+    if called:
+        raise UnsupportedError(
+            f"the {'training step' if scope == SCOPE else scope.replace('_', ' ')} calls Python through "
+            f"tf.py_function or tf.numpy_function ({', '.join(called)}): parallax cannot see what that Python "
+            f"computes over the batch, so it cannot make the workers' steps one device's step, and the op is bound "
+            f"to the process that traced it. Do that work in the input pipeline (dataset.map, before the batches "
+            f"reach the step), or write it with TensorFlow ops")
 
 
 def _reachable_variables(function, concrete):

@@ -63,11 +63,16 @@ def get_runner(graph, resource_spec, config=None):
     try:
         return _runner_for(graph, resource_spec, config)
     except ParallaxError as error:
-        context = this_process()
-        # A launched worker's own hook reports it to the launcher (launcher/role.py); a thread job's, its job.
-        if not context.in_thread and not (context.launched and context.role.role == "worker"):
-            report_if_uncaught(error)
+        report_refusal(error)
         raise
+
+
+def report_refusal(error):
+    """Print `error` as one line if it ends the process uncaught (errors.report_if_uncaught). A launched worker's
+    own hook reports it to the launcher (launcher/role.py); a thread job's, its job."""
+    context = this_process()
+    if not context.in_thread and not (context.launched and context.role.role == "worker"):
+        report_if_uncaught(error)
 
 
 def _runner_for(graph, resource_spec, config):
@@ -75,9 +80,10 @@ def _runner_for(graph, resource_spec, config):
     if not isinstance(config, Config):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
     if is_keras_model(graph):
-        return KerasRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config), this_process().role)
+        return KerasRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config), this_process().role,
+                           report_refusal)
     if not isinstance(graph, tf.Graph) and callable(graph):
-        return StepRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config))
+        return StepRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config), report_refusal)
     if not isinstance(graph, tf.Graph):
         raise GraphAnalysisError(f"get_runner() needs the tf.Graph that holds the model, or a training step (a "
                                  f"function of a batch), not {type(graph).__name__}")

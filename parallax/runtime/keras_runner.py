@@ -69,11 +69,11 @@ def _check_model(model):
 
 
 class KerasRunner(LiftedJob):
-    def __init__(self, model, join, role):
+    def __init__(self, model, join, role, report=None):
         """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner; `role`: this
-        process's (its worker id decides which callbacks run before the job is joined)."""
+        process's (its worker id decides which callbacks run before the job is joined); `report`: LiftedJob's."""
         _check_model(model)
-        super().__init__(join)
+        super().__init__(join, report)
         self._model, self._role, self._lifted = model, role, None
         self._sliced = []  # per running fit/evaluate/predict call, innermost last: whether its batches are global
         self._check_eager = False
@@ -174,9 +174,9 @@ class KerasRunner(LiftedJob):
             for metric in model.metrics:
                 metric.reset_state()
 
-        self._lifted = lift_functions({
+        self._lifted = self._lifted_or_refused(lambda: lift_functions({
             TRAIN: (model.train_step, (data,)), TEST: (model.test_step, (data,)),
-            PREDICT: (lambda features: model.predict_step((features,)), (x,)), RESET: (reset, ())})
+            PREDICT: (lambda features: model.predict_step((features,)), (x,)), RESET: (reset, ())}))
         self._join_job(self._lifted.graph, self._lifted.variables)
         self._check_eager = False
 

@@ -1,13 +1,15 @@
 """What the runners of lifted TF2 code share (step_runner.py's StepRunner, keras_runner.py's KerasRunner): the job
 they join at the first step with the lifted graph, the eager values loaded into it then and written back at the
 end (eager_values.py), and their life as context managers."""
+from parallax.errors import ParallaxError
 from parallax.runtime.eager_values import EagerValues
 
 
 class LiftedJob:
-    def __init__(self, join):
-        """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner."""
-        self._join = join
+    def __init__(self, join, report=None):
+        """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner; `report(error)`:
+        get_runner's, for a refusal raised at the first step (printed as one line if it ends the process)."""
+        self._join, self._report = join, report or (lambda error: None)
         self._runner = self._values = None
         self._closed = False
 
@@ -19,6 +21,14 @@ class LiftedJob:
     def runner(self):
         """The v1 Runner of the lifted graph (None before the first step)."""
         return self._runner
+
+    def _lifted_or_refused(self, lift):
+        """`lift()`: the code lifted at the first step; its refusal (a ParallaxError) is reported as get_runner's."""
+        try:
+            return lift()
+        except ParallaxError as error:
+            self._report(error)
+            raise
 
     def _join_job(self, graph, lifted_variables):
         """Joins the job of the lifted graph (a script run by hand launches it here, and exits with its status)

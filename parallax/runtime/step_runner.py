@@ -37,8 +37,8 @@ def _lifted(step, args):
 
 
 class StepRunner(LiftedJob):
-    def __init__(self, step, join):
-        """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner."""
+    def __init__(self, step, join, report=None):
+        """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner; `report`: LiftedJob's."""
         if not callable(step):
             raise UnsupportedError(f"get_runner takes a tf.Graph, a training step (a function of a batch) or a "
                                    f"compiled Keras model, not {type(step).__name__}")
@@ -47,7 +47,7 @@ class StepRunner(LiftedJob):
                 "a TF2 training step (a function of a batch) needs eager execution, which this script turned off "
                 "(tf.compat.v1.disable_eager_execution): remove that call, or build a v1 graph with a training op "
                 "and pass the graph to get_runner")
-        super().__init__(join)
+        super().__init__(join, report)
         self._step, self._lifted = step, None
 
     # ---- identity: the job's, known once the first call joined it ------------------------------------------------
@@ -74,7 +74,7 @@ class StepRunner(LiftedJob):
         if self._closed:
             raise ParallaxError("this runner is closed; create a new one with get_runner")
         if self._runner is None:
-            self._lifted = _lifted(self._step, args)
+            self._lifted = self._lifted_or_refused(lambda: _lifted(self._step, args))
             self._join_job(self._lifted.graph, self._lifted.variables)
         values = tf.nest.flatten(args)
         if len(values) != len(self._lifted.inputs):

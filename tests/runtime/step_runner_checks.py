@@ -95,8 +95,23 @@ def plain_functions():
             loss = tf.reduce_mean(tf.square(model(x) - y)) * float(calls[0])
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
+    @tf.function
+    def noised(x):  # a nested function: it stays one of the graph's library
+        return tf.ensure_shape(x + tf.numpy_function(lambda v: v * 0, [x], x.dtype), x.shape)
+
+    def calls_python(step_input):
+        @tf.function
+        def step(x, y):
+            x = step_input(x)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        return refusal(lambda: parallax.get_runner(step, "localhost:1")(*_batches()[0]))
     return {"loss_diff": float(np.max(np.abs(np.subtract(losses, eager_losses)))),
-            "counter": refusal(lambda: parallax.get_runner(counted, "localhost:1")(*_batches()[0]))}
+            "counter": refusal(lambda: parallax.get_runner(counted, "localhost:1")(*_batches()[0])),
+            "py_function": calls_python(lambda x: tf.ensure_shape(tf.py_function(lambda v: v, [x], x.dtype), x.shape)),
+            "nested_numpy_function": calls_python(noised)}
 
 
 def keras_models():

@@ -46,6 +46,17 @@ def test_a_plain_python_step_runs_and_one_whose_python_differs_per_call_is_refus
     assert "@tf.function" in message
 
 
+def test_a_step_that_calls_python_is_refused_before_it_runs(checked):
+    """tf.py_function in the step, and tf.numpy_function in a function the step calls: parallax cannot read what
+    the Python computes over the batch (nor place the op, which is bound to the tracing process: in PS mode it
+    failed as TF's 'Cannot assign a device')."""
+    for found, op in ((checked["plain"]["py_function"], "EagerPyFunc"),
+                      (checked["plain"]["nested_numpy_function"], "PyFunc")):
+        assert found is not None and found.startswith(
+            "UnsupportedError: the training step calls Python through tf.py_function or tf.numpy_function ("), found
+        assert op in found and "dataset.map" in found, found
+
+
 def test_a_keras_models_fit_runs_in_a_one_worker_job_and_what_it_cannot_take_is_refused(checked):
     found = checked["keras_model"]
     assert found["uncompiled"].startswith("UnsupportedError: get_runner(model) takes a compiled model: call "
