@@ -25,9 +25,10 @@ def test_local_aggregation_counts_where_it_takes_effect():
     w = cm.Workload(0.01, 0.01, (KERNEL, TABLE))
     hybrid = plan_search.assign_servers(w, {"K": cm.AR, "E": cm.PS}, 2, True)
     methods = (("E", cm.PS), ("K", cm.AR))
-    # with TF's collectives in the step the rewrite turns a host's aggregation off; with Horovod it stays
-    assert mixed_plans._key(w, hybrid, "tf") == (methods, False)
-    assert mixed_plans._key(w, hybrid, "horovod") == (methods, True)
+    # with either backend it takes effect (TF's collectives hold a host's rows on its server)
+    assert mixed_plans._key(w, hybrid, "tf") == mixed_plans._key(w, hybrid, "horovod") == (methods, True)
+    no_aggregation = plan_search.assign_servers(w, {"K": cm.AR, "E": cm.PS}, 2, False)
+    assert mixed_plans._key(w, no_aggregation, "tf") == (methods, False)
     # only a sparse variable on a server aggregates: all on servers but the table all-gathered has none
     dense_on_servers = plan_search.assign_servers(w, {"K": cm.PS, "E": cm.AG}, 2, True)
     assert mixed_plans._key(w, dense_on_servers, "horovod")[1] is False
