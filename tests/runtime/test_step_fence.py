@@ -209,7 +209,7 @@ def test_sessions_on_tf_collectives_keep_every_control_edge_the_fence_waits_on()
     """Grappler's dependency optimizer prunes a control edge it finds implied through another path. A fence that
     waited for the release (after the server's update) then no longer waited for the update's own message to the
     chief; another worker ended the step and cleaned its id up on the server before that message left (Aborted:
-    Cleanup at the update's _Send; 5 of 180 calibration jobs in PS with TF's collectives, 0 of 180 without it).
+    Cleanup at the update's _Send; 6 of 176 calibration jobs in PS with TF's collectives, 0 of 180 without it).
     Every worker's server and session take this config (runtime/cluster.py)."""
     from tensorflow.core.protobuf import rewriter_config_pb2
     from parallax.collectives import tf_ops
