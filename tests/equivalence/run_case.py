@@ -6,6 +6,7 @@
 import argparse
 import os
 import sys
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -168,7 +169,9 @@ def run_single(case, steps, batch, out=None):
 
 
 def _save(path, values):
-    part = path + ".part.npz"  # whole or absent: another test's run may be reading the same reference
+    # whole or absent: another test's run may be reading the same reference, or writing it at once (each process
+    # writes its own part: two writing one part file left one of them nothing to rename, FileNotFoundError)
+    part = f"{path}.{os.getpid()}-{threading.get_ident()}.part.npz"
     np.savez(part, **values)
     os.replace(part, path)
 
