@@ -141,8 +141,36 @@ def keras_models():
     return found
 
 
+def keras_slots():
+    """The analysis of a lifted step with Keras optimizers (Adagrad with global_clipnorm, whose clipped gradients
+    each depend on every gradient; Adam): {variable: its slots}, and the state left."""
+    from parallax.analysis.graph_analysis import analyze
+    from parallax.capture.function_step import lift
+    found = {}
+    for make in (lambda: tf.keras.optimizers.Adagrad(0.1, global_clipnorm=1.0), lambda: tf.keras.optimizers.Adam(0.1)):
+        tf.keras.backend.clear_session()
+        tf.keras.utils.set_random_seed(1)
+        optimizer = make()
+        embedding, dense = tf.keras.layers.Embedding(50, 4), tf.keras.layers.Dense(1)
+
+        @tf.function
+        def step(ids, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(dense(tf.reduce_mean(embedding(ids), 1)) - y))
+            trained = embedding.trainable_variables + dense.trainable_variables
+            optimizer.apply_gradients(zip(tape.gradient(loss, trained), trained))
+            return loss
+        batch = (tf.constant([[1, 2], [3, 4]]), tf.constant([[1.0], [2.0]]))
+        step(*batch)  # the optimizer makes its slots at its first apply, eagerly
+        analysis = analyze(lift(step, batch).graph)
+        found[type(optimizer).__name__] = {"slots": {v.name: sorted(v.slots) for v in analysis.variables},
+                                           "state": sorted(s.name for s in analysis.state)}
+    return found
+
+
 def main():
     results = {
+        "keras_slots": keras_slots(),
         "one_worker": one_worker_job(),
         "plain": plain_functions(),
         "keras_model": keras_models(),

@@ -46,6 +46,18 @@ def test_a_plain_python_step_runs_and_one_whose_python_differs_per_call_is_refus
     assert "@tf.function" in message
 
 
+def test_a_keras_optimizers_slots_are_its_variables_slots(checked):
+    """A Keras optimizer names no slots in a record: the variables its update of one variable writes (and reads),
+    and no other variable's update does, are that variable's slots, planned on its server; the iteration counter,
+    written after every update, stays state."""
+    adagrad, adam = checked["keras_slots"]["Adagrad"], checked["keras_slots"]["Adam"]
+    assert adagrad["slots"] == {"dense/bias": ["Adagrad/accumulator/dense/bias"],
+                                "dense/kernel": ["Adagrad/accumulator/dense/kernel"],
+                                "embedding/embeddings": ["Adagrad/accumulator/embedding/embeddings"]}, adagrad
+    assert adam["slots"]["embedding/embeddings"] == ["Adam/m/embedding/embeddings", "Adam/v/embedding/embeddings"]
+    assert adagrad["state"] == adam["state"] == ["iteration"], (adagrad, adam)
+
+
 def test_a_step_that_calls_python_is_refused_before_it_runs(checked):
     """tf.py_function in the step, and tf.numpy_function in a function the step calls: parallax cannot read what
     the Python computes over the batch (nor place the op, which is bound to the tracing process: in PS mode it
