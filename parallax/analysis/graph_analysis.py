@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from parallax.capture import gradients as capture
 from parallax.core import graph_utils
+from parallax.analysis.optimizer_slots import slots_from_updates
 from parallax.analysis import row_keys
 from parallax.errors import GraphAnalysisError
 from parallax.core.text_table import format_table
@@ -169,7 +170,7 @@ def analyze(graph):
         info = getattr(v, "_save_slice_info", None)
         parts[name] = VariablePart(name, _shape(v), tuple(info.var_offset) if info else (0,) * len(_shape(v)),
                                    gradients, update_ops, slots)
-    parts = _with_slots_from_updates(graph, parts, {v.op.name for v in trainable}, set(applies))
+    parts = slots_from_updates(graph, parts, {v.op.name for v in trainable}, set(applies))
     records = _group_partitions(trainable, parts, optimizers)
     slot_names = {s for r in records for s in r.slots}
     state = _state_records(graph, trainable, slot_names, writers, apply_records, records)
@@ -188,30 +189,6 @@ def _merged_applies(apply_records):
         if r["optimizer"] not in m["optimizers"]:
             m["optimizers"].append(r["optimizer"])
     return {var: {**m, "optimizer": "+".join(m["optimizers"])} for var, m in merged.items()}
-
-
-def _with_slots_from_updates(graph, parts, trainable_names, recorded):
-    """`parts` with the slots of variables no optimizer record names (a Keras optimizer's in a lifted TF2 step,
-    hand-written momentum): a variable that is not trained, is written from the variable's gradient among the
-    ancestors of its update ops, and among no other variable's, is its slot (an Adagrad accumulator, Adam's
-    moments; not the iteration counter, written after the updates, nor state written from the batch, such as a
-    count of ids). Planned as slots, they stay on their variable's server, as a v1 optimizer's do."""
-    owners = {}  # written variable -> the variables whose updates write it
-    for name, part in parts.items():
-        updates = [graph.get_operation_by_name(u) for u in part.update_ops]
-        gradient_ops = {graph.get_tensor_by_name(g.values).op for g in part.gradients}
-        for op in graph_utils.ancestors(updates) if updates else ():
-            written = graph_utils.written_variable(op) if graph_utils.is_writer(op) else None
-            if written is not None and written not in trainable_names and (
-                    name in recorded or gradient_ops & graph_utils.ancestors([op])):
-                owners.setdefault(written, set()).add(name)
-    found = {}
-    for slot, names in sorted(owners.items()):
-        name = next(iter(names))
-        if len(names) == 1 and name not in recorded and not parts[name].slots:
-            found.setdefault(name, []).append((slot, slot))
-    return {name: dataclasses.replace(part, slots=tuple(found[name])) if name in found else part
-            for name, part in parts.items()}
 
 
 def _step_gradients(graph, grad_records):
