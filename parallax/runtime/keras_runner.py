@@ -174,10 +174,9 @@ class KerasRunner(LiftedJob):
             for metric in model.metrics:
                 metric.reset_state()
 
-        self._lifted = self._lifted_or_refused(lambda: lift_functions({
+        self._lifted = self._join_job(lambda: lift_functions({
             TRAIN: (model.train_step, (data,)), TEST: (model.test_step, (data,)),
             PREDICT: (lambda features: model.predict_step((features,)), (x,)), RESET: (reset, ())}))
-        self._join_job(self._lifted.graph, self._lifted.variables)
         self._check_eager = False
 
     # ---- eager model and job, kept alike ----------------------------------------------------------------------

@@ -22,20 +22,19 @@ class LiftedJob:
         """The v1 Runner of the lifted graph (None before the first step)."""
         return self._runner
 
-    def _lifted_or_refused(self, lift):
-        """`lift()`: the code lifted at the first step; its refusal (a ParallaxError) is reported as get_runner's."""
+    def _join_job(self, lift):
+        """`lift()` (the code lifted at the first step; its refusal, a ParallaxError, is reported as get_runner's),
+        then the job of its graph joined (a script run by hand launches it here, and exits with its status) with the
+        eager variables' values loaded into it. Returns what `lift` returned."""
         try:
-            return lift()
+            lifted = lift()
         except ParallaxError as error:
             self._report(error)
             raise
-
-    def _join_job(self, graph, lifted_variables):
-        """Joins the job of the lifted graph (a script run by hand launches it here, and exits with its status)
-        and loads the eager variables' values into it."""
-        self._values = EagerValues(graph, lifted_variables)
-        self._runner = self._join(graph)
+        self._values = EagerValues(lifted.graph, lifted.variables)
+        self._runner = self._join(lifted.graph)
         self._values.load(self._runner)
+        return lifted
 
     def _end_job(self):
         """The job's values into the eager variables, then the job ended for this process."""

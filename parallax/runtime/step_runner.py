@@ -74,8 +74,7 @@ class StepRunner(LiftedJob):
         if self._closed:
             raise ParallaxError("this runner is closed; create a new one with get_runner")
         if self._runner is None:
-            self._lifted = self._lifted_or_refused(lambda: _lifted(self._step, args))
-            self._join_job(self._lifted.graph, self._lifted.variables)
+            self._lifted = self._join_job(lambda: _lifted(self._step, args))
         values = tf.nest.flatten(args)
         if len(values) != len(self._lifted.inputs):
             raise UnsupportedError(f"the training step was traced for {len(self._lifted.inputs)} input tensor(s) "
