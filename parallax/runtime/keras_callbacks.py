@@ -6,8 +6,6 @@ batch's logs, the same on every worker, so every worker decides alike and stops 
 report (the progress bar, ModelCheckpoint, TensorBoard, CSVLogger, RemoteMonitor) run on the chief alone, as on
 one device: other workers would write the same files again, or print the same lines.
 """
-import tensorflow as tf
-
 REPORTING = ("ModelCheckpoint", "TensorBoard", "CSVLogger", "RemoteMonitor", "ProgbarLogger")
 
 
@@ -22,7 +20,7 @@ def for_worker(kwargs, is_chief):
         return kwargs
     kwargs = dict(kwargs, verbose=0)
     callbacks = kwargs.get("callbacks")
-    if isinstance(callbacks, tf.keras.callbacks.CallbackList):
+    if type(callbacks).__name__ == "CallbackList":  # either Keras generation's: tf.keras may be the other one
         callbacks = callbacks.callbacks
     if callbacks:
         kwargs["callbacks"] = [c for c in callbacks if not reports_only(c)]

@@ -48,19 +48,40 @@ def rows_of(value, worker_id, num_workers):
     return array[count * worker_id // num_workers:count * (worker_id + 1) // num_workers]
 
 
+def unpack_x_y_sample_weight(data):
+    """(x, y, sample weights) of a batch, as both Keras generations unpack it (this module does not know which
+    Keras the model is of: tf.keras may be the other one)."""
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return data, None, None
+    if not 1 <= len(data) <= 3:
+        raise UnsupportedError(f"a batch of {len(data)} parts: Keras takes (x,), (x, y) or (x, y, sample_weight)")
+    return tuple(data) + (None,) * (3 - len(data))
+
+
 def _check_model(model):
     if not tf.executing_eagerly():
         raise UnsupportedError(
             "get_runner(model) needs eager execution, which this script turned off "
             "(tf.compat.v1.disable_eager_execution): remove that call")
-    if not any(".engine." in cls.__module__ for cls in type(model).__mro__):  # Keras 2's Model is keras(.src).engine's
+    # Keras 2's Model is keras(.src).engine's or tf_keras's; Keras 3's trains through its TensorFlow trainer
+    if not any(".engine." in cls.__module__ or cls.__name__ == "TensorFlowTrainer" for cls in type(model).__mro__):
         raise UnsupportedError(
-            "get_runner(model) takes a Keras 2 model (tf.keras on TF 2.15, tf_keras on later TF: set "
-            "TF_USE_LEGACY_KERAS=1); this is a Keras 3 model, whose fit is not supported yet. Write the training "
-            "step as a tf.function and pass it: runner = parallax.get_runner(train_step, ...)")
+            f"get_runner(model) takes a Keras model on TensorFlow (tf.keras, tf_keras, or Keras 3 with the "
+            f"TensorFlow backend); this {type(model).__name__} trains with another backend: set "
+            f"KERAS_BACKEND=tensorflow before importing keras")
     if getattr(model, "optimizer", None) is None or getattr(model, "compiled_loss", None) is None:
         raise UnsupportedError("get_runner(model) takes a compiled model: call model.compile(optimizer, loss, ...) "
                                "before get_runner")
+    steps = getattr(model, "_steps_per_execution", None)  # Keras 2's: a variable
+    steps = getattr(model, "steps_per_execution", 1) if steps is None else steps  # Keras 3's: an int
+    steps = int(steps.numpy()) if hasattr(steps, "numpy") else int(steps or 1)
+    if steps != 1:
+        raise UnsupportedError(
+            f"get_runner(model) was given a model compiled with steps_per_execution={steps}, whose train function "
+            f"runs {steps} batches per call: parallax runs one step per batch. Compile it without "
+            f"steps_per_execution")
     if any("LossScaleOptimizer" in cls.__name__ for cls in type(model.optimizer).__mro__):
         raise UnsupportedError(
             "get_runner(model) was given a model compiled for mixed precision (its optimizer is a "
@@ -100,9 +121,8 @@ class KerasRunner(LiftedJob):
         model.fit = self._wrapped_call(originals["fit"], "x", fits=True)
         model.evaluate = self._wrapped_call(originals["evaluate"], "x")
         model.predict = self._wrapped_call(originals["predict"], "x")
-        model.make_train_function = lambda force=False: self._function(TRAIN)
-        model.make_test_function = lambda force=False: self._function(TEST)
-        model.make_predict_function = lambda force=False: self._function(PREDICT)
+        for kind, step in (("train", TRAIN), ("test", TEST), ("predict", PREDICT)):
+            setattr(model, f"make_{kind}_function", self._function_maker(f"{kind}_function", step))
         model.reset_metrics = self._reset_metrics
         model.get_metrics_result = self._metrics_result
         if not self.is_chief:  # the chief's model is the one device's: the others write no file over its files
@@ -126,10 +146,18 @@ class KerasRunner(LiftedJob):
                 self._sliced.pop()
         return call
 
-    def _function(self, name):
+    def _function_maker(self, attribute, name):
+        """The model's `make_<kind>_function`: Keras 2's returns the function, Keras 3's sets it on the model."""
         def run(iterator):
+            if isinstance(iterator, list):  # Keras 3's predict: the batches of one execution, one (_check_model)
+                (batch,) = iterator
+                return self._step(name, batch)
             return self._step(name, next(iterator))
-        return run
+
+        def make(force=False):
+            setattr(self._model, attribute, run)
+            return run
+        return make
 
     def _reset_metrics(self):
         type(self._model).reset_metrics(self._model)
@@ -150,8 +178,7 @@ class KerasRunner(LiftedJob):
             self._push_changed()
         function = self._lifted.functions[name]
         if name == PREDICT:
-            data, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
-            data = (data,)
+            data = (unpack_x_y_sample_weight(data)[0],)
         elif self._sliced and self._sliced[-1]:
             data = tf.nest.map_structure(lambda v: rows_of(v, self.worker_id, self.num_workers), data)
         values = tf.nest.flatten(data)
@@ -168,7 +195,7 @@ class KerasRunner(LiftedJob):
         """Lifts the model's steps for batches like `data` and joins the job (a script run by hand launches it
         here, and exits with its status)."""
         model = self._model
-        x, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        x = unpack_x_y_sample_weight(data)[0]
 
         def reset():
             for metric in model.metrics:

@@ -22,6 +22,7 @@ import tensorflow as tf  # noqa: E402
 from tests.equivalence.tf2_steps import optimizer_variables  # noqa: E402
 
 F64 = "float64"
+KERAS3 = int(getattr(tf.keras, "__version__", "2").split(".")[0]) >= 3  # TF_USE_LEGACY_KERAS=0 on TF >= 2.16
 
 
 def dense():
@@ -34,11 +35,15 @@ def dense():
 
 
 def embedding():
-    """An Embedding (its gradient: IndexedSlices) with SGD and momentum, an accuracy metric."""
+    """An Embedding (its gradient: IndexedSlices) with SGD and momentum, an accuracy metric. Keras 3 computes a
+    loss named by a string in its floatx (float32) whatever the model's dtype: this case names its loss's dtype, so
+    that its gradients are float64 in both generations and compared as such (the dense and GRU cases keep the
+    string)."""
     model = tf.keras.Sequential([tf.keras.Input((2,), dtype="int64"), tf.keras.layers.Embedding(40, 4, dtype=F64),
                                  tf.keras.layers.Flatten(dtype=F64),
                                  tf.keras.layers.Dense(1, activation="sigmoid", dtype=F64)])
-    model.compile(tf.keras.optimizers.SGD(0.5, momentum=0.9), "binary_crossentropy", metrics=["accuracy"])
+    loss = tf.keras.losses.BinaryCrossentropy(dtype=F64) if KERAS3 else "binary_crossentropy"
+    model.compile(tf.keras.optimizers.SGD(0.5, momentum=0.9), loss, metrics=["accuracy"])
     rng = np.random.RandomState(0)
     x = rng.randint(0, 40, size=(50, 2))
     return model, x, (x[:, :1] % 2).astype("float64")

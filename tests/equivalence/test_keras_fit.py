@@ -19,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CASES = ("dense", "embedding", "gru")
 EPOCHS = 8  # keras_fit.py's: EarlyStopping stops every case before
 TIMEOUT = 300
+# Keras 2 (tf.keras on TF 2.15, tf_keras after), and Keras 3 where TF has it (TF_USE_LEGACY_KERAS=0)
+KERAS = ("keras2", "keras3") if tuple(int(part) for part in tf.__version__.split(".")[:2]) >= (2, 16) else ("keras2",)
 
 
 def _run(tmp, case, *args, keras3=False):
@@ -31,8 +33,8 @@ def _run(tmp, case, *args, keras3=False):
     return done, (dict(np.load(out)) if os.path.exists(out) else None)
 
 
-def _ran(tmp, case, *args):
-    done, values = _run(tmp, case, *args)
+def _ran(tmp, case, *args, keras3=False):
+    done, values = _run(tmp, case, *args, keras3=keras3)
     assert done.returncode == 0 and values is not None, \
         f"{case} {' '.join(args)} exited {done.returncode}\n{(done.stdout + done.stderr)[-6000:]}"
     return values, done.stdout + done.stderr
@@ -42,11 +44,11 @@ def _ran(tmp, case, *args):
 def one_device(tmp_path_factory):
     made = {}
 
-    def of(case, workers=2):
-        if (case, workers) not in made:
-            made[case, workers] = _ran(tmp_path_factory.mktemp("one"), case, "--one-device",
-                                       "--workers", str(workers))[0]
-        return made[case, workers]
+    def of(case, workers=2, keras3=False):
+        if (case, workers, keras3) not in made:
+            made[case, workers, keras3] = _ran(tmp_path_factory.mktemp("one"), case, "--one-device",
+                                               "--workers", str(workers), keras3=keras3)[0]
+        return made[case, workers, keras3]
     return of
 
 
@@ -67,11 +69,14 @@ def _check(want, got, label):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("keras", KERAS)
 @pytest.mark.parametrize("mode", ["MPI", "PS", "HYBRID"])
 @pytest.mark.parametrize("case", CASES)
-def test_keras_fit_is_exact(tmp_path, one_device, case, mode):
-    got, out = _ran(tmp_path, case, "--spec", two_hosts(2), "--mode", mode, "--checkpoints", str(tmp_path))
-    _check(one_device(case), got, f"{case} {mode} N=2")
+def test_keras_fit_is_exact(tmp_path, one_device, case, mode, keras):
+    keras3 = keras == "keras3"
+    got, out = _ran(tmp_path, case, "--spec", two_hosts(2), "--mode", mode, "--checkpoints", str(tmp_path),
+                    keras3=keras3)
+    _check(one_device(case, keras3=keras3), got, f"{case} {mode} N=2 {keras}")
     # on the chief alone: the progress lines, one ModelCheckpoint file per epoch run
     assert "loss:" in out and "worker/1] Epoch" not in out and "worker/0] Epoch" in out
     saved = sorted(f for f in os.listdir(tmp_path) if f.startswith("ckpt-"))
@@ -81,16 +86,10 @@ def test_keras_fit_is_exact(tmp_path, one_device, case, mode):
 
 
 @pytest.mark.slow
-def test_keras_fit_is_exact_with_four_workers_on_two_hosts(tmp_path, one_device):
+@pytest.mark.parametrize("keras", KERAS)
+def test_keras_fit_is_exact_with_four_workers_on_two_hosts(tmp_path, one_device, keras):
     """Batches of 8 in 2 rows per worker; the validation's last batch of 2 leaves two workers without rows."""
-    got, _ = _ran(tmp_path, "dense", "--workers", "4", "--spec", two_hosts(4), "--mode", "HYBRID")
-    _check(one_device("dense", workers=4), got, "dense HYBRID N=4")
+    keras3 = keras == "keras3"
+    got, _ = _ran(tmp_path, "dense", "--workers", "4", "--spec", two_hosts(4), "--mode", "HYBRID", keras3=keras3)
+    _check(one_device("dense", workers=4, keras3=keras3), got, f"dense HYBRID N=4 {keras}")
 
-
-if tuple(int(part) for part in tf.__version__.split(".")[:2]) >= (2, 16):
-    def test_a_keras3_model_is_refused_with_what_to_do(tmp_path):
-        done, _ = _run(tmp_path, "dense", "--spec", "localhost:2", "--mode", "MPI", keras3=True)
-        assert done.returncode != 0
-        assert "this is a Keras 3 model, whose fit is not supported yet" in done.stderr + done.stdout
-        assert "TF_USE_LEGACY_KERAS=1" in done.stderr + done.stdout
-        assert "Traceback" not in done.stderr + done.stdout

@@ -138,6 +138,9 @@ def keras_models():
     mixed.compile(tf.keras.optimizers.SGD(0.1), "mse")
     found["mixed_precision"] = refusal(lambda: parallax.get_runner(mixed, "localhost:1"))
     tf.keras.mixed_precision.set_global_policy("float32")
+    several = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))])
+    several.compile(tf.keras.optimizers.SGD(0.1), "mse", steps_per_execution=4)
+    found["steps_per_execution"] = refusal(lambda: parallax.get_runner(several, "localhost:1"))
     return found
 
 

@@ -80,6 +80,8 @@ def test_a_keras_models_fit_runs_in_a_one_worker_job_and_what_it_cannot_take_is_
     assert found["mixed_precision"].startswith("UnsupportedError: get_runner(model) was given a model compiled for "
                                                "mixed precision"), found
     assert "set_global_policy('float32')" in found["mixed_precision"]
+    assert found["steps_per_execution"].startswith("UnsupportedError: get_runner(model) was given a model compiled "
+                                                   "with steps_per_execution=4"), found
 
 
 def test_an_empty_graph_with_eager_on_points_at_the_training_step(checked):
