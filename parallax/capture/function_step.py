@@ -35,6 +35,11 @@ class LiftedVariable(NamedTuple):
     graph: Any  # its resource variable in the lifted graph
 
 
+class _Reachable(NamedTuple):
+    variable: Any  # a tf.Variable the step can capture
+    name: str  # its lifted variable's name: a Keras 3 variable's path (its tf.Variable's name is the last part)
+
+
 class LiftedFunction(NamedTuple):
     inputs: Tuple[Any, ...]  # a placeholder per flat argument, in tf.nest order
     outputs: Any  # the function's return value: its structure, of the lifted graph's tensors
@@ -74,11 +79,11 @@ def lift_functions(entries):
 
 
 def _traced(step, args):
-    """(the concrete function for `args`, {handle id: variable it can capture})."""
+    """(the concrete function for `args`, {handle id: _Reachable it can capture})."""
     function = step if hasattr(step, "get_concrete_function") else tf.function(step)
     specs = tf.nest.map_structure(_batch_spec, tuple(args))
     concrete = function.get_concrete_function(*specs)
-    return concrete, {id(v.handle): v for v in _reachable_variables(function, concrete)}
+    return concrete, {id(r.variable.handle): r for r in _reachable_variables(function, concrete)}
 
 
 def _imported(scope, concrete, variables, made):
@@ -124,7 +129,7 @@ def _reachable_variables(function, concrete):
     """The variables the step can capture: the concrete function's own (made or read while it was traced), and
     those of the objects its Python function names (a model, an optimizer: their slots, which the trace does not
     list where the optimizer made them outside it)."""
-    found = list(concrete.variables)
+    found = [_Reachable(v, _plain_name(v.name)) for v in concrete.variables]
     python_function = getattr(function, "python_function", function)
     names = inspect.getclosurevars(inspect.unwrap(python_function))
     roots = [*names.nonlocals.values(), *names.globals.values(), getattr(python_function, "__self__", None)]
@@ -135,7 +140,9 @@ def _reachable_variables(function, concrete):
 
 def _variables_of(value, depth):
     if isinstance(value, tf.Variable):
-        return [value]
+        return [_Reachable(value, _plain_name(value.name))]
+    if isinstance(getattr(value, "value", None), tf.Variable):  # a Keras 3 variable, which holds a tf.Variable
+        return [_Reachable(value.value, getattr(value, "path", None) or _plain_name(value.value.name))]
     if isinstance(value, (list, tuple)) and depth:
         return [v for item in value for v in _variables_of(item, depth - 1)]
     if isinstance(value, dict) and depth:
@@ -145,7 +152,7 @@ def _variables_of(value, depth):
         held = held() if callable(held) else held
     except (TypeError, ValueError):  # a `variables` of another meaning
         return []
-    return [v for v in held if isinstance(v, tf.Variable)] if isinstance(held, (list, tuple)) else []
+    return [r for v in held for r in _variables_of(v, 0)] if isinstance(held, (list, tuple)) else []
 
 
 def _batch_spec(value):
@@ -166,11 +173,11 @@ def _captures(traced, variables, input_map, made):
     for external, internal in traced.captures:
         if id(external) in variables:
             if id(external) not in made:
-                eager = variables[id(external)]
+                eager, name = variables[id(external)]
                 # zeros, a few bytes of GraphDef: the eager value is loaded into the job once it runs
                 # (runtime/eager_values.py), not copied into every GraphDef the pipeline makes
                 made[id(external)] = LiftedVariable(eager, tf1.Variable(
-                    tf.zeros(eager.shape, eager.dtype), name=_plain_name(eager.name), trainable=eager.trainable,
+                    tf.zeros(eager.shape, eager.dtype), name=name, trainable=eager.trainable,
                     dtype=eager.dtype, use_resource=True))
             variable = made[id(external)].graph
             by_capture[internal.op.name] = variable.op.name

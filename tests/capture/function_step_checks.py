@@ -110,7 +110,21 @@ def refused_table():
     return None
 
 
+def keras3_names():
+    """A Keras 3 model's and optimizer's variables in the lifted graph (run with TF_USE_LEGACY_KERAS=0): named by
+    their paths (their tf.Variables are named by the last part alone), and the optimizer's moments as slots."""
+    model, optimizer = _embedding_model(tf.keras.optimizers.Adam(0.05))
+    lifted = lift(_step(model, optimizer), next(_batches(3, [4], ids=10)))
+    analysis = parallax.analyze(lifted.graph)
+    return {"keras": tf.keras.__version__, "lifted": sorted(v.graph.op.name for v in lifted.variables),
+            "paths": sorted(v.path for v in model.variables + optimizer.variables),
+            "slots": {v.name: sorted(name for _, name in v.parts[0].slots) for v in analysis.variables}}
+
+
 def main():
+    if sys.argv[1:] == ["--keras3"]:
+        print(json.dumps({"keras3_names": keras3_names()}))
+        return
     keras = tf.keras.optimizers
     results = {
         "adam": against_eager(_dense_model, keras.Adam(0.05), [8, 8, 5]),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 CHECKS = os.path.join(os.path.dirname(__file__), "function_step_checks.py")
 DENSE = ["dense/bias:0", "dense/kernel:0", "dense_1/bias:0", "dense_1/kernel:0"]
@@ -53,3 +54,16 @@ def test_a_captured_resource_that_is_not_a_variable_is_refused_naming_it(checked
     message = checked["table"]
     assert message is not None and "reads a resource that is not a variable" in message, message
     assert "lookup table" in message and "step's arguments" in message
+
+
+if tuple(int(part) for part in tf.__version__.split(".")[:2]) >= (2, 16):  # Keras 3 is TF's own from 2.16
+    def test_a_keras3_models_variables_keep_their_paths_and_its_optimizers_moments_are_slots():
+        done = subprocess.run([sys.executable, CHECKS, "--keras3"], capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, TF_USE_LEGACY_KERAS="0"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        found = json.loads(done.stdout.strip().splitlines()[-1])["keras3_names"]
+        assert found["keras"].startswith("3."), found
+        assert found["lifted"] == found["paths"], found  # "sequential/dense/kernel", not "kernel_1"
+        assert found["slots"]["sequential/embedding/embeddings"] == [
+            "adam/sequential_embedding_embeddings_momentum", "adam/sequential_embedding_embeddings_velocity"], found
+        assert all(len(slots) == 2 for slots in found["slots"].values()), found
