@@ -97,7 +97,7 @@ def _imported(scope, concrete, variables, made):
     by_capture = _captures(traced, variables, input_map, made)
     returned = [t.name for t in traced.outputs]
     controls = sorted(op.name for op in traced.control_outputs)
-    graph_def = traced.as_graph_def()
+    graph_def, input_map = _captures_renamed(traced.as_graph_def(), traced, input_map)
     _refuse_python_calls(scope, graph_def)
     imported = tf.import_graph_def(graph_def, input_map=input_map, name=scope,
                                    return_elements=returned + controls)
@@ -107,6 +107,29 @@ def _imported(scope, concrete, variables, made):
     _carry_records(scope, traced, tf1.get_default_graph(), by_capture)
     structured = tf.nest.pack_sequence_as(concrete.structured_outputs, outputs) if outputs else None
     return LiftedFunction(inputs, structured, op)
+
+
+def _captures_renamed(graph_def, traced, input_map):
+    """`graph_def` and `input_map` with each capture's placeholder named by its place among the captures. A trace
+    names some by a counter of the whole process (an embedding lookup's capture of its variable), and a worker
+    whose process made more objects before the trace (the chief, whose TensorBoard callback runs) would build a
+    graph of other names than the other workers'. The captures are fed through `input_map`: only their names change."""
+    names = {internal.op.name: f"parallax_capture_{i}" for i, (_, internal) in enumerate(traced.captures)}
+
+    def renamed(reference):
+        control, name = ("^", reference[1:]) if reference.startswith("^") else ("", reference)
+        op, colon, index = name.partition(":")
+        return control + names.get(op, op) + colon + index
+
+    for node in graph_def.node:
+        if node.name in names:
+            node.name = names[node.name]
+            del node.attr["_user_specified_name"]  # the name the trace gave, counter and all
+        node.input[:] = [renamed(reference) for reference in node.input]
+        if "_class" in node.attr:  # colocation with a capture: "loc:@<op name>"
+            node.attr["_class"].list.s[:] = [b"loc:@" + renamed(c.decode()[5:]).encode() if c.startswith(b"loc:@")
+                                             else c for c in node.attr["_class"].list.s]
+    return graph_def, {renamed(key): value for key, value in input_map.items()}
 
 
 PYTHON_CALLS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")  # tf.py_function, tf.numpy_function, tf1.py_func

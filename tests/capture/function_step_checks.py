@@ -110,6 +110,22 @@ def refused_table():
     return None
 
 
+def names_of_two_lifts():
+    """The ops (names and attributes) of the same embedding step lifted twice, with objects made between (a
+    TensorBoard callback's, on the chief alone): a worker's graph must not depend on what its process made before
+    the trace."""
+    def lifted_names():
+        model, optimizer = _embedding_model(tf.keras.optimizers.Adam(0.05))
+        lifted = lift(_step(model, optimizer), next(_batches(3, [4], ids=10)))
+        return {node.name: str(node) for node in lifted.graph.as_graph_def().node}
+    first = lifted_names()
+    made_between = [tf.Variable(float(i)) for i in range(50)]
+    second = lifted_names()
+    return {"same": first == second, "made_between": len(made_between),
+            "differing": sorted(name for name in first.keys() | second.keys()
+                                if first.get(name) != second.get(name))[:6]}
+
+
 def keras3_names():
     """A Keras 3 model's and optimizer's variables in the lifted graph (run with TF_USE_LEGACY_KERAS=0): named by
     their paths (their tf.Variables are named by the last part alone), and the optimizer's moments as slots."""
@@ -133,6 +149,7 @@ def main():
         "embedding_adam": against_eager(_embedding_model, keras.Adam(0.05), [8, 8], ids=10),
         "embedding_legacy_sgd": against_eager(_embedding_model, keras.legacy.SGD(0.1), [8, 8], ids=10),
         "table": refused_table(),
+        "two_lifts": names_of_two_lifts(),
     }
     print(json.dumps(results))
 
