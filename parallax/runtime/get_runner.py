@@ -80,8 +80,11 @@ def _runner_for(graph, resource_spec, config):
     if not isinstance(config, Config):
         raise ConfigError(f"config must be a parallax.Config, not {type(config).__name__}")
     if is_keras_model(graph):
-        return KerasRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config), this_process().role,
-                           report_refusal)
+        context = this_process()
+        only_launches = context.role.role == "launcher" and \
+            _launches_others(_settings(resource_spec, config, context.environ)[0])
+        return KerasRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config), context.role,
+                           report_refusal, only_launches=only_launches)
     if not isinstance(graph, tf.Graph) and callable(graph):
         return StepRunner(graph, lambda lifted: get_runner(lifted, resource_spec, config), report_refusal)
     if not isinstance(graph, tf.Graph):
@@ -141,9 +144,15 @@ def _as_launcher(start):
     """The script, run by hand: with several slots, launch the job (every worker re-runs the script) and exit with
     its status; with one local slot, be the whole job."""
     _announce(start)
-    if start.spec.num_workers > 1 or not start.spec.hosts[0].is_local:
+    if _launches_others(start.spec):
         sys.exit(launch_job(start.spec, start.config, start.plan))
     return _joined(start, Role("worker", 0, 1))
+
+
+def _launches_others(spec):
+    """Whether a script run by hand launches the job's processes (and exits with their status) rather than being
+    the whole job itself."""
+    return spec.num_workers > 1 or not spec.hosts[0].is_local
 
 
 def _as_worker(start):

@@ -90,12 +90,15 @@ def _check_model(model):
 
 
 class KerasRunner(LiftedJob):
-    def __init__(self, model, join, role, report=None):
+    def __init__(self, model, join, role, report=None, only_launches=False):
         """`join(graph)`: get_runner's v1 path for the lifted graph, which returns its Runner; `role`: this
-        process's (its worker id decides which callbacks run before the job is joined); `report`: LiftedJob's."""
+        process's (its worker id decides which callbacks run before the job is joined); `report`: LiftedJob's;
+        `only_launches`: this process (the script run by hand) launches the job at the first step and exits, so
+        it runs no callback that writes a file (a TensorBoard log of its own) and prints no progress."""
         _check_model(model)
         super().__init__(join, report)
         self._model, self._role, self._lifted = model, role, None
+        self._reports = role.is_chief and not only_launches
         self._sliced = []  # per running fit/evaluate/predict call, innermost last: whether its batches are global
         self._check_eager = False
         self._install()
@@ -125,7 +128,7 @@ class KerasRunner(LiftedJob):
             setattr(model, f"make_{kind}_function", self._function_maker(f"{kind}_function", step))
         model.reset_metrics = self._reset_metrics
         model.get_metrics_result = self._metrics_result
-        if not self.is_chief:  # the chief's model is the one device's: the others write no file over its files
+        if not self._reports:  # the chief's model is the one device's: the others write no file over its files
             model.save = model.save_weights = lambda *args, **kwargs: None
         model.train_function = model.test_function = model.predict_function = None
 
@@ -134,9 +137,10 @@ class KerasRunner(LiftedJob):
             if self._closed:
                 raise ParallaxError("this model's runner is closed; create a new one with get_runner(model, ...)")
             x = args[0] if args else kwargs.get(data_argument)
+            reports = self._reports and self.is_chief
             if fits:
-                kwargs = keras_callbacks.for_worker(kwargs, self.is_chief)
-            elif not self.is_chief:
+                kwargs = keras_callbacks.for_worker(kwargs, reports)
+            elif not reports:
                 kwargs.setdefault("verbose", 0)
             self._sliced.append(not isinstance(x, tf.data.Dataset))
             self._check_eager = True
