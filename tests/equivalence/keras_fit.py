@@ -80,6 +80,7 @@ def main():
     if a.checkpoints:
         callbacks.append(tf.keras.callbacks.ModelCheckpoint(os.path.join(a.checkpoints, "ckpt-{epoch}.weights.h5"),
                                                             save_weights_only=True))
+        callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(a.checkpoints, "tensorboard")))
     history = model.fit(x, y, batch_size=8, epochs=a.epochs, validation_split=0.2, shuffle=False,
                         callbacks=callbacks, verbose=2)
     evaluation = model.evaluate(x[:20], y[:20], batch_size=6, verbose=0)

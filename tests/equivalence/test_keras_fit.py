@@ -77,12 +77,22 @@ def test_keras_fit_is_exact(tmp_path, one_device, case, mode, keras):
     got, out = _ran(tmp_path, case, "--spec", two_hosts(2), "--mode", mode, "--checkpoints", str(tmp_path),
                     keras3=keras3)
     _check(one_device(case, keras3=keras3), got, f"{case} {mode} N=2 {keras}")
-    # on the chief alone: the progress lines, one ModelCheckpoint file per epoch run
+    # on the chief alone: the progress lines, one ModelCheckpoint file per epoch run, TensorBoard's files
     assert "loss:" in out and "worker/1] Epoch" not in out and "worker/0] Epoch" in out
     saved = sorted(f for f in os.listdir(tmp_path) if f.startswith("ckpt-"))
     assert len(saved) == len(got["history:loss"]), saved
     for way in ("save", "checkpoint", "model_checkpoint"):  # restored into a new single-device model
         assert got[f"restored:{way}"] == 0.0, (way, got[f"restored:{way}"])
+    # TensorBoard: one events file per run, the chief's, which holds the History's global losses
+    for run, key in (("train", "history:loss"), ("validation", "history:val_loss")):
+        np.testing.assert_allclose(_epoch_losses(tmp_path / "tensorboard" / run), got[key], rtol=1e-6)
+
+
+def _epoch_losses(directory):
+    files = [os.path.join(directory, f) for f in os.listdir(directory) if "tfevents" in f]
+    assert len(files) == 1, files  # a second worker's TensorBoard would write its own file beside the chief's
+    return [float(tf.make_ndarray(value.tensor)) for event in tf.compat.v1.train.summary_iterator(files[0])
+            for value in event.summary.value if value.tag == "epoch_loss"]
 
 
 @pytest.mark.slow
