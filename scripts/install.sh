@@ -69,6 +69,13 @@ if [ "$HOROVOD" = 0 ] && ! "$VPY" -c 'import tf_keras' 2>/dev/null; then
   "$VPY" -m pip install -q "tf_keras==$TF_PIN"
 fi
 
+# Keras's TensorBoard callback (tests/equivalence/test_keras_fit.py): TF 2.15 depends on TensorBoard, TF >= 2.16
+# no longer does.
+if ! "$VPY" -c 'import tensorboard' 2>/dev/null; then
+  say "installing tensorboard"
+  "$VPY" -m pip install -q tensorboard "$NUMPY"
+fi
+
 # The models' data (scikit-learn's digits) and the convergence plots (matplotlib).
 if ! "$VPY" -c 'import sklearn, matplotlib' 2>/dev/null; then
   say "installing scikit-learn and matplotlib"
