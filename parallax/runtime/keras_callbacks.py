@@ -13,10 +13,10 @@ def reports_only(callback):
     return any(cls.__name__ in REPORTING for cls in type(callback).__mro__)
 
 
-def for_worker(kwargs, is_chief):
-    """`fit`'s keyword arguments for this worker: unchanged on the chief; elsewhere, without the progress bar and
-    the callbacks that only report."""
-    if is_chief:
+def for_worker(kwargs, reports):
+    """`fit`'s keyword arguments for this process: unchanged where it `reports` (the chief); elsewhere, without the
+    progress bar and the callbacks that only report."""
+    if reports:
         return kwargs
     kwargs = dict(kwargs, verbose=0)
     callbacks = kwargs.get("callbacks")

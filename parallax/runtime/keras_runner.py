@@ -57,7 +57,7 @@ def unpack_x_y_sample_weight(data):
         return data, None, None
     if not 1 <= len(data) <= 3:
         raise UnsupportedError(f"a batch of {len(data)} parts: Keras takes (x,), (x, y) or (x, y, sample_weight)")
-    return tuple(data) + (None,) * (3 - len(data))
+    return data + (None,) * (3 - len(data))
 
 
 def _check_model(model):
@@ -98,7 +98,7 @@ class KerasRunner(LiftedJob):
         _check_model(model)
         super().__init__(join, report)
         self._model, self._role, self._lifted = model, role, None
-        self._reports = role.is_chief and not only_launches
+        self._only_launches = only_launches
         self._sliced = []  # per running fit/evaluate/predict call, innermost last: whether its batches are global
         self._check_eager = False
         self._install()
@@ -115,6 +115,11 @@ class KerasRunner(LiftedJob):
     @property
     def is_chief(self):
         return self.worker_id == 0
+
+    @property
+    def _reports(self):
+        """Whether this process runs the reporting callbacks and writes the model's files: the chief's alone."""
+        return self.is_chief and not self._only_launches
 
     # ---- the model's methods, replaced on this model alone -----------------------------------------------------
     def _install(self):
@@ -137,10 +142,9 @@ class KerasRunner(LiftedJob):
             if self._closed:
                 raise ParallaxError("this model's runner is closed; create a new one with get_runner(model, ...)")
             x = args[0] if args else kwargs.get(data_argument)
-            reports = self._reports and self.is_chief
             if fits:
-                kwargs = keras_callbacks.for_worker(kwargs, reports)
-            elif not reports:
+                kwargs = keras_callbacks.for_worker(kwargs, self._reports)
+            elif not self._reports:
                 kwargs.setdefault("verbose", 0)
             self._sliced.append(not isinstance(x, tf.data.Dataset))
             self._check_eager = True
