@@ -19,9 +19,9 @@ def run(args, timeout=600):
     return result.stdout
 
 
-def make_data(tmp_path_factory, model):
+def make_data(tmp_path_factory, model, *args):
     out = tmp_path_factory.mktemp(f"{model}-data")
-    run([os.path.join(model_dir(model), "make_data.py"), "--out", str(out)])
+    run([os.path.join(model_dir(model), "make_data.py"), "--out", str(out), *args])
     return str(out)
 
 

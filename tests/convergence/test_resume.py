@@ -15,7 +15,9 @@ from tests.convergence.runs import ROOT, make_data, model_dir, run
 STEPS, KILL_AT = 30, 10
 SMALL = {"lm": ["--num-steps", "8", "--embedding-size", "16", "--hidden-size", "32"],
          "nmt": ["--embedding-size", "16", "--hidden-size", "32"],
-         "resnet": []}
+         "resnet": [],
+         "recsys": ["--max-table-rows", "1000", "--embedding-size", "8"]}
+DATA = {"recsys": ["--train-rows", "2000", "--heldout-rows", "100", "--train-files", "1"]}
 _LOSS = re.compile(r"\[[^]]*/worker/0\] worker 0 step (\d+) \S+ \S+ loss ([0-9.]+)")
 
 
@@ -54,9 +56,9 @@ def _variables(ckpt):
     return {name: tf.train.load_variable(latest, name) for name, _ in tf.train.list_variables(latest)}
 
 
-@pytest.mark.parametrize("model", ["lm", "nmt", "resnet"])
+@pytest.mark.parametrize("model", ["lm", "nmt", "resnet", "recsys"])
 def test_a_killed_and_restarted_run_equals_an_uninterrupted_one(model, tmp_path_factory, tmp_path):
-    data = make_data(tmp_path_factory, model) if model != "resnet" else None
+    data = make_data(tmp_path_factory, model, *DATA.get(model, ())) if model != "resnet" else None
     whole = run(_command(model, data, str(tmp_path / "whole"))[1:])
     resumed_ckpt = str(tmp_path / "resumed")
     _killed_at(_command(model, data, resumed_ckpt), KILL_AT)

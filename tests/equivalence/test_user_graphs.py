@@ -10,7 +10,7 @@ from tests.equivalence.user_graphs import USER_GRAPHS
 
 # At N=4 (the full matrix: make fuzz CASES=all WORKERS=4), the rows that mix servers, collectives and local state.
 FOUR_WORKERS = ("mixed_methods", "two_train_ops_ref", "grad_accumulation", "partitioned_ema_rmsprop_ref",
-                "tied_embedding_two_optimizers_clip", "ema_of_global_step_decay_ref")
+                "tied_embedding_two_optimizers_clip", "ema_of_global_step_decay_ref", "dlrm_model")
 
 
 def _check(out, case, workers, mode):

@@ -14,7 +14,7 @@ def _code(path):
     return text.split('"""', 2)[2].splitlines()
 
 
-@pytest.mark.parametrize("model", ["lm", "nmt", "resnet"])
+@pytest.mark.parametrize("model", ["lm", "nmt", "resnet", "recsys"])
 def test_distributed_script_changes_only_the_parallax_lines(model):
     single = _code(os.path.join(ROOT, "models", model, "train.py"))
     distributed = _code(os.path.join(ROOT, "models", model, "train_distributed.py"))
