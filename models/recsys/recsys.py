@@ -117,9 +117,9 @@ def loss_of(labels, logits):
 
 
 class Model:
-    def __init__(self, lines, args):
-        """`lines`: a batched dataset of impression lines. Builds the loss and the training op; the input starts
-        where a resumed run's global step says."""
+    def __init__(self, lines, args, optimizer=None):
+        """`lines`: a batched dataset of impression lines. Builds the loss and the training op (Adagrad, or
+        `optimizer`: benchmarks/peers/ wrap it); the input starts where a resumed run's global step says."""
         cardinality = cardinalities(args.data_dir)
         rows, dtype = table_rows(cardinality, args), tf.as_dtype(args.dtype)
         batches = training.positioned(lines, args).map(lambda b: parse(b, rows, dtype)).prefetch(2)
@@ -127,7 +127,7 @@ class Model:
         self.loss = loss_of(labels, logits_of(counts, ids, cardinality, args))
         self.examples_per_batch = tf.size(labels)
         self.global_step = tf1.train.get_or_create_global_step()
-        optimizer = tf1.train.AdagradOptimizer(args.learning_rate)
+        optimizer = optimizer or tf1.train.AdagradOptimizer(args.learning_rate)
         self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
 
 

@@ -1,0 +1,29 @@
+"""What the peer scripts share: the MonitoredTrainingSession every TF 1 peer trains in, and a loop that prints the
+log line models/training.py prints (`worker W step S examples/s R loss L`), which benchmarks/testbed.py reads.
+Summaries and step-rate logging are off (parallax's runs write neither); a checkpoint is written at the end when
+--checkpoint-dir is given (benchmarks/peers/exactness.py compares it with one device's)."""
+import time
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+
+def monitored_session(checkpoint_dir, args, **kwargs):
+    return tf1.train.MonitoredTrainingSession(
+        checkpoint_dir=checkpoint_dir, save_checkpoint_steps=args.steps if checkpoint_dir else None,
+        save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None, log_step_count_steps=None,
+        **kwargs)
+
+
+def train(sess, model, args, worker):
+    """Until the StopAtStepHook ends the session. Each worker runs one step per global step (the peers average
+    one gradient per worker), so its own count is the global step."""
+    start, seen, step = time.time(), 0, 0
+    while not sess.should_stop():
+        _, loss, n = sess.run([model.train_op, model.loss, model.examples_per_batch])
+        seen, step = seen + n, step + 1
+        if step % args.log_every == 0 or step >= args.steps:
+            print(f"worker {worker} step {step} examples/s {seen / (time.time() - start):.0f} loss {loss:.4f}",
+                  flush=True)
+            start, seen = time.time(), 0
