@@ -74,6 +74,27 @@ def test_launch_options_calibration_cannot_honour_are_refused(capsys):
     assert stopped.value.code == 2 and "--run-option, --dry-run: parallax-calibrate runs" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("given, passed", [("localhost:2", "localhost:2"), ("127.0.0.1:2,127.0.0.2:2", None)])
+def test_a_resource_spec_given_as_text_reaches_the_launcher_as_text(given, passed):
+    """It was made an absolute path as if it named a file, and every calibration job failed: "resource spec file
+    '/cwd/localhost:2' does not exist"."""
+    import argparse
+
+    from parallax.tools import calibrate
+    args = argparse.Namespace(resource_spec=given, hostfile=None, hosts=None)
+    assert calibrate._where(args) == ["--resource-spec", passed or given]
+
+
+def test_a_resource_spec_file_reaches_the_launcher_as_an_absolute_path(tmp_path, monkeypatch):
+    import argparse
+
+    from parallax.tools import calibrate
+    (tmp_path / "hosts.spec").write_text("localhost: 0 1\n")
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(resource_spec="hosts.spec", hostfile=None, hosts=None)
+    assert calibrate._where(args) == ["--resource-spec", str(tmp_path / "hosts.spec")]
+
+
 @pytest.mark.alone  # it bounds the time a hung job takes to stop
 def test_a_calibration_job_that_never_ends_is_stopped_with_its_processes(tmp_path):
     """A hung calibration job ends the calibration with an error after the time limit, and every process the job

@@ -88,8 +88,11 @@ def _measure(python, where, env, command, compute_seconds):
 
 
 def _where(args):
+    """The launcher's options naming the hosts. A spec or hostfile that is a file is passed as an absolute path
+    (the jobs run elsewhere); a spec given as text (`localhost:2`, as get_runner takes it) is passed as it is."""
     if args.resource_spec:
-        return ["--resource-spec", os.path.abspath(args.resource_spec)]
+        spec = args.resource_spec
+        return ["--resource-spec", os.path.abspath(spec) if os.path.isfile(spec) else spec]
     if args.hostfile:
         return ["--hostfile", os.path.abspath(args.hostfile)]
     return ["-H", args.hosts]
