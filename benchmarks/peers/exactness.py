@@ -7,6 +7,8 @@ compared with the same variable in the run's chief checkpoint. Writes benchmarks
 """
 import argparse
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,41 @@ def _run(command, label):
     print(f"{label}: {time.time() - started:.0f} s", flush=True)
 
 
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _run_ps_job(command, workers, label):
+    """`command` (recsys_ps.py and its options) as 2 servers and `workers` workers on localhost, one process each.
+    The job is done when the chief is; then the servers (which serve until killed, as TF's guide has them) and any
+    worker still waiting on the sync queue are ended by their recorded process groups."""
+    hosts = [f"127.0.0.1:{p}" for p in _free_ports(2 + workers)]
+    cluster = ["--ps-hosts", ",".join(hosts[:2]), "--worker-hosts", ",".join(hosts[2:])]
+    started, procs = time.time(), []
+    try:
+        for job, count in (("ps", 2), ("worker", workers)):
+            for i in range(count):
+                procs.append(subprocess.Popen([*command, *cluster, "--job-name", job, "--task-index", str(i)],
+                                              cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True, start_new_session=True))
+        chief = procs[2]
+        out, _ = chief.communicate(timeout=TIMEOUT)
+        if chief.returncode != 0:
+            raise RuntimeError(f"{label}: the chief failed ({chief.returncode}):\n{out[-3000:]}")
+        print(f"{label}: {time.time() - started:.0f} s", flush=True)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def _variables(checkpoint_dir):
     import tensorflow as tf
     latest = tf.train.latest_checkpoint(checkpoint_dir)
@@ -56,7 +93,8 @@ def compare(reference, candidate):
 
 
 def runs(data, args):
-    """(label, command) for every run, one device's first."""
+    """(label, command) for every run, one device's first. The TF 1 parameter-server job's command is one task's,
+    without its cluster options (label "TF1 PS ...")."""
     n, b = args.workers, args.batch_size
     model = ["--data-dir", data, "--steps", str(args.steps), *MODEL]
     horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(n), "-H", f"localhost:{n}",
@@ -68,6 +106,8 @@ def runs(data, args):
                                             "--run-option", mode]
     yield "Horovod", [*horovodrun, *model, "--batch-size", str(b)]
     yield "Horovod sparse_as_dense", [*horovodrun, *model, "--batch-size", str(b), "--sparse-as-dense"]
+    yield "TF1 PS + SyncReplicasOptimizer", [sys.executable, os.path.join(HERE, "recsys_ps.py"), *model,
+                                             "--batch-size", str(b)]
 
 
 def main(argv=None):
@@ -86,7 +126,10 @@ def main(argv=None):
         rows, reference = [], None
         for k, (label, command) in enumerate(runs(data, args)):
             ckpt = os.path.join(work, f"run{k}")
-            _run([*command, "--checkpoint-dir", ckpt], label)
+            if label.startswith("TF1 PS"):
+                _run_ps_job([*command, "--checkpoint-dir", ckpt], args.workers, label)
+            else:
+                _run([*command, "--checkpoint-dir", ckpt], label)
             _, values = _variables(ckpt)
             if reference is None:
                 reference = values

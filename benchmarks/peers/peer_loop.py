@@ -16,11 +16,17 @@ def monitored_session(checkpoint_dir, args, **kwargs):
         **kwargs)
 
 
-def train(sess, model, args, worker):
-    """Until the StopAtStepHook ends the session. Each worker runs one step per global step (the peers average
-    one gradient per worker), so its own count is the global step."""
+def train(sess, model, args, worker, shared_global_step=False):
+    """Until the StopAtStepHook ends the session: a worker's own count of its steps is the global step when each
+    step averages one gradient per worker. With `shared_global_step` (the step is a server's variable, which
+    others advance), the loop reads it before each step and ends at --steps, the way TF's mnist_replica example
+    ends: a worker that ran one step more would wait for gradients nobody sends."""
     start, seen, step = time.time(), 0, 0
     while not sess.should_stop():
+        if shared_global_step:
+            step = sess.run(model.global_step)
+            if step >= args.steps:
+                break
         _, loss, n = sess.run([model.train_op, model.loss, model.examples_per_batch])
         seen, step = seen + n, step + 1
         if step % args.log_every == 0 or step >= args.steps:
