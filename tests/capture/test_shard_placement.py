@@ -1,6 +1,5 @@
 """parallax.shard cuts the stream right before the batch (shard_placement.py): the union of N workers' k-th
 batches of b is one device's k-th batch of N*b, whatever the script writes between parallax.shard and the batch."""
-import numpy as np
 import pytest
 import tensorflow as tf
 
