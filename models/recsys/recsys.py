@@ -79,6 +79,14 @@ def table_rows(cardinality, args):
     return [min(c, args.max_table_rows) for c in cardinality]
 
 
+def parsed(lines, args):
+    """A batched dataset of lines, parsed (`parse`) into the tables of --data-dir's features: (the dataset, the
+    features' cardinalities)."""
+    cardinality = cardinalities(args.data_dir)
+    rows, dtype = table_rows(cardinality, args), tf.as_dtype(args.dtype)
+    return lines.map(lambda batch: parse(batch, rows, dtype)), cardinality
+
+
 def _glorot(dtype):
     return tf1.glorot_uniform_initializer(dtype=dtype)
 
@@ -120,10 +128,8 @@ class Model:
     def __init__(self, lines, args, optimizer=None):
         """`lines`: a batched dataset of impression lines. Builds the loss and the training op (Adagrad, or
         `optimizer`: benchmarks/peers/ wrap it); the input starts where a resumed run's global step says."""
-        cardinality = cardinalities(args.data_dir)
-        rows, dtype = table_rows(cardinality, args), tf.as_dtype(args.dtype)
-        batches = training.positioned(lines, args).map(lambda b: parse(b, rows, dtype)).prefetch(2)
-        labels, counts, ids = tf1.data.make_one_shot_iterator(batches).get_next()
+        batches, cardinality = parsed(training.positioned(lines, args), args)
+        labels, counts, ids = tf1.data.make_one_shot_iterator(batches.prefetch(2)).get_next()
         self.loss = loss_of(labels, logits_of(counts, ids, cardinality, args))
         self.examples_per_batch = tf.size(labels)
         self.global_step = tf1.train.get_or_create_global_step()
@@ -156,12 +162,11 @@ def auc_of(labels, scores):
 def evaluate(checkpoint_dir, args, batch_size=4096):
     """Restore the latest checkpoint into a fresh single-device graph (plain Saver): (held-out AUC, log loss,
     checkpoint path)."""
-    cardinality = cardinalities(args.data_dir)
-    rows, dtype = table_rows(cardinality, args), tf.as_dtype(args.dtype)
     graph = tf.Graph()
     with graph.as_default():
-        lines = tf.data.TextLineDataset(os.path.join(args.data_dir, HELDOUT_FILE)).batch(batch_size)
-        labels, counts, ids = tf1.data.make_one_shot_iterator(lines.map(lambda b: parse(b, rows, dtype))).get_next()
+        batches, cardinality = parsed(
+            tf.data.TextLineDataset(os.path.join(args.data_dir, HELDOUT_FILE)).batch(batch_size), args)
+        labels, counts, ids = tf1.data.make_one_shot_iterator(batches).get_next()
         probabilities = tf.sigmoid(logits_of(counts, ids, cardinality, args))
         with tf1.Session() as sess:
             latest = training.restore_latest(sess, checkpoint_dir)
