@@ -15,13 +15,14 @@ pytestmark = pytest.mark.slow  # real jobs
 
 def test_the_horovod_peer_computes_one_devices_result(tmp_path):
     data = str(tmp_path / "data")
-    exactness._run([sys.executable, os.path.join(exactness.RECSYS, "make_data.py"), "--out", data, "--train-rows",
-                    "2000", "--heldout-rows", "100", "--train-files", "1"], "data")
+    exactness.run_command([sys.executable, os.path.join(exactness.RECSYS, "make_data.py"), "--out", data,
+                           "--train-rows", "2000", "--heldout-rows", "100", "--train-files", "1"], "data")
     args = exactness.argparse.Namespace(steps=3, workers=2, batch_size=16)
-    chosen = {label: command for label, command in exactness.runs(data, args)}
+    chosen = {label: (command, launch) for label, command, launch in exactness.runs(data, args)}
     for label in ("one device", "Horovod"):
-        exactness._run([*chosen[label], "--checkpoint-dir", str(tmp_path / label)], label)
-    _, reference = exactness._variables(str(tmp_path / "one device"))
-    _, horovod = exactness._variables(str(tmp_path / "Horovod"))
+        command, launch = chosen[label]
+        launch([*command, "--checkpoint-dir", str(tmp_path / label)], label)
+    reference = exactness.checkpoint_variables(str(tmp_path / "one device"))
+    horovod = exactness.checkpoint_variables(str(tmp_path / "Horovod"))
     diff, worst, step = exactness.compare(reference, horovod)
     assert step == 3 and diff <= 1e-12, (diff, worst)

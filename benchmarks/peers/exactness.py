@@ -6,6 +6,7 @@ compared with the same variable in the run's chief checkpoint. Writes benchmarks
     python benchmarks/peers/exactness.py [--steps 20] [--workers 2] [--batch-size 32]
 """
 import argparse
+import functools
 import os
 import signal
 import socket
@@ -30,7 +31,7 @@ def _env():
     return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
 
 
-def _run(command, label):
+def run_command(command, label):
     started = time.time()
     result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
     if result.returncode != 0:
@@ -48,7 +49,7 @@ def _free_ports(n):
     return ports
 
 
-def _run_ps_job(command, workers, label):
+def _run_ps_job(command, label, workers):
     """`command` (recsys_ps.py and its options) as 2 servers and `workers` workers on localhost, one process each.
     The job is done when the chief is; then the servers (which serve until killed, as TF's guide has them) and any
     worker still waiting on the sync queue are ended by their recorded process groups."""
@@ -73,12 +74,12 @@ def _run_ps_job(command, workers, label):
             proc.wait()
 
 
-def _variables(checkpoint_dir):
+def checkpoint_variables(checkpoint_dir):
     import tensorflow as tf
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     if latest is None:
         raise RuntimeError(f"no checkpoint in {checkpoint_dir}")
-    return latest, {name: tf.train.load_variable(latest, name) for name, _ in tf.train.list_variables(latest)}
+    return {name: tf.train.load_variable(latest, name) for name, _ in tf.train.list_variables(latest)}
 
 
 def compare(reference, candidate):
@@ -93,21 +94,23 @@ def compare(reference, candidate):
 
 
 def runs(data, args):
-    """(label, command) for every run, one device's first. The TF 1 parameter-server job's command is one task's,
-    without its cluster options (label "TF1 PS ...")."""
+    """(label, command, launch) for every run, one device's first: `launch(command, label)` runs it. The TF 1
+    parameter-server job's command is one task's, without its cluster options."""
     n, b = args.workers, args.batch_size
     model = ["--data-dir", data, "--steps", str(args.steps), *MODEL]
     horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(n), "-H", f"localhost:{n}",
                   sys.executable, os.path.join(HERE, "recsys_horovod.py")]
-    yield "one device", [sys.executable, os.path.join(RECSYS, "train.py"), *model, "--batch-size", str(n * b)]
+    yield "one device", [sys.executable, os.path.join(RECSYS, "train.py"), *model, "--batch-size", str(n * b)], \
+        run_command
     for mode in ("MPI", "PS", "HYBRID"):
         yield f"parallax {mode}", [sys.executable, os.path.join(RECSYS, "train_distributed.py"), *model,
-                                            "--batch-size", str(b), "--resource-spec", f"localhost:{n}",
-                                            "--run-option", mode]
-    yield "Horovod", [*horovodrun, *model, "--batch-size", str(b)]
-    yield "Horovod sparse_as_dense", [*horovodrun, *model, "--batch-size", str(b), "--sparse-as-dense"]
+                                   "--batch-size", str(b), "--resource-spec", f"localhost:{n}",
+                                   "--run-option", mode], run_command
+    yield "Horovod", [*horovodrun, *model, "--batch-size", str(b)], run_command
+    yield "Horovod sparse_as_dense", [*horovodrun, *model, "--batch-size", str(b), "--sparse-as-dense"], \
+        run_command
     yield "TF1 PS + SyncReplicasOptimizer", [sys.executable, os.path.join(HERE, "recsys_ps.py"), *model,
-                                             "--batch-size", str(b)]
+                                             "--batch-size", str(b)], functools.partial(_run_ps_job, workers=n)
 
 
 def main(argv=None):
@@ -121,16 +124,13 @@ def main(argv=None):
                            "tables": "max 200 rows, 4 columns, the four largest in 2 shards"})
     with tempfile.TemporaryDirectory(prefix="peers-exactness-") as work:
         data = os.path.join(work, "data")
-        _run([sys.executable, os.path.join(RECSYS, "make_data.py"), "--out", data, "--train-rows", "5000",
+        run_command([sys.executable, os.path.join(RECSYS, "make_data.py"), "--out", data, "--train-rows", "5000",
               "--heldout-rows", "100", "--train-files", "1"], "data")
         rows, reference = [], None
-        for k, (label, command) in enumerate(runs(data, args)):
+        for k, (label, command, launch) in enumerate(runs(data, args)):
             ckpt = os.path.join(work, f"run{k}")
-            if label.startswith("TF1 PS"):
-                _run_ps_job([*command, "--checkpoint-dir", ckpt], args.workers, label)
-            else:
-                _run([*command, "--checkpoint-dir", ckpt], label)
-            _, values = _variables(ckpt)
+            launch([*command, "--checkpoint-dir", ckpt], label)
+            values = checkpoint_variables(ckpt)
             if reference is None:
                 reference = values
                 continue

@@ -13,7 +13,8 @@ import argparse
 import os
 import sys
 
-sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", d) for d in ("recsys", "")]
+MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models")
+sys.path[:0] = [os.path.join(MODELS, "recsys"), MODELS]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import horovod.tensorflow as hvd  # noqa: E402
