@@ -3,8 +3,6 @@ FTRL beside Adam, noise added to every gradient under a graph seed, and an embed
 by how often each id has been seen (a count kept with scatter_add: keyed_writes.py). Same conventions as
 cases.py (float64, seeded initializers, rows [first, first+rows) of a global batch)."""
 import argparse
-import os
-import sys
 
 import numpy as np
 import tensorflow as tf
@@ -12,6 +10,7 @@ import tensorflow as tf
 import parallax
 from tests.equivalence.cases import F64, Case, _dense, _init, _rows
 from tests.equivalence.user_graphs_more import VOCAB, _ids_and_targets
+from tests.models_for_tests.recsys_modules import recsys_modules
 
 tf1 = tf.compat.v1
 
@@ -88,27 +87,10 @@ def frequency_scaled_rows(n, b, steps, graph_batch, lr_scale=1.0):
     return Case(g, train, _rows((ids, y), (idp, yp)))
 
 
-def _recsys_modules():
-    """models/recsys's make_data.py and recsys.py, loaded by path: other models have a make_data module too."""
-    import importlib.util
-    models = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "models"))
-    if models not in sys.path:
-        sys.path.append(models)  # recsys.py imports models/training.py
-    loaded = []
-    for name in ("make_data", "recsys"):
-        key = f"parallax_models_recsys_{name}"
-        if key not in sys.modules:
-            spec = importlib.util.spec_from_file_location(key, os.path.join(models, "recsys", f"{name}.py"))
-            sys.modules[key] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(sys.modules[key])
-        loaded.append(sys.modules[key])
-    return loaded
-
-
 def dlrm_model(n, b, steps, graph_batch, lr_scale=1.0):
     """models/recsys's DLRM in float64 with tables capped at 40 rows, the four largest in 2 shards: impression
     lines as make_data.py writes them, through parallax.shard, parsed and hashed in the graph, Adagrad."""
-    make_data, recsys = _recsys_modules()
+    make_data, recsys = recsys_modules()
     rng = np.random.RandomState(220)
     lines = make_data.lines(*make_data.impressions(rng, n * b * steps, seed=0))
     args = argparse.Namespace(embedding_size=4, max_table_rows=40, partitions=2, bottom_units=8, top_units=(8,),

@@ -1,13 +1,10 @@
 """models/recsys's AUC is the Mann-Whitney statistic: the share of (click, non-click) pairs ranked right, ties half."""
-import os
-import sys
-
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path += [os.path.join(ROOT, "models", "recsys"), os.path.join(ROOT, "models")]  # after the others: nmt's
-import recsys  # noqa: E402                                                        # make_data stays first
+from tests.models_for_tests.recsys_modules import recsys_modules
+
+_, recsys = recsys_modules()
 
 
 def _pairs_ranked_right(labels, scores):
