@@ -37,6 +37,18 @@ def add_common_arguments(p, steps, batch_size, learning_rate):
                                          "parallax-calibrate wrote")
 
 
+def add_dtype_argument(p):
+    """--dtype: benchmarks/peers/exactness.py builds the models in float64, where a diff from one device's result
+    is the computation's, not float32's summation order."""
+    p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+
+
+def wrapped(optimizer, wrap_optimizer):
+    """A model's optimizer, or what `wrap_optimizer` makes of it: benchmarks/peers/ pass Horovod's
+    DistributedOptimizer or TF's SyncReplicasOptimizer around the very optimizer the model trains with."""
+    return wrap_optimizer(optimizer) if wrap_optimizer else optimizer
+
+
 OPTIMIZATIONS = {"LA": "local_aggregation", "OPAU": "place_post_aggregation_ops", "OPSW": "place_boundary_ops"}
 
 

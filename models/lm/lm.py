@@ -46,6 +46,7 @@ def parse_args(argv=None):
     p.add_argument("--num-sampled", type=int, default=0, help="sampled softmax with this many samples (0: full)")
     p.add_argument("--optimizer", default="adam", choices=("adam", "adagrad"))
     p.add_argument("--clip-norm", type=float, default=1.0)
+    training.add_dtype_argument(p)
     return p.parse_args(argv)
 
 
@@ -68,9 +69,10 @@ def token_windows(data_dir, num_steps, files=TRAIN_FILES, seed=0, repeat=True):
 
 
 class Model:
-    def __init__(self, windows, args, vocab_size, for_training=True):
+    def __init__(self, windows, args, vocab_size, for_training=True, wrap_optimizer=None):
         """`windows`: a batched dataset of string windows. Builds the loss (and the training op if
-        `for_training`; its input then starts where a resumed run's global step says)."""
+        `for_training`; its input then starts where a resumed run's global step says). The optimizer is wrapped
+        by `wrap_optimizer` if given (benchmarks/peers/)."""
         windows = training.positioned(windows, args) if for_training else windows
         words = tf1.data.make_one_shot_iterator(windows).get_next()
         table = tf.lookup.StaticHashTable(
@@ -79,16 +81,17 @@ class Model:
                                           tf.lookup.TextFileIndex.LINE_NUMBER), default_value=2)  # <UNK>
         ids = table.lookup(words)
         inputs, targets = ids[:, :-1], ids[:, 1:]
-        init = tf1.random_uniform_initializer(-0.1, 0.1, seed=args.seed)
+        dtype = tf.as_dtype(args.dtype)
+        init = tf1.random_uniform_initializer(-0.1, 0.1, seed=args.seed, dtype=dtype)
         shards = tf1.fixed_size_partitioner(args.partitions) if args.partitions > 1 else None
-        embedding = tf1.get_variable("embedding", [vocab_size, args.embedding_size], initializer=init,
+        embedding = tf1.get_variable("embedding", [vocab_size, args.embedding_size], dtype, initializer=init,
                                      partitioner=shards, use_resource=True)
-        cell = tf1.nn.rnn_cell.LSTMCell(args.hidden_size, initializer=init)
-        outputs, _ = tf1.nn.dynamic_rnn(cell, tf.nn.embedding_lookup(embedding, inputs), dtype=tf.float32)
+        cell = tf1.nn.rnn_cell.LSTMCell(args.hidden_size, initializer=init, dtype=dtype)
+        outputs, _ = tf1.nn.dynamic_rnn(cell, tf.nn.embedding_lookup(embedding, inputs), dtype=dtype)
         hidden = tf.reshape(outputs, [-1, args.hidden_size])
-        softmax_w = tf1.get_variable("softmax_w", [vocab_size, args.hidden_size], initializer=init,
+        softmax_w = tf1.get_variable("softmax_w", [vocab_size, args.hidden_size], dtype, initializer=init,
                                      partitioner=shards, use_resource=True)
-        softmax_b = tf1.get_variable("softmax_b", [vocab_size], initializer=tf1.zeros_initializer(),
+        softmax_b = tf1.get_variable("softmax_b", [vocab_size], dtype, initializer=tf1.zeros_initializer(),
                                      use_resource=True)
         labels = tf.reshape(targets, [-1])
         logits = tf.matmul(hidden, tf.convert_to_tensor(softmax_w), transpose_b=True) + softmax_b
@@ -105,8 +108,8 @@ class Model:
         else:
             self.loss = self.full_loss
         self.global_step = tf1.train.get_or_create_global_step()
-        optimizer = tf1.train.AdamOptimizer(args.learning_rate) if args.optimizer == "adam" else \
-            tf1.train.AdagradOptimizer(args.learning_rate)
+        optimizer = training.wrapped(tf1.train.AdamOptimizer(args.learning_rate) if args.optimizer == "adam" else
+                                     tf1.train.AdagradOptimizer(args.learning_rate), wrap_optimizer)
         grads, variables = zip(*optimizer.compute_gradients(self.loss))
         clipped, _ = tf.clip_by_global_norm(grads, args.clip_norm)
         self.train_op = optimizer.apply_gradients(zip(clipped, variables), global_step=self.global_step)

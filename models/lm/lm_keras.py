@@ -56,13 +56,14 @@ class LanguageModel(tf.keras.Model):
     gradient is then sparse too): a custom train_step, as a Keras user writes a loss the compiled losses lack."""
 
     def __init__(self, args, vocab_size):
-        super().__init__()
+        super().__init__(dtype=args.dtype)  # every layer's and weight's (float64: benchmarks/peers/exactness.py)
         init = tf.keras.initializers.RandomUniform(-0.1, 0.1, seed=args.seed)
-        self.embedding = tf.keras.layers.Embedding(vocab_size, args.embedding_size, embeddings_initializer=init)
+        self.embedding = tf.keras.layers.Embedding(vocab_size, args.embedding_size, embeddings_initializer=init,
+                                                   dtype=args.dtype)
         self.lstm = tf.keras.layers.LSTM(args.hidden_size, return_sequences=True, kernel_initializer=init,
-                                         recurrent_initializer=init)
-        self.softmax_w = self.add_weight("softmax_w", [vocab_size, args.hidden_size], initializer=init)
-        self.softmax_b = self.add_weight("softmax_b", [vocab_size], initializer="zeros")
+                                         recurrent_initializer=init, dtype=args.dtype)
+        self.softmax_w = self.add_weight(name="softmax_w", shape=[vocab_size, args.hidden_size], initializer=init)
+        self.softmax_b = self.add_weight(name="softmax_b", shape=[vocab_size], initializer="zeros")
         self.loss_tracker = tf.keras.metrics.Mean("loss")
         self._args, self._vocab_size = args, vocab_size
 
@@ -90,7 +91,11 @@ class LanguageModel(tf.keras.Model):
         ids, targets = data
         with tf.GradientTape() as tape:
             loss = self.word_loss(ids, targets, training=True)
-        self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+            # Under a tf.distribute strategy the optimizer sums the replicas' gradients: each replica's share of
+            # the global batch's mean loss is its own mean / the number of replicas (TF's guide to custom
+            # training loops). Without one (one device, parallax) the number is 1.
+            share = loss / tf.distribute.get_strategy().num_replicas_in_sync
+        self.optimizer.minimize(share, self.trainable_variables, tape=tape)
         self.loss_tracker.update_state(loss)
         return {"loss": self.loss_tracker.result()}
 

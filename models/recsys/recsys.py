@@ -42,7 +42,7 @@ def parse_args(argv=None):
     p.add_argument("--bottom-units", type=int, default=64, help="the bottom MLP's hidden layer")
     p.add_argument("--top-units", default="64,32", type=lambda s: tuple(int(u) for u in s.split(",")),
                    help="the top MLP's hidden layers")
-    p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    training.add_dtype_argument(p)
     args = p.parse_args(argv)
     if args.max_table_rows < 1 or args.partitions < 1:
         p.error("--max-table-rows and --partitions must be positive")
@@ -125,15 +125,16 @@ def loss_of(labels, logits):
 
 
 class Model:
-    def __init__(self, lines, args, optimizer=None):
-        """`lines`: a batched dataset of impression lines. Builds the loss and the training op (Adagrad, or
-        `optimizer`: benchmarks/peers/ wrap it); the input starts where a resumed run's global step says."""
+    def __init__(self, lines, args, wrap_optimizer=None):
+        """`lines`: a batched dataset of impression lines. Builds the loss and the training op (Adagrad, wrapped by
+        `wrap_optimizer` if given: benchmarks/peers/ pass Horovod's or SyncReplicasOptimizer); the input starts
+        where a resumed run's global step says."""
         batches, cardinality = parsed(training.positioned(lines, args), args)
         labels, counts, ids = tf1.data.make_one_shot_iterator(batches.prefetch(2)).get_next()
         self.loss = loss_of(labels, logits_of(counts, ids, cardinality, args))
         self.examples_per_batch = tf.size(labels)
         self.global_step = tf1.train.get_or_create_global_step()
-        optimizer = optimizer or tf1.train.AdagradOptimizer(args.learning_rate)
+        optimizer = training.wrapped(tf1.train.AdagradOptimizer(args.learning_rate), wrap_optimizer)
         self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
 
 

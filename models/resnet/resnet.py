@@ -29,6 +29,7 @@ def parse_args(argv=None):
     p.add_argument("--blocks-per-stage", type=int, default=1)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)
+    training.add_dtype_argument(p)
     return p.parse_args(argv)
 
 
@@ -80,11 +81,13 @@ def logits_of(images, args, training):
 
 
 class Model:
-    def __init__(self, examples, args):
-        """`examples`: a batched dataset of (images, labels)."""
+    def __init__(self, examples, args, wrap_optimizer=None):
+        """`examples`: a batched dataset of (images, labels). The optimizer is momentum SGD, wrapped by
+        `wrap_optimizer` if given (benchmarks/peers/). In float64 (--dtype) the layers follow the images' dtype,
+        and batch normalization runs unfused (TF's fused kernel has no float64)."""
         examples = training.positioned(examples, args)  # a resumed run goes on where its global step says
         images, labels = tf1.data.make_one_shot_iterator(examples).get_next()
-        logits = logits_of(images, args, training=True)
+        logits = logits_of(tf.cast(images, args.dtype), args, training=True)
         cross_entropy = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
                                                                                        logits=logits))
         decay = args.weight_decay * tf.add_n([tf.nn.l2_loss(v) for v in tf1.trainable_variables()
@@ -92,7 +95,7 @@ class Model:
         self.loss = cross_entropy + decay
         self.examples_per_batch = tf.size(labels)
         self.global_step = tf1.train.get_or_create_global_step()
-        optimizer = tf1.train.MomentumOptimizer(args.learning_rate, args.momentum)
+        optimizer = training.wrapped(tf1.train.MomentumOptimizer(args.learning_rate, args.momentum), wrap_optimizer)
         with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
             self.train_op = optimizer.minimize(self.loss, global_step=self.global_step)
 
@@ -106,7 +109,7 @@ def accuracy(checkpoint_dir, args):
     images, labels = digits("test")
     graph = tf.Graph()
     with graph.as_default():
-        x = tf1.placeholder(tf.float32, [None, SIZE, SIZE, 1])
+        x = tf1.placeholder(args.dtype, [None, SIZE, SIZE, 1])
         predictions = tf.argmax(logits_of(x, args, training=False), axis=1)
         with tf1.Session() as sess:
             latest = training.restore_latest(sess, checkpoint_dir)
