@@ -39,6 +39,15 @@ def median(values):
     return statistics.median(values)
 
 
+def kept_section(name, heading):
+    """The lines of results/`name` from the line `heading` on (a blank line first), or none: the hand-written
+    analysis a benchmark's rerun keeps below its new tables."""
+    path = os.path.join(RESULTS, name)
+    text = open(path).read() if os.path.exists(path) else ""
+    at = text.find("\n" + heading + "\n")
+    return ["", *text[at + 1:].rstrip("\n").split("\n")] if at >= 0 else []
+
+
 def write(name, lines):
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, name)

@@ -1,5 +1,6 @@
-"""The peers of benchmarks/peers/ compute what one device computes, as benchmarks/results/peers_exactness.md says:
-the Horovod script (default sparse handling) against train.py with the global batch, the recommendation model in
+"""The peers of benchmarks/peers/ compute what one device computes where benchmarks/results/peers_exactness.md says
+they do: the Horovod script (default sparse handling) against train.py with the global batch, for the two models
+with embeddings (the LM, whose gradients are clipped after Horovod's averaging, and the recommendation model), in
 float64, every variable after a few steps."""
 import os
 import sys
@@ -13,12 +14,11 @@ import exactness  # noqa: E402
 pytestmark = pytest.mark.slow  # real jobs
 
 
-def test_the_horovod_peer_computes_one_devices_result(tmp_path):
-    data = str(tmp_path / "data")
-    exactness.run_command([sys.executable, os.path.join(exactness.RECSYS, "make_data.py"), "--out", data,
-                           "--train-rows", "2000", "--heldout-rows", "100", "--train-files", "1"], "data")
-    args = exactness.argparse.Namespace(steps=3, workers=2, batch_size=16)
-    chosen = {label: (command, launch) for label, command, launch in exactness.runs(data, args)}
+@pytest.mark.parametrize("model", ["lm", "recsys"])
+def test_the_horovod_peer_computes_one_devices_result(tmp_path, model):
+    data = exactness.make_data(model, str(tmp_path))
+    args = exactness.argparse.Namespace(steps=3, workers=2, batch_size=16, work=str(tmp_path))
+    chosen = {label: (command, launch) for label, command, launch in exactness.runs(model, data, args)}
     for label in ("one device", "Horovod"):
         command, launch = chosen[label]
         launch([*command, "--checkpoint-dir", str(tmp_path / label)], label)

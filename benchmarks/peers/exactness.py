@@ -1,19 +1,22 @@
-"""Does each peer compute what one device computes with the global batch? The recommendation model in float64
-with small tables, K steps on localhost: one device with batch N*b, then parallax (MPI, PS, HYBRID) and each peer
-with N workers of b. Every variable of the one-device checkpoint (weights, tables, Adagrad's accumulators) is
-compared with the same variable in the run's chief checkpoint. Writes benchmarks/results/peers_exactness.md.
+"""Does each peer compute what one device computes with the global batch? Each model (the LM, its Keras version,
+the ResNet, the recommendation model) small and in float64, K steps on localhost: one device with batch N*b, then
+parallax (MPI, PS, HYBRID, and AUTO from a parallax-calibrate run on localhost) and each peer with N workers of b:
+Horovod and TF 1 parameter servers for the v1 models, MultiWorkerMirroredStrategy for the Keras LM. Every variable
+of the one-device checkpoint (weights, embeddings, batch-norm statistics, the optimizer's slots) is compared with
+the same variable in the run's chief checkpoint. Writes benchmarks/results/peers_exactness.md, keeping its
+hand-written analysis.
 
-    python benchmarks/peers/exactness.py [--steps 20] [--workers 2] [--batch-size 32]
+    python benchmarks/peers/exactness.py [--models lm,lm-keras,resnet,recsys] [--steps 20] [--workers 2] \
+        [--batch-size 32]
 """
 import argparse
 import functools
+import glob
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,65 +24,58 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import common  # noqa: E402
+import launch  # noqa: E402
 
-RECSYS = os.path.join(ROOT, "models", "recsys")
-MODEL = ["--max-table-rows", "200", "--embedding-size", "4", "--dtype", "float64", "--log-every", "1"]
-TIMEOUT = 600
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+MODELS = os.path.join(ROOT, "models")
+ANALYSIS = "## What the table says"  # the results file's hand-written part from this heading on survives a rerun
 
 
-def run_command(command, label):
-    started = time.time()
-    result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
-    if result.returncode != 0:
-        raise RuntimeError(f"{label} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
-    print(f"{label}: {time.time() - started:.0f} s", flush=True)
+class Setting(NamedTuple):
+    directory: str  # under models/
+    data: list  # make_data.py's options after --out (None: the model needs no data directory)
+    options: list  # the model's options, float64 and small
+    text: str  # for the table's header
+    embeddings: bool  # has sparse gradients (Horovod's sparse_as_dense changes something)
+    keras: bool = False  # the Keras version: one device train_keras.py, parallax train_keras_distributed.py
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def _run_ps_job(command, label, workers):
-    """`command` (recsys_ps.py and its options) as 2 servers and `workers` workers on localhost, one process each.
-    The job is done when the chief is; then the servers (which serve until killed, as TF's guide has them) and any
-    worker still waiting on the sync queue are ended by their recorded process groups."""
-    hosts = [f"127.0.0.1:{p}" for p in _free_ports(2 + workers)]
-    cluster = ["--ps-hosts", ",".join(hosts[:2]), "--worker-hosts", ",".join(hosts[2:])]
-    started, procs = time.time(), []
-    try:
-        for job, count in (("ps", 2), ("worker", workers)):
-            for i in range(count):
-                procs.append(subprocess.Popen([*command, *cluster, "--job-name", job, "--task-index", str(i)],
-                                              cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
-                                              stderr=subprocess.STDOUT, text=True, start_new_session=True))
-        chief = procs[2]
-        out, _ = chief.communicate(timeout=TIMEOUT)
-        if chief.returncode != 0:
-            raise RuntimeError(f"{label}: the chief failed ({chief.returncode}):\n{out[-3000:]}")
-        print(f"{label}: {time.time() - started:.0f} s", flush=True)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+LM_DATA, LM = ["--synthetic-vocab", "300", "--synthetic-words", "20000"], [
+    "--num-steps", "6", "--embedding-size", "8", "--hidden-size", "8"]
+SETTINGS = {
+    "lm": Setting("lm", LM_DATA, LM, "300 words, embedding 8, LSTM 8, 6 unrolled steps, Adam, gradients clipped "
+                                     "by global norm", True),
+    "lm-keras": Setting("lm", LM_DATA, LM, "the same LM in Keras (models/lm/lm_keras.py), trained by Model.fit",
+                        True, keras=True),
+    "resnet": Setting("resnet", None, [], "3 stages of 1 block, batch norm after every convolution, momentum SGD",
+                      False),
+    "recsys": Setting("recsys", ["--train-rows", "5000", "--heldout-rows", "100", "--train-files", "1"],
+                      ["--max-table-rows", "200", "--embedding-size", "4"],
+                      "tables of at most 200 rows, 4 columns, the four largest in 2 shards, Adagrad", True),
+}
 
 
 def checkpoint_variables(checkpoint_dir):
+    """{name: value} of the latest TF checkpoint in `checkpoint_dir`, or of the Keras weights file there (its
+    optimizer's step counter named global_step, Keras's metrics left out: they are not the model's state)."""
+    keras = glob.glob(os.path.join(checkpoint_dir, "*.weights.h5"))
+    if keras:
+        return _keras_weights(keras[0])
     import tensorflow as tf
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     if latest is None:
         raise RuntimeError(f"no checkpoint in {checkpoint_dir}")
     return {name: tf.train.load_variable(latest, name) for name, _ in tf.train.list_variables(latest)}
+
+
+def _keras_weights(path):
+    import h5py
+    values = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, item: values.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset)
+                     else None)
+    values = {name: value for name, value in values.items() if not name.startswith("metrics/")}
+    values["global_step"] = values.pop("optimizer/vars/0")  # Keras's optimizer.iterations
+    return values
 
 
 def compare(reference, candidate):
@@ -93,24 +89,50 @@ def compare(reference, candidate):
     return diffs[worst], worst, int(candidate["global_step"])
 
 
-def runs(data, args):
-    """(label, command, launch) for every run, one device's first: `launch(command, label)` runs it. The TF 1
-    parameter-server job's command is one task's, without its cluster options."""
-    n, b = args.workers, args.batch_size
-    model = ["--data-dir", data, "--steps", str(args.steps), *MODEL]
-    horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(n), "-H", f"localhost:{n}",
-                  sys.executable, os.path.join(HERE, "recsys_horovod.py")]
-    yield "one device", [sys.executable, os.path.join(RECSYS, "train.py"), *model, "--batch-size", str(n * b)], \
-        run_command
+def make_data(name, work):
+    """The model's data directory under `work` (made by its make_data.py), or None if it reads none."""
+    setting = SETTINGS[name]
+    if setting.data is None:
+        return None
+    data = os.path.join(work, f"{name}-data")
+    launch.run_command([sys.executable, os.path.join(MODELS, setting.directory, "make_data.py"), "--out", data,
+                        *setting.data], f"{name} data")
+    return data
+
+
+def runs(name, data, args):
+    """(label, command, run) for every run of model `name`, one device's first: `run(command, label)` runs it. The
+    parameter-server and MultiWorkerMirroredStrategy jobs' command is one task's, without its cluster."""
+    setting, n, b = SETTINGS[name], args.workers, args.batch_size
+    model = [*(["--data-dir", data] if data else []), "--steps", str(args.steps), *setting.options,
+             "--dtype", "float64", "--log-every", "1"]
+    one, distributed = ("train_keras", "train_keras_distributed") if setting.keras else ("train", "train_distributed")
+    script = os.path.join(MODELS, setting.directory, "{}.py")
+    yield "one device", [sys.executable, script.format(one), *model, "--batch-size", str(n * b)], launch.run_command
+    parallax = [sys.executable, script.format(distributed), *model, "--batch-size", str(b), "--resource-spec",
+                f"localhost:{n}"]
     for mode in ("MPI", "PS", "HYBRID"):
-        yield f"parallax {mode}", [sys.executable, os.path.join(RECSYS, "train_distributed.py"), *model,
-                                   "--batch-size", str(b), "--resource-spec", f"localhost:{n}",
-                                   "--run-option", mode], run_command
-    yield "Horovod", [*horovodrun, *model, "--batch-size", str(b)], run_command
-    yield "Horovod sparse_as_dense", [*horovodrun, *model, "--batch-size", str(b), "--sparse-as-dense"], \
-        run_command
-    yield "TF1 PS + SyncReplicasOptimizer", [sys.executable, os.path.join(HERE, "recsys_ps.py"), *model,
-                                             "--batch-size", str(b)], functools.partial(_run_ps_job, workers=n)
+        yield f"parallax {mode}", [*parallax, "--run-option", mode], launch.run_command
+    calibration = os.path.join(args.work, f"{name}-calibration")
+    calibrate = [sys.executable, "-m", "parallax.tools.calibrate", "--resource-spec", f"localhost:{n}", "--out",
+                 calibration, "--", *parallax]
+    yield "parallax AUTO", [*parallax, "--run-option", "AUTO", "--calibration",
+                            os.path.join(calibration, "calibration.json")], \
+        functools.partial(launch.run_after, first=(calibrate, f"{name}: parallax-calibrate"))
+    if setting.keras:
+        yield "TF2 MultiWorkerMirroredStrategy", [sys.executable, os.path.join(HERE, "mwms_peer.py"), *model,
+                                                  "--batch-size", str(b)], functools.partial(launch.run_mwms_job,
+                                                                                             workers=n)
+        return
+    horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(n), "-H", f"localhost:{n}",
+                  sys.executable, os.path.join(HERE, "horovod_peer.py"), "--model", name, *model, "--batch-size",
+                  str(b)]
+    yield "Horovod", horovodrun, launch.run_command
+    if setting.embeddings:
+        yield "Horovod sparse_as_dense", [*horovodrun, "--sparse-as-dense"], launch.run_command
+    yield "TF1 PS + SyncReplicasOptimizer", [sys.executable, os.path.join(HERE, "ps_peer.py"), "--model", name,
+                                             *model, "--batch-size", str(b)], functools.partial(launch.run_ps_job,
+                                                                                                workers=n)
 
 
 def main(argv=None):
@@ -118,27 +140,37 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
+    p.add_argument("--models", default=",".join(SETTINGS), type=lambda text: text.split(","))
     args = p.parse_args(argv)
-    lines = common.header("Peers: exactness against one device (recommendation model, float64)",
+    unknown = sorted(set(args.models) - set(SETTINGS))
+    if unknown:
+        p.error(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(SETTINGS)}")
+    lines = common.header("Peers: exactness against one device (float64)",
                           {"workers": args.workers, "batch per worker": args.batch_size, "steps": args.steps,
-                           "tables": "max 200 rows, 4 columns, the four largest in 2 shards"})
-    with tempfile.TemporaryDirectory(prefix="peers-exactness-") as work:
-        data = os.path.join(work, "data")
-        run_command([sys.executable, os.path.join(RECSYS, "make_data.py"), "--out", data, "--train-rows", "5000",
-              "--heldout-rows", "100", "--train-files", "1"], "data")
-        rows, reference = [], None
-        for k, (label, command, launch) in enumerate(runs(data, args)):
-            ckpt = os.path.join(work, f"run{k}")
-            launch([*command, "--checkpoint-dir", ckpt], label)
-            values = checkpoint_variables(ckpt)
-            if reference is None:
-                reference = values
-                continue
-            diff, worst, step = compare(reference, values)
-            rows.append(f"| {label} | {step} | {diff:.3g} | `{worst}` |")
-            print(rows[-1], flush=True)
-    lines += ["| run | global step | max abs diff, every variable | where it is largest |", "|---|---|---|---|", *rows]
-    common.write("peers_exactness.md", lines)
+                           **{name: SETTINGS[name].text for name in args.models}})
+    lines += ["| model | run | global step | max abs diff, every variable | where it is largest |",
+              "|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory(prefix="peers-exactness-") as args.work:
+        for name in args.models:
+            lines += [f"| {name} | {row}" for row in model_rows(name, args)]
+    common.write("peers_exactness.md", lines + common.kept_section("peers_exactness.md", ANALYSIS))
+
+
+def model_rows(name, args):
+    """The table's rows for model `name`: one per run after one device's, against one device's checkpoint. Each
+    run's files go under args.work."""
+    work = args.work
+    data, reference = make_data(name, work), None
+    for k, (label, command, run) in enumerate(runs(name, data, args)):
+        ckpt = os.path.join(work, f"{name}-run{k}")
+        run([*command, "--checkpoint-dir", ckpt], f"{name}: {label}")
+        values = checkpoint_variables(ckpt)
+        if reference is None:
+            reference = values
+            continue
+        diff, worst, step = compare(reference, values)
+        yield f"{label} | {step} | {diff:.3g} | `{worst}` |"
+        print(f"{name}: {label}: {diff:.3g} at {worst}", flush=True)
 
 
 if __name__ == "__main__":
