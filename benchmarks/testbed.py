@@ -103,19 +103,34 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
     checkout, to compare versions side by side). `launch_env`: NAME=VALUE settings every process gets
     (parallax-launch -x). `launch_args`: more parallax-launch options (--transport ssh); `count_launcher`: the CPU
     figure also counts the launcher's process tree on this machine."""
-    spec = cluster.spec_file()
-    num_workers = cluster.num_hosts * cluster.slots
     cmd = [sys.executable, "-m", "parallax.launcher.cli", *cluster.launch_options(), "--run-option", run_option,
            *launch_args,
            *[w for setting in launch_env for w in ("-x", setting)], "--",
-           _python_for(root), os.path.join(root, script), *script_args, "--resource-spec", spec,
+           _python_for(root), os.path.join(root, script), *script_args, "--resource-spec", cluster.spec_file(),
            "--run-option", run_option, "--steps", str(steps), "--log-every", str(log_every)]
-    env = environment(cluster, root)
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    return measure(cluster, cmd, environment(cluster, root), f"{script} {run_option}", steps, warmup_steps,
+                   timeout=timeout, at_snapshot=at_snapshot, cwd=root, count_launcher=count_launcher)
+
+
+def measure(cluster, cmd, env, label, steps, warmup_steps, timeout=900, at_snapshot=None, cwd=ROOT,
+            count_launcher=False, late_workers=False):
+    """Run `cmd` (a process that starts a job of a worker per slot on the cluster and prints its workers' log
+    lines) and measure it from the end of warm-up, worker 0's step `warmup_steps`, to its step `steps`. With
+    `late_workers`, warm-up ends at worker 0's first logged step from `warmup_steps` on by which every worker has
+    logged (a TF 1 parameter-server job's chief trains alone until the others have waited out their 30 s poll)."""
+    num_workers = cluster.num_hosts * cluster.slots
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGTERM))
     timer.start()
-    lines, rates, snapshots = [], {}, {}
+    lines, rates, snapshots, logged = [], {}, {}, set()
+
+    def snapshot(key, step):
+        snapshots[key] = (host_counters(cluster), cpu_seconds(cluster, proc.pid if count_launcher else None),
+                          time.monotonic(), step)
+        if at_snapshot:
+            at_snapshot(step)
+
     try:
         for line in proc.stdout:
             lines.append(line)
@@ -123,12 +138,13 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
             if not m:
                 continue
             worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
-            if worker == 0 and step in (warmup_steps, steps):
-                snapshots[step] = (host_counters(cluster), cpu_seconds(cluster, proc.pid if count_launcher else None),
-                                   time.monotonic())
-                if at_snapshot:
-                    at_snapshot(step)
-            if step > warmup_steps:
+            logged.add(worker)
+            if worker == 0 and "warm" not in snapshots and (step >= warmup_steps and len(logged) == num_workers
+                                                            if late_workers else step == warmup_steps):
+                snapshot("warm", step)
+            elif worker == 0 and step == steps and "warm" in snapshots:
+                snapshot("end", step)
+            if "warm" in snapshots and step > snapshots["warm"][3]:
                 rates.setdefault(step, {})[worker] = rate
         proc.wait()
     finally:
@@ -141,13 +157,20 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     if proc.returncode != 0 or len(snapshots) != 2:
-        raise RuntimeError(f"job {script} {run_option} failed (exit {proc.returncode}); its output ends:\n"
-                           + "".join(lines[-40:]))
+        raise RuntimeError(f"job {label} failed (exit {proc.returncode}); its output ends:\n" + "".join(lines[-40:]))
+    return _measurement(snapshots, rates, num_workers, unit)
+
+
+def _measurement(snapshots, rates, num_workers, unit):
+    (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[k][0])] for k in ("warm", "end"))
+    measured_steps = snapshots["end"][3] - snapshots["warm"][3]
     windows = [sum(by_worker.values()) for by_worker in rates.values() if len(by_worker) == num_workers]
-    (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[s][0])] for s in (warmup_steps, steps))
-    per = num_workers * (steps - warmup_steps)
-    cpu = (snapshots[steps][1] - snapshots[warmup_steps][1]) / (steps - warmup_steps)
-    wall = (snapshots[steps][2] - snapshots[warmup_steps][2]) / (steps - warmup_steps)
+    if not windows:
+        raise RuntimeError(f"no window after warm-up (step {snapshots['warm'][3]}) where every worker logged: "
+                           f"run more steps")
+    per = num_workers * measured_steps
+    cpu = (snapshots["end"][1] - snapshots["warm"][1]) / measured_steps
+    wall = (snapshots["end"][2] - snapshots["warm"][2]) / measured_steps
     return Measurement(statistics.median(windows), unit, (sent1 - sent0) / per, (local1 - local0) / per,
                        len(windows), cpu, wall)
 
