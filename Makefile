@@ -137,6 +137,7 @@ bench: install
 	$(PY) benchmarks/mixed_plans.py
 	$(PY) benchmarks/cpu_by_role.py
 	$(PY) benchmarks/keras_lm.py
+	$(PY) benchmarks/versus_peers.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

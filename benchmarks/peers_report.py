@@ -1,0 +1,120 @@
+"""benchmarks/versus_peers.py's results: saved as JSON (every measurement), and rendered as results/peers.md (the
+table per model and rate, the ratios, every run) and results/peers.png."""
+import dataclasses
+import json
+import os
+
+import common
+import testbed
+
+PEER_PREFIXES = ("Horovod", "TF1 ", "TF2 ")
+ANALYSIS = "## Why"  # results/peers.md's hand-written part from this heading on survives a rerun
+
+
+def save(path, settings, rates, models, labels, runs, diffs, failures):
+    data = {"header": common.header("Against what users would pick instead: parallax and its peers", settings),
+            "rates": rates, "models": models, "labels": labels,
+            "runs": [{"rate": r, "model": m, "label": lab, "measurements": [dataclasses.asdict(x) for x in ms]}
+                     for (r, m, lab), ms in runs.items()],
+            "exactness": [{"model": m, "label": lab, "diff": d} for (m, lab), d in diffs.items()],
+            "failures": failures}
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    return path
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    runs = {(r["rate"], r["model"], r["label"]): [testbed.Measurement(**x) for x in r["measurements"]]
+            for r in data["runs"]}
+    diffs = {(e["model"], e["label"]): e["diff"] for e in data["exactness"]}
+    return data["header"], data["rates"], data["models"], data["labels"], runs, diffs, data["failures"]
+
+
+def is_peer(label):
+    return label.startswith(PEER_PREFIXES)
+
+
+def _median(runs, key, attr="rate"):
+    return common.median([getattr(m, attr) for m in runs[key]]) if key in runs else None
+
+
+def ratios(rates, models, labels, runs):
+    """[(rate, model, best peer, its rate, best parallax mode, its rate, AUTO's rate)]."""
+    rows = []
+    for rate in rates:
+        for model in models:
+            def best(chosen):
+                measured = [(lab, _median(runs, (rate, model, lab))) for lab in chosen]
+                return max(((lab, r) for lab, r in measured if r), key=lambda x: x[1], default=(None, None))
+            peer = best([lab for lab in labels[model] if is_peer(lab)])
+            mode = best([lab for lab in labels[model] if lab.startswith("parallax ") and lab != "parallax AUTO"])
+            rows.append((rate, model, *peer, *mode, _median(runs, (rate, model, "parallax AUTO"))))
+    return rows
+
+
+def _x(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def tables(rates, models, labels, runs, diffs, failures):
+    lines = ["## Ratios", "", "Throughput of parallax's best fixed mode and of AUTO over the best peer's, per model "
+             "and rate (medians over the rounds).", "",
+             "| model | rate | best peer | its units/s | best parallax mode | best mode / best peer | "
+             "AUTO / best peer |", "|---|---|---|---|---|---|---|"]
+    for rate, model, peer, peer_rate, mode, mode_rate, auto_rate in ratios(rates, models, labels, runs):
+        lines.append(f"| {model} | {rate} | {peer or '-'} | {f'{peer_rate:,.0f}' if peer_rate else '-'} | "
+                     f"{mode or '-'} | {_x(mode_rate, peer_rate)} | "
+                     f"{_x(auto_rate, peer_rate)} |")
+    for model in models:
+        lines += ["", f"## {model}", "", "Units/s of the whole job; CPU: seconds of CPU time of every process on the "
+                  "hosts per step; MB: per worker-step, wire + local (testbed.py); exact: the max abs diff of every "
+                  "variable from one device's after 20 steps in float64 (benchmarks/peers/exactness.py).", "",
+                  "| run | " + " | ".join(f"{r} units/s | {r} CPU s/step | {r} MB/step" for r in rates)
+                  + " | max abs diff from one device |", "|---|" + "---|---|---|" * len(rates) + "---|"]
+        for label in labels[model]:
+            cells = []
+            for rate in rates:
+                key = (rate, model, label)
+                cells += [f"{_median(runs, key):,.0f}", f"{_median(runs, key, 'cpu_seconds'):.2f}",
+                          f"{_median(runs, key, 'total_bytes') / 1e6:.2f}"] if key in runs else ["-"] * 3
+            diff = diffs.get((model, label))
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {'-' if diff is None else f'{diff:.2g}'} |")
+    lines += ["", "## Every run", "", "| rate | model | run | units/s per round | windows |", "|---|---|---|---|---|"]
+    for (rate, model, label), ms in runs.items():
+        lines.append(f"| {rate} | {model} | {label} | {', '.join(f'{m.rate:,.0f}' for m in ms)} | "
+                     f"{', '.join(str(m.windows) for m in ms)} |")
+    if failures:
+        lines += ["", "## Runs that failed", ""]
+        for f in failures:
+            lines += [f"- {f['rate']} {f['model']} {f['label']}, round {f['round']}:", "  ```",
+                      *("  " + line for line in f["error"].splitlines()[-12:]), "  ```"]
+    return lines
+
+
+def plot(rates, models, labels, runs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(rates), len(models), figsize=(4.5 * len(models), 3.6 * len(rates)), squeeze=False)
+    for row, rate in zip(axes, rates):
+        for ax, model in zip(row, models):
+            names = labels[model]
+            values = [_median(runs, (rate, model, lab)) or 0 for lab in names]
+            ax.barh(range(len(names)), values, color=["C1" if is_peer(lab) else "C0" for lab in names])
+            ax.set_yticks(range(len(names)), [lab.replace(" + SyncReplicasOptimizer", "") for lab in names],
+                          fontsize=7)
+            ax.invert_yaxis()
+            unit = next((ms[0].unit for (r, m, _), ms in runs.items() if (r, m) == (rate, model)), "units")
+            ax.set_title(f"{model}, {rate}", fontsize=9)
+            ax.set_xlabel(f"{unit}/s", fontsize=8)
+    fig.suptitle("parallax (blue) and its peers (orange), 2 hosts x 2 workers")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def write(header, rates, models, labels, runs, diffs, failures):
+    lines = header + tables(rates, models, labels, runs, diffs, failures)
+    common.write("peers.md", lines + common.kept_section("peers.md", ANALYSIS))
+    plot(rates, models, labels, runs, os.path.join(common.RESULTS, "peers.png"))
