@@ -147,7 +147,8 @@ def exactness_rows(models, work):
         for name in names:
             for row in exactness.model_rows(name, args):
                 label, _, diff, _ = [cell.strip() for cell in row.strip(" |").split("|")]
-                diffs[(model, label)] = float(diff)
+                if not diff.startswith("failed"):
+                    diffs[(model, label)] = float(diff)
     return diffs
 
 

@@ -12,6 +12,7 @@ hand-written analysis.
 import argparse
 import functools
 import glob
+import subprocess
 import os
 import sys
 import tempfile
@@ -113,17 +114,17 @@ def runs(name, data, args):
                 f"localhost:{n}"]
     for mode in ("MPI", "PS", "HYBRID"):
         yield f"parallax {mode}", [*parallax, "--run-option", mode], launch.run_command
+    if setting.keras:  # parallax-calibrate cannot time a Keras script's step yet (docs/status.md)
+        yield "TF2 MultiWorkerMirroredStrategy", [sys.executable, os.path.join(HERE, "mwms_peer.py"), *model,
+                                                  "--batch-size", str(b)], functools.partial(launch.run_mwms_job,
+                                                                                             workers=n)
+        return
     calibration = os.path.join(args.work, f"{name}-calibration")
     calibrate = [sys.executable, "-m", "parallax.tools.calibrate", "--resource-spec", f"localhost:{n}", "--out",
                  calibration, "--", *parallax]
     yield "parallax AUTO", [*parallax, "--run-option", "AUTO", "--calibration",
                             os.path.join(calibration, "calibration.json")], \
         functools.partial(launch.run_after, first=(calibrate, f"{name}: parallax-calibrate"))
-    if setting.keras:
-        yield "TF2 MultiWorkerMirroredStrategy", [sys.executable, os.path.join(HERE, "mwms_peer.py"), *model,
-                                                  "--batch-size", str(b)], functools.partial(launch.run_mwms_job,
-                                                                                             workers=n)
-        return
     horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(n), "-H", f"localhost:{n}",
                   sys.executable, os.path.join(HERE, "horovod_peer.py"), "--model", name, *model, "--batch-size",
                   str(b)]
@@ -163,7 +164,14 @@ def model_rows(name, args):
     data, reference = make_data(name, work), None
     for k, (label, command, run) in enumerate(runs(name, data, args)):
         ckpt = os.path.join(work, f"{name}-run{k}")
-        run([*command, "--checkpoint-dir", ckpt], f"{name}: {label}")
+        try:
+            run([*command, "--checkpoint-dir", ckpt], f"{name}: {label}")
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            if reference is None:
+                raise  # nothing to compare with
+            print(f"{name}: {label} FAILED: {e}", flush=True)
+            yield f"{label} | - | failed: {str(e).splitlines()[0]} | - |"
+            continue
         values = checkpoint_variables(ckpt)
         if reference is None:
             reference = values
