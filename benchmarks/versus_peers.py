@@ -32,7 +32,7 @@ import exactness  # noqa: E402
 import on_testbed  # noqa: E402
 import peers_report  # noqa: E402
 import testbed  # noqa: E402
-from paper_tables import LM_ARGS  # noqa: E402
+from paper_tables import LM_ARGS, add_rate_arguments  # noqa: E402
 
 from parallax.launcher.local_cluster import LocalCluster  # noqa: E402
 
@@ -155,10 +155,7 @@ def exactness_rows(models, work):
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: each job and the test bed are taken down
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--rate", default="1gbit")
-    p.add_argument("--second-rate", default="100mbit", help="'' to skip")
-    p.add_argument("--only", help=f"comma-separated models (default: all of {', '.join(MODELS)})")
+    add_rate_arguments(p)
     p.add_argument("--skip-exactness", action="store_true",
                    help="leave out the exactness runs (about 10 minutes; the column then shows -)")
     p.add_argument("--from-saved", action="store_true", help=f"re-render {os.path.relpath(SAVED, common.ROOT)}")
