@@ -12,11 +12,10 @@ hand-written analysis.
 import argparse
 import functools
 import glob
-import subprocess
 import os
+import subprocess
 import sys
 import tempfile
-
 from typing import NamedTuple
 
 import numpy as np

@@ -37,7 +37,7 @@ def parameter_servers(cluster, model, model_args, tasks_file):
     """One server per host, one worker per slot; the job is done when the chief is (the servers serve until
     ended, as in TF's guide)."""
     ps = [f"{h}:{PS_PORT}" for h in cluster.hosts]
-    workers = [f"{h}:{WORKER_PORT + s}" for h in cluster.hosts for s in range(cluster.slots)]
+    workers = _worker_addresses(cluster)
     command = [sys.executable, os.path.join(HERE, "ps_peer.py"), "--model", model, *model_args,
                "--ps-hosts", ",".join(ps), "--worker-hosts", ",".join(workers)]
     tasks = [_task(cluster, i, [*command, "--job-name", "ps", "--task-index", str(i)], f"[ps/{i}] ")
@@ -49,13 +49,18 @@ def parameter_servers(cluster, model, model_args, tasks_file):
 
 def multi_worker_mirrored(cluster, model_args, tasks_file):
     """The Keras LM (mwms_peer.py), one worker per slot; done when every worker is."""
-    workers = [f"{h}:{WORKER_PORT + s}" for h in cluster.hosts for s in range(cluster.slots)]
+    workers = _worker_addresses(cluster)
     tasks = [_task(cluster, k // cluster.slots, [sys.executable, os.path.join(HERE, "mwms_peer.py"), *model_args],
                    f"[worker/{k}] ", waited=True,
                    env={"TF_CONFIG": json.dumps({"cluster": {"worker": workers},
                                                  "task": {"type": "worker", "index": k}})})
              for k in range(len(workers))]
     return _tasks_command(tasks, tasks_file)
+
+
+def _worker_addresses(cluster):
+    """host:port of each worker, slot by slot, host by host (worker k runs on host k // slots)."""
+    return [f"{h}:{WORKER_PORT + s}" for h in cluster.hosts for s in range(cluster.slots)]
 
 
 def _task(cluster, host, argv, prefix, waited=False, env=None):

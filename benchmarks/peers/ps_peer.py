@@ -71,7 +71,8 @@ with graph.as_default():
     with tf1.device(placement):
         model = peer_models.build(task.model, args, shard=lambda stream: stream.shard(workers, task.task_index),
                                   wrap_optimizer=sync_replicas)
-    hooks = [synced[0].make_session_run_hook(is_chief, num_tokens=task.num_tokens), tf1.train.StopAtStepHook(last_step=args.steps)]
+    hooks = [synced[0].make_session_run_hook(is_chief, num_tokens=task.num_tokens),
+             tf1.train.StopAtStepHook(last_step=args.steps)]
     # The chief's sync queue runner waits for gradients no worker sends once they all have stopped: closing the
     # session would wait the default 120 s for it.
     with peer_loop.monitored_session(args.checkpoint_dir if is_chief else None, args, master=server.target,
