@@ -19,6 +19,16 @@ class GraphAnalysisError(ParallaxError):
     """The user's graph cannot be analyzed (for example, it has no training update op)."""
 
 
+class GraphCycleError(GraphAnalysisError):
+    """The graph has a cycle that is not a v1 while loop's back edge: TF would refuse to run it."""
+
+    def __init__(self, cycle):
+        shown = " -> ".join(cycle[:24]) + (" -> ..." if len(cycle) > 24 else "")
+        super().__init__(f"the graph has a cycle outside any while loop ({len(cycle)} nodes, each reading the "
+                         f"next's output or waiting on it): {shown} -> {cycle[0]}")
+        self.cycle = cycle
+
+
 class NoTrainOpError(GraphAnalysisError):
     """The graph has no optimizer update for any trainable variable."""
 

@@ -1,8 +1,10 @@
 """The MPI passes, checked on the rewritten graph itself (no processes started)."""
+import pytest
 import tensorflow as tf
 
 import parallax
 from parallax.core import graph_utils
+from parallax.errors import GraphCycleError, ParallaxError
 from parallax.plan.planning import plan_job
 from parallax.rewrite import rewrite
 from parallax.rewrite.fingerprint import first_difference, graph_fingerprint, node_digests
@@ -116,6 +118,22 @@ def test_the_fingerprint_compares_what_nodes_compute_not_the_order_tf_numbered_t
     more = _checked_in_order([2, 0, 1], extra=True)
     assert graph_fingerprint(more) != graph_fingerprint(first)
     assert first_difference(node_digests(first), node_digests(more)) == "Read/ReadVariableOp"  # the extra read
+
+
+def test_a_cycle_outside_a_while_loop_is_named_not_walked_forever():
+    """A rewrite that made an op read what it feeds used to make the fingerprint's walk push the cycle's nodes until
+    memory ran out (a Keras ResNet's backward pass, before rewrite/collective_passes.py's backward_pass)."""
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant(1.0, name="a")
+        c = tf.add(tf.identity(a, name="b"), a, name="c")
+        tf.identity(c, name="d")
+    gd = g.as_graph_def()
+    next(n for n in gd.node if n.name == "b").input[0] = "d"  # b reads d, which reads c, which reads b
+    with pytest.raises(GraphCycleError, match=r"3 nodes.*: b -> d -> c -> b$") as raised:
+        node_digests(gd)
+    assert raised.value.cycle == ["b", "d", "c"]
+    assert isinstance(raised.value, ParallaxError)
 
 
 def test_horovods_collectives_keep_their_names_by_which_the_workers_pair_them():

@@ -25,6 +25,8 @@ import collections
 import hashlib
 import re
 
+from parallax.errors import GraphCycleError
+
 # A scope opened twice gets a suffix (`parallax_shard_1`: two sharded datasets in one graph).
 _VALUE_FREE_SCOPE = re.compile(r"(^|/)(Initializer|parallax_shard)(_\d+)?/")
 _REGISTRY_KEYS = ("token", "_gradient_op_type")  # see the module docstring
@@ -113,7 +115,7 @@ def _structural_digests(graph_def, d):
     def back_edge(node, source):
         return node.op == "Merge" and nodes[source].op == "NextIteration"
 
-    done = {}
+    done, expanding = {}, set()  # expanding: nodes whose inputs are being digested (on the walk's path)
     for root in nodes:
         todo = [root]
         while todo:
@@ -125,9 +127,14 @@ def _structural_digests(graph_def, d):
             waiting = [s for s, _, _ in map(_source, node.input)
                        if s in nodes and s not in done and not back_edge(node, s)]
             if waiting:
+                looped = [s for s in waiting if s in expanding]
+                if looped:  # without this check the walk would push the cycle's nodes forever
+                    raise GraphCycleError(_cycle(todo, expanding, looped[0]))
+                expanding.add(name)
                 todo.extend(waiting)
                 continue
             todo.pop()
+            expanding.discard(name)
             h = hashlib.sha256(own_digest(name).encode())
             controls = []
             for source, index, control in map(_source, node.input):
@@ -140,6 +147,13 @@ def _structural_digests(graph_def, d):
                 h.update(f"\0c{ref}".encode())
             done[name] = h.hexdigest()
     return done
+
+
+def _cycle(todo, expanding, back_to):
+    """The cycle's nodes, from `back_to` along the walk's path to the node that reads it. A node on the path may
+    also wait lower in `todo`, pushed by another reader before it was expanded: its place is its last."""
+    path = list(dict.fromkeys(n for n in reversed(todo) if n in expanding or n == todo[-1]))[::-1]
+    return path[path.index(back_to):]
 
 
 def node_digests(graph_def):
