@@ -1,8 +1,9 @@
 """Replicated variables (AR, AG): every worker holds a replica; the plan's collective backend (parallax/collectives)
 aggregates their gradients and broadcasts initial values.
 
-Each pass rewires *every* consumer of a raw gradient (the update, and any clipping or scaling the user put between)
-to the aggregated one, so clipping sees aggregated gradients, exactly as on one device.
+Each pass rewires every consumer of a raw gradient on the update's side (the update, and any clipping or scaling the
+user put between) to the aggregated one, so clipping sees aggregated gradients, exactly as on one device. A consumer
+in the backward pass keeps the raw gradient (`backward_pass`).
 """
 import contextlib
 
@@ -11,6 +12,7 @@ import tensorflow as tf
 from parallax.plan.records import Aggregation
 from parallax.analysis.row_keys import merge_rows, row_keys
 from parallax.analysis.fusion import packed_width
+from parallax.core import graph_utils
 from parallax.core.graph_surgery import average_of, new_ops, reroute_consumers
 from parallax.errors import PipelineError
 
@@ -25,6 +27,26 @@ def gradients_of(ctx, aggregation):
             for grad in part.gradients:
                 if grad.aggregation == aggregation:
                     yield vp, part, grad
+
+
+def backward_pass(ctx):
+    """The ops some raw gradient of the plan is computed from, through data edges (the forward and backward
+    passes). A reader of a raw gradient among them computes another gradient from it, and must keep reading its
+    worker's own: TF 2's tape passes a gradient on as it is where it can (the gradient of `beta - m` is (g, -g), so
+    beta's raw gradient is also what the Neg towards m, and the layers before it, read). Read aggregated, the
+    backward pass would mix the workers' gradients, or wait on its own aggregate: a cycle. An update that another
+    gradient only waits for (a GAN's discriminator update before the generator's gradients: a control edge)
+    computes no gradient, and reads the aggregate."""
+    g = ctx.graph
+    raw = [g.get_tensor_by_name(name).op for vp in ctx.plan.variables for part in vp.parts
+           for grad in part.gradients for name in (grad.values, grad.indices) if name]
+    return {op for op in graph_utils.ancestors(raw, include_control=False) if not graph_utils.is_writer(op)}
+
+
+def reroute_gradient(raw, aggregated, created, backward):
+    """The update's side of `raw` reads `aggregated`: every consumer but the ops that compute it (`created`) and
+    those of the backward pass (`backward`)."""
+    reroute_consumers(raw, aggregated, keep=[*created, *(c for c in raw.consumers() if c in backward)])
 
 
 def planned_groups(plan, aggregation, items):
@@ -47,6 +69,7 @@ def allreduce_dense_gradients(ctx):
     one collective per group: the LM's dense gradients in one, ResNet's 25 in one."""
     g = ctx.graph
     items = list(gradients_of(ctx, Aggregation.ALLREDUCE))
+    backward = backward_pass(ctx)
     for k, group in enumerate(planned_groups(ctx.plan, Aggregation.ALLREDUCE, items)):
         if len(group) == 1:
             _, _, gradient = group[0]
@@ -62,7 +85,7 @@ def allreduce_dense_gradients(ctx):
                 with tf.name_scope(gradient.scope) if len(group) > 1 else contextlib.nullcontext():
                     aggregated.append(average_of(total, ctx.plan.num_workers) if vp.average else total)
         for (_, _, gradient), grad, agg in zip(group, grads, aggregated):
-            reroute_consumers(grad, agg, keep=created)
+            reroute_gradient(grad, agg, created, backward)
             ctx.aggregated[gradient.scope] = agg
 
 
@@ -85,6 +108,7 @@ def allgather_sparse_gradients(ctx):
     ops, g = ctx.collective_ops, ctx.graph
     n = ctx.plan.num_workers
     items = list(gradients_of(ctx, Aggregation.ALLGATHER))
+    backward = backward_pass(ctx)
     done = []  # (gradient, values, indices, aggregated values, aggregated indices)
     with g.as_default(), new_ops(g) as created:
         packs = {}
@@ -121,8 +145,8 @@ def allgather_sparse_gradients(ctx):
             done.append((gradient, values, row_ids[0], all_values, all_indices))
         ctx.collectives += ops.created()
     for gradient, values, indices, all_values, all_indices in done:
-        reroute_consumers(values, all_values, keep=created)
-        reroute_consumers(indices, all_indices, keep=created)
+        reroute_gradient(values, all_values, created, backward)
+        reroute_gradient(indices, all_indices, created, backward)
         ctx.aggregated[gradient.scope] = (all_values, all_indices)
 
 

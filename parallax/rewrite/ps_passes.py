@@ -15,8 +15,8 @@ from parallax.plan.placement import server_devices
 from parallax.plan.records import WORKER_DEVICE, Aggregation
 from parallax.analysis.row_keys import merge_rows, row_keys
 from parallax.rewrite.local_aggregation import gather_rows
-from parallax.rewrite.collective_passes import gradients_of
-from parallax.core.graph_surgery import average_of, new_ops, reroute_consumers
+from parallax.rewrite.collective_passes import backward_pass, gradients_of, reroute_gradient
+from parallax.core.graph_surgery import average_of, new_ops
 
 tf1 = tf.compat.v1
 # Each take_grad advances an accumulator's step, and apply_grad silently drops a gradient whose local_step is
@@ -92,9 +92,11 @@ def aggregate_on_servers(ctx):
     consumers reads the aggregate (/ N when averaging). Updates of averaged state (batch-norm statistics) get the
     same treatment, on their written value."""
     g, n = ctx.graph, ctx.plan.num_workers
+    backward = backward_pass(ctx)
     for vp, part, grad in gradients_of(ctx, Aggregation.ACCUMULATOR):
         values = g.get_tensor_by_name(grad.values)
-        ctx.aggregated[grad.scope] = _accumulate(ctx, values, part.device, f"parallax_ps/{grad.scope}", vp.average)
+        ctx.aggregated[grad.scope] = _accumulate(ctx, values, part.device, f"parallax_ps/{grad.scope}", vp.average,
+                                                 backward)
     for vp, part, grad in gradients_of(ctx, Aggregation.ROW_QUEUES):
         device, scope = part.device, grad.scope
         values, indices = g.get_tensor_by_name(grad.values), g.get_tensor_by_name(grad.indices)
@@ -109,8 +111,8 @@ def aggregate_on_servers(ctx):
                 if vp.average:
                     all_values = average_of(all_values, n)
                 all_indices = tf.cast(all_indices, indices.dtype)
-        reroute_consumers(values, all_values, keep=created)
-        reroute_consumers(indices, all_indices, keep=created)
+        reroute_gradient(values, all_values, created, backward)
+        reroute_gradient(indices, all_indices, created, backward)
         _record(ctx, outputs, contributions)
         ctx.aggregated[scope] = (all_values, all_indices)
     for sp in ctx.plan.state:
@@ -120,9 +122,9 @@ def aggregate_on_servers(ctx):
                 ctx.aggregated[writer_name] = _accumulate(ctx, value, sp.device, f"parallax_ps/{writer_name}", True)
 
 
-def _accumulate(ctx, value, device, scope, average):
+def _accumulate(ctx, value, device, scope, average, backward=()):
     """A dense value summed over the workers in a ConditionalAccumulator on `device`; its consumers read the sum
-    (/ N when averaging)."""
+    (/ N when averaging), but those in `backward` (a raw gradient's readers in the backward pass: backward_pass)."""
     g, n = ctx.graph, ctx.plan.num_workers
     with g.as_default(), tf.device(device), new_ops(g) as created, tf.name_scope(scope):
         acc = tf1.ConditionalAccumulator(value.dtype, shape=value.shape, reduction_type="SUM",
@@ -131,7 +133,7 @@ def _accumulate(ctx, value, device, scope, average):
         apply = acc.apply_grad(value, local_step=NEVER_STALE, name="apply")
         total = acc.take_grad(n, name="take")
         aggregated = average_of(total, n) if average else total
-    reroute_consumers(value, aggregated, keep=created)
+    reroute_gradient(value, aggregated, created, backward)
     _record(ctx, (total.op,), {w: (apply,) for w in range(n)})
     return aggregated
 

@@ -6,6 +6,8 @@ that is a nonlinear function of means over the batch; a learning rate computed f
 examples a mask keeps, whose number the data (or the model's own predictions) set (counts_by_values.py). Same
 conventions as cases.py.
 """
+import contextlib
+
 import numpy as np
 import tensorflow as tf
 
@@ -14,33 +16,49 @@ from tests.equivalence.cases import F64, Case, _dense, _init, _rows
 tf1 = tf.compat.v1
 
 
-def batch_norm_moments(n, b, steps, graph_batch, lr_scale=1.0):
+def batch_norm_moments(n, b, steps, graph_batch, lr_scale=1.0, tape=False):
     """Two hidden layers normalized by their batch's mean and variance (tf.nn.moments, then tf.nn.batch_normalization
-    with trained scale and offset), moving statistics updated by assign ops in UPDATE_OPS, Momentum."""
-    rng = np.random.RandomState(21)
-    x = rng.randn(n * b * steps, 4) * rng.uniform(0.5, 3.0, size=(n * b * steps, 1)) + rng.randn(4)
-    y = np.sin(x).sum(axis=1, keepdims=True)
+    with trained scale and offset), moving statistics updated by assign ops in UPDATE_OPS, Momentum. With `tape`, the
+    gradients come from a tf.GradientTape, as Keras takes them: ungated, each offset's gradient is the very tensor
+    the backward pass carries on to the mean (the gradient of `beta - m` is (g, -g))."""
+    x, y = _moments_data(n * b * steps)
     g = tf.Graph()
     with g.as_default():
         xp, yp = tf1.placeholder(F64, [None, 4], "x"), tf1.placeholder(F64, [None, 1], "y")
-        h = xp
-        for k in range(2):
-            h = _dense(h, 6, f"hidden{k}", 30 + k)
-            mean, variance = tf.nn.moments(h, axes=[0])
-            with tf1.variable_scope(f"bn{k}"):
-                gamma = tf1.get_variable("gamma", [6], F64, initializer=tf1.ones_initializer())
-                beta = tf1.get_variable("beta", [6], F64, initializer=tf1.zeros_initializer())
-                moving = [tf1.get_variable(name, [6], F64, initializer=init, trainable=False)
-                          for name, init in (("moving_mean", tf1.zeros_initializer()),
-                                             ("moving_variance", tf1.ones_initializer()))]
-            for var, value in zip(moving, (mean, variance)):
-                tf1.add_to_collection(tf1.GraphKeys.UPDATE_OPS, var.assign(0.9 * var + 0.1 * value))
-            h = tf.nn.relu(tf.nn.batch_normalization(h, mean, variance, beta, gamma, 1e-3))
-        loss = tf.reduce_mean(tf.square(_dense(h, 1, "out", 39) - yp))
+        with tf.GradientTape() if tape else contextlib.nullcontext() as recorded:
+            loss = _normalized_regression(xp, yp)
+        optimizer = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9)
+        step = tf1.train.get_or_create_global_step()
         with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
-            train = tf1.train.MomentumOptimizer(0.05 * lr_scale, 0.9).minimize(
-                loss, global_step=tf1.train.get_or_create_global_step())
+            if tape:
+                variables = tf1.trainable_variables()
+                train = optimizer.apply_gradients(zip(recorded.gradient(loss, variables), variables), step)
+            else:
+                train = optimizer.minimize(loss, global_step=step)
     return Case(g, train, _rows((x, y), (xp, yp)))
+
+
+def _moments_data(rows):
+    rng = np.random.RandomState(21)
+    x = rng.randn(rows, 4) * rng.uniform(0.5, 3.0, size=(rows, 1)) + rng.randn(4)
+    return x, np.sin(x).sum(axis=1, keepdims=True)
+
+
+def _normalized_regression(xp, yp):
+    h = xp
+    for k in range(2):
+        h = _dense(h, 6, f"hidden{k}", 30 + k)
+        mean, variance = tf.nn.moments(h, axes=[0])
+        with tf1.variable_scope(f"bn{k}"):
+            gamma = tf1.get_variable("gamma", [6], F64, initializer=tf1.ones_initializer())
+            beta = tf1.get_variable("beta", [6], F64, initializer=tf1.zeros_initializer())
+            moving = [tf1.get_variable(name, [6], F64, initializer=init, trainable=False)
+                      for name, init in (("moving_mean", tf1.zeros_initializer()),
+                                         ("moving_variance", tf1.ones_initializer()))]
+        for var, value in zip(moving, (mean, variance)):
+            tf1.add_to_collection(tf1.GraphKeys.UPDATE_OPS, var.assign(0.9 * var + 0.1 * value))
+        h = tf.nn.relu(tf.nn.batch_normalization(h, mean, variance, beta, gamma, 1e-3))
+    return tf.reduce_mean(tf.square(_dense(h, 1, "out", 39) - yp))
 
 
 def _images(seed, rows, size, reduce):
@@ -319,6 +337,8 @@ USER_GRAPHS_STATISTICS = {
     "learning_rate_from_batch": learning_rate_from_batch,
     "root_mean_square_loss": root_mean_square_loss,
     "batch_norm_moments": batch_norm_moments,
+    "batch_norm_moments_tape": lambda n, b, steps, graph_batch, lr_scale=1.0: batch_norm_moments(
+        n, b, steps, graph_batch, lr_scale, tape=True),
     "batch_norm_fused_conv": batch_norm_fused_conv,
     "layer_norm": layer_norm,
     "keras_batch_norm": keras_batch_norm,
