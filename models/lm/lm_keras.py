@@ -7,22 +7,32 @@ cross entropy per word), Adam or Adagrad with the gradients clipped by their glo
 distribution. Words become ids in the input pipeline: a step that read a lookup table would capture a resource
 that is not a variable, which parallax refuses.
 
-One epoch of --steps steps: Keras writes the weights (ModelCheckpoint) at its end; every worker prints
+One epoch of --steps steps (models/keras_training.py, which every Keras model shares): Keras writes the weights (ModelCheckpoint) at its end; every worker prints
 `worker W step S words/s R loss L` every --log-every steps (W from the launcher's prefix in a parallax job's
 output; the benchmarks read these lines), and the chief writes TensorBoard scalars when --log-dir is given.
 """
 import math
 import os
-import time
 
+import keras_training
 import lm
 import tensorflow as tf
 
 WEIGHTS = "lm.weights.h5"
+UNIT = "words"  # what the log line counts
 
 
 def parse_args(argv=None):
     return lm.parse_args(argv)
+
+
+def train_examples(args):
+    """The training stream: (inputs, targets) id windows, shuffled, repeated."""
+    return id_windows(args)
+
+
+def batched(examples, batch_size, args):
+    return examples.batch(batch_size)
 
 
 def id_windows(args, files=lm.TRAIN_FILES, repeat=True):
@@ -39,9 +49,9 @@ def _shifted(ids):
     return ids[:-1], ids[1:]
 
 
-def build(args, vocab_size):
-    """The compiled model."""
-    model = LanguageModel(args, vocab_size)
+def build(args):
+    """The compiled model, its weights built."""
+    model = LanguageModel(args, len(lm.vocabulary(args.data_dir)))
     optimizer = tf.keras.optimizers.Adam(args.learning_rate, global_clipnorm=args.clip_norm) \
         if args.optimizer == "adam" else tf.keras.optimizers.Adagrad(args.learning_rate,
                                                                      global_clipnorm=args.clip_norm)
@@ -105,43 +115,20 @@ class LanguageModel(tf.keras.Model):
         return {"loss": self.loss_tracker.result()}
 
 
+def units_per_batch(args):
+    """The words in one batch of --batch-size."""
+    return args.batch_size * args.num_steps
+
+
 def fit(model, batches, args):
-    """One epoch of --steps steps of `batches` (batches of --batch-size windows)."""
-    callbacks = [WordRate(args)]
-    if args.checkpoint_dir:
-        os.makedirs(args.checkpoint_dir, exist_ok=True)
-        callbacks.append(tf.keras.callbacks.ModelCheckpoint(os.path.join(args.checkpoint_dir, WEIGHTS),
-                                                            save_weights_only=True))
-    if args.log_dir:
-        callbacks.append(tf.keras.callbacks.TensorBoard(args.log_dir, update_freq=args.log_every))
-    return model.fit(batches, epochs=1, steps_per_epoch=args.steps, callbacks=callbacks, verbose=0)
-
-
-class WordRate(tf.keras.callbacks.Callback):
-    """Every --log-every steps: `step S words/s R loss L ppl P`: the rate of this process's own batches, and the
-    loss Keras logs (the mean over the epoch so far: over the run, as it is one epoch)."""
-
-    def __init__(self, args):
-        super().__init__()
-        self._args, self._start, self._steps = args, None, 0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self._start is None:
-            self._start = time.time()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._steps += 1
-        step, args = batch + 1, self._args
-        if step % args.log_every == 0 or step == args.steps:
-            rate = self._steps * args.batch_size * args.num_steps / (time.time() - self._start)
-            loss = float(logs["loss"])
-            print(f"step {step} words/s {rate:.0f} loss {loss:.4f} ppl {math.exp(loss):.1f}", flush=True)
-            self._start, self._steps = time.time(), 0
+    """One epoch of --steps steps of `batches`; the log line adds the perplexity of the loss."""
+    return keras_training.fit(model, batches, args, UNIT, units_per_batch(args), WEIGHTS,
+                              extra=lambda loss: f"ppl {math.exp(loss):.1f}")
 
 
 def perplexity(args):
     """The held-out perplexity of the weights in --checkpoint-dir, loaded into a new single-device model."""
-    model = build(args, len(lm.vocabulary(args.data_dir)))
+    model = build(args)
     model.load_weights(os.path.join(args.checkpoint_dir, WEIGHTS))
     loss = model.evaluate(id_windows(args, files=lm.HELDOUT_FILES, repeat=False).batch(64), verbose=0)
     return math.exp(loss)

@@ -10,7 +10,6 @@ import sys
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import lm  # noqa: E402
 import lm_keras  # noqa: E402
 import parallax  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -18,7 +17,7 @@ import training  # noqa: E402
 
 args = lm_keras.parse_args()
 tf.keras.utils.set_random_seed(args.seed)
-windows = parallax.shard(lm_keras.id_windows(args))
-model = lm_keras.build(args, len(lm.vocabulary(args.data_dir)))
+windows = parallax.shard(lm_keras.train_examples(args))
+model = lm_keras.build(args)
 runner = parallax.get_runner(model, args.resource_spec, training.parallax_config(args, checkpoints=False))
-lm_keras.fit(model, windows.batch(args.batch_size), args)
+lm_keras.fit(model, lm_keras.batched(windows, args.batch_size, args), args)

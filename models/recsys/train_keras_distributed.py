@@ -1,0 +1,21 @@
+"""Train the recommendation model with Keras's Model.fit, data-parallel with parallax: train_keras.py plus two parallax lines.
+
+    python models/recsys/train_keras_distributed.py --data-dir data/recsys --resource-spec localhost:2 --batch-size 32
+"""
+import os
+import sys
+
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import parallax  # noqa: E402
+import recsys_keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import training  # noqa: E402
+
+args = recsys_keras.parse_args()
+tf.keras.utils.set_random_seed(args.seed)
+examples = parallax.shard(recsys_keras.train_examples(args))
+model = recsys_keras.build(args)
+runner = parallax.get_runner(model, args.resource_spec, training.parallax_config(args, checkpoints=False))
+recsys_keras.fit(model, recsys_keras.batched(examples, args.batch_size, args), args)
