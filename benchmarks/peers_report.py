@@ -8,6 +8,7 @@ import common
 import testbed
 
 PEER_PREFIXES = ("Horovod", "TF1 ", "TF2 ")
+EXACT = 1e-9  # the largest max abs diff from one device (float64) that is summation order, not another computation
 ANALYSIS = "## Why"  # results/peers.md's hand-written part from this heading on survives a rerun
 
 
@@ -40,17 +41,20 @@ def _median(runs, key, attr="rate"):
     return common.median([getattr(m, attr) for m in runs[key]]) if key in runs else None
 
 
-def ratios(rates, models, labels, runs):
-    """[(rate, model, best peer, its rate, best parallax mode, its rate, AUTO's rate)]."""
-    rows = []
+def ratios(rates, models, labels, runs, diffs=None):
+    """[(rate, model, best peer, its rate, best parallax mode, its rate, AUTO's rate, best exact peer, its rate)]:
+    an exact peer's max abs diff from one device (`diffs`) is at most EXACT."""
+    diffs, rows = diffs or {}, []
     for rate in rates:
         for model in models:
             def best(chosen):
                 measured = [(lab, _median(runs, (rate, model, lab))) for lab in chosen]
                 return max(((lab, r) for lab, r in measured if r), key=lambda x: x[1], default=(None, None))
-            peer = best([lab for lab in labels[model] if is_peer(lab)])
+            peers = [lab for lab in labels[model] if is_peer(lab)]
+            peer = best(peers)
+            exact = best([lab for lab in peers if diffs.get((model, lab), EXACT + 1) <= EXACT])
             mode = best([lab for lab in labels[model] if lab.startswith("parallax ") and lab != "parallax AUTO"])
-            rows.append((rate, model, *peer, *mode, _median(runs, (rate, model, "parallax AUTO"))))
+            rows.append((rate, model, *peer, *mode, _median(runs, (rate, model, "parallax AUTO")), *exact))
     return rows
 
 
@@ -60,13 +64,15 @@ def _x(a, b):
 
 def tables(rates, models, labels, runs, diffs, failures):
     lines = ["## Ratios", "", "Throughput of parallax's best fixed mode and of AUTO over the best peer's, per model "
-             "and rate (medians over the rounds).", "",
+             f"and rate (medians over the rounds); and AUTO's over the best peer's that computes one device's result "
+             f"(max abs diff at most {EXACT:g} below).", "",
              "| model | rate | best peer | its units/s | best parallax mode | best mode / best peer | "
-             "AUTO / best peer |", "|---|---|---|---|---|---|---|"]
-    for rate, model, peer, peer_rate, mode, mode_rate, auto_rate in ratios(rates, models, labels, runs):
+             "AUTO / best peer | best exact peer | AUTO / best exact peer |", "|---|---|---|---|---|---|---|---|---|"]
+    for rate, model, peer, peer_rate, mode, mode_rate, auto_rate, exact, exact_rate in ratios(
+            rates, models, labels, runs, diffs):
         lines.append(f"| {model} | {rate} | {peer or '-'} | {f'{peer_rate:,.0f}' if peer_rate else '-'} | "
-                     f"{mode or '-'} | {_x(mode_rate, peer_rate)} | "
-                     f"{_x(auto_rate, peer_rate)} |")
+                     f"{mode or '-'} | {_x(mode_rate, peer_rate)} | {_x(auto_rate, peer_rate)} | "
+                     f"{exact or '-'} | {_x(auto_rate, exact_rate)} |")
     for model in models:
         lines += ["", f"## {model}", "", "Units/s of the whole job; CPU: seconds of CPU time of every process on the "
                   "hosts per step; MB: per worker-step, wire + local (testbed.py); exact: the max abs diff of every "
@@ -103,8 +109,8 @@ def plot(rates, models, labels, runs, path):
             names = labels[model]
             values = [_median(runs, (rate, model, lab)) or 0 for lab in names]
             ax.barh(range(len(names)), values, color=["C1" if is_peer(lab) else "C0" for lab in names])
-            ax.set_yticks(range(len(names)), [lab.replace(" + SyncReplicasOptimizer", "") for lab in names],
-                          fontsize=7)
+            ax.set_yticks(range(len(names)), [lab.replace(" + SyncReplicasOptimizer", "").replace(
+                " (asynchronous)", " (async)") for lab in names], fontsize=7)
             ax.invert_yaxis()
             unit = next((ms[0].unit for (r, m, _), ms in runs.items() if (r, m) == (rate, model)), "units")
             ax.set_title(f"{model}, {rate}", fontsize=9)

@@ -113,12 +113,15 @@ def run_job(cluster, workdir, script, script_args, run_option, steps, log_every,
 
 
 def measure(cluster, cmd, env, label, steps, warmup_steps, timeout=900, at_snapshot=None, cwd=ROOT,
-            count_launcher=False, late_workers=False):
+            count_launcher=False, late_workers=False, coordinator=False):
     """Run `cmd` (a process that starts a job of a worker per slot on the cluster and prints its workers' log
     lines) and measure it from the end of warm-up, worker 0's step `warmup_steps`, to its step `steps`. With
     `late_workers`, warm-up ends at worker 0's first logged step from `warmup_steps` on by which every worker has
-    logged (a TF 1 parameter-server job's chief trains alone until the others have waited out their 30 s poll)."""
+    logged (a TF 1 parameter-server job's chief trains alone until the others have waited out their 30 s poll).
+    With `coordinator`, only worker 0 logs, for the whole job: its steps are single workers' steps and its rate
+    the job's (ParameterServerStrategy's coordinator); the figures per step are per N of its steps."""
     num_workers = cluster.num_hosts * cluster.slots
+    reporters = 1 if coordinator else num_workers
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGTERM))
@@ -139,7 +142,7 @@ def measure(cluster, cmd, env, label, steps, warmup_steps, timeout=900, at_snaps
                 continue
             worker, step, unit, rate = int(m[1]), int(m[2]), m[3], float(m[4])
             logged.add(worker)
-            if worker == 0 and "warm" not in snapshots and (step >= warmup_steps and len(logged) == num_workers
+            if worker == 0 and "warm" not in snapshots and (step >= warmup_steps and len(logged) == reporters
                                                             if late_workers else step == warmup_steps):
                 snapshot("warm", step)
             elif worker == 0 and step == steps and "warm" in snapshots:
@@ -158,13 +161,13 @@ def measure(cluster, cmd, env, label, steps, warmup_steps, timeout=900, at_snaps
                 proc.wait()
     if proc.returncode != 0 or len(snapshots) != 2:
         raise RuntimeError(f"job {label} failed (exit {proc.returncode}); its output ends:\n" + "".join(lines[-40:]))
-    return _measurement(snapshots, rates, num_workers, unit)
+    return _measurement(snapshots, rates, num_workers, unit, reporters)
 
 
-def _measurement(snapshots, rates, num_workers, unit):
+def _measurement(snapshots, rates, num_workers, unit, reporters):
     (sent0, local0), (sent1, local1) = ([sum(c) for c in zip(*snapshots[k][0])] for k in ("warm", "end"))
-    measured_steps = snapshots["end"][3] - snapshots["warm"][3]
-    windows = [sum(by_worker.values()) for by_worker in rates.values() if len(by_worker) == num_workers]
+    measured_steps = (snapshots["end"][3] - snapshots["warm"][3]) * reporters / num_workers
+    windows = [sum(by_worker.values()) for by_worker in rates.values() if len(by_worker) == reporters]
     if not windows:
         raise RuntimeError(f"no window after warm-up (step {snapshots['warm'][3]}) where every worker logged: "
                            f"run more steps")

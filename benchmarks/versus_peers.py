@@ -5,7 +5,8 @@ LM, the ResNet and the recommendation model.
 Runs per model: parallax's PS, MPI, HYBRID and AUTO (AUTO from a parallax-calibrate run on the test bed at that
 rate, made before the rounds); Horovod (hvd.DistributedOptimizer, started by mpirun; for models with embeddings
 also with sparse_as_dense=True); TF 1 parameter servers (replica_device_setter with a greedy balancer over one
-server per host, SyncReplicasOptimizer); and for the LM, MultiWorkerMirroredStrategy with its Keras version. Same
+server per host, SyncReplicasOptimizer); and with the model's Keras version, MultiWorkerMirroredStrategy and
+ParameterServerStrategy (asynchronous by design: its throughput is not one device's steps'). Same
 model, initial values, data, batch per worker (so global batch) and learning rate everywhere.
 
 Each round runs every configuration once, the order rotated by one place per round, so that drift on this shared
@@ -44,25 +45,27 @@ class Bench(NamedTuple):
     steps: tuple  # (steps, log every): the first log-every steps are warm-up
     dense_steps: tuple  # the same for Horovod's sparse_as_dense, whose steps move every table whole
     embeddings: bool
-    exactness: str  # the model's name in exactness.SETTINGS (its peers' rows there)
+    exactness: tuple  # the model's names in exactness.SETTINGS: the v1 graph's, the Keras version's
 
 
 MODELS = {
-    "LM": Bench("lm", ["--synthetic-vocab", "100000"], LM_ARGS, (50, 10), (12, 3), True, "lm"),
-    "ResNet": Bench("resnet", None, ["--batch-size", "32"], (600, 100), None, False, "resnet"),
+    "LM": Bench("lm", ["--synthetic-vocab", "100000"], LM_ARGS, (50, 10), (12, 3), True, ("lm", "lm-keras")),
+    "ResNet": Bench("resnet", None, ["--batch-size", "32"], (600, 100), None, False,
+                    ("resnet", "resnet-keras")),
     "recsys": Bench("recsys", ["--train-rows", "200000", "--heldout-rows", "1000"],
-                    ["--batch-size", "128", "--max-table-rows", "20000"], (100, 10), (20, 4), True, "recsys"),
+                    ["--batch-size", "128", "--max-table-rows", "20000"], (100, 10), (20, 4), True,
+                    ("recsys", "recsys-keras")),
 }
 MODES = ("PS", "MPI", "HYBRID", "AUTO")
 HOROVOD, SPARSE_AS_DENSE = "Horovod", "Horovod sparse_as_dense"
-TF1_PS, MWMS = "TF1 PS + SyncReplicasOptimizer", "TF2 MultiWorkerMirroredStrategy"
+TF1_PS = "TF1 PS + SyncReplicasOptimizer"
+MWMS, PSS = exactness.MWMS, exactness.PSS
 SAVED = os.path.join(common.RESULTS, "peers.json")
 
 
 def labels(model):
     """Every configuration of `model`: parallax's modes, then the peers."""
-    peers = [HOROVOD, *([SPARSE_AS_DENSE] if MODELS[model].embeddings else []), TF1_PS,
-             *([MWMS] if model == "LM" else [])]
+    peers = [HOROVOD, *([SPARSE_AS_DENSE] if MODELS[model].embeddings else []), TF1_PS, MWMS, PSS]
     return [f"parallax {mode}" for mode in MODES] + peers
 
 
@@ -80,16 +83,20 @@ def run_one(cluster, work, model, label, data_dirs, calibrations):
         steps, every = bench.steps
         return testbed.run_job(cluster, work, script, [*args, *extra], mode, steps, every, every)
     steps, every = bench.dense_steps if label == SPARSE_AS_DENSE else bench.steps
+    if label == PSS:  # its steps are single workers' steps: as many examples as N workers' steps
+        steps, every = (x * cluster.num_hosts * cluster.slots for x in (steps, every))
     args += ["--steps", str(steps), "--log-every", str(every)]
     tasks_file = os.path.join(work, "tasks.json")
     if label in (HOROVOD, SPARSE_AS_DENSE):
         cmd = on_testbed.horovod(cluster, bench.directory, args, sparse_as_dense=label == SPARSE_AS_DENSE)
     elif label == TF1_PS:
         cmd = on_testbed.parameter_servers(cluster, bench.directory, args, tasks_file)
+    elif label == MWMS:
+        cmd = on_testbed.multi_worker_mirrored(cluster, bench.directory, args, tasks_file)
     else:
-        cmd = on_testbed.multi_worker_mirrored(cluster, args, tasks_file)
+        cmd = on_testbed.parameter_server_strategy(cluster, bench.directory, args, tasks_file)
     return testbed.measure(cluster, cmd, testbed.environment(cluster), f"{model} {label}", steps, every,
-                           late_workers=True)
+                           late_workers=True, coordinator=label == PSS)
 
 
 def calibrate(cluster, work, model, data_dirs, rate):
@@ -143,12 +150,10 @@ def exactness_rows(models, work):
     args = argparse.Namespace(steps=20, workers=2, batch_size=32, work=work)
     diffs = {}
     for model in models:
-        names = [MODELS[model].exactness] + (["lm-keras"] if model == "LM" else [])
-        for name in names:
+        for name in MODELS[model].exactness:
             for row in exactness.model_rows(name, args):
-                label, _, diff, _ = [cell.strip() for cell in row.strip(" |").split("|")]
-                if not diff.startswith("failed"):
-                    diffs[(model, label)] = float(diff)
+                if row.error is None:
+                    diffs[(model, row.label)] = row.diff
     return diffs
 
 

@@ -46,6 +46,17 @@ def test_a_worker_that_joins_late_moves_the_warm_up_only_when_told():
     assert on_time.windows == 3 and on_time.rate == 120  # windows 20, 30, 40: 10, 200, 120
 
 
+def test_a_coordinators_lines_alone_measure_the_whole_job_per_n_of_its_steps():
+    """ParameterServerStrategy: only worker 0 (the coordinator) logs, its steps are single workers' steps and its
+    rate the job's; the CPU and bytes per step are per N (2 here) of its steps, as a synchronous job's step is."""
+    lines = [(0, 20, 1), (0, 40, 300), (0, 60, 100), (0, 80, 200)]
+    m = testbed.measure(StandInCluster(), printing(lines), dict(os.environ), "job", steps=80, warmup_steps=20,
+                        coordinator=True)
+    assert m.windows == 3 and m.rate == 200
+    with pytest.raises(RuntimeError, match="no window"):  # without it, every window lacks worker 1
+        testbed.measure(StandInCluster(), printing(lines), dict(os.environ), "job", steps=80, warmup_steps=20)
+
+
 def test_a_job_that_never_reaches_its_last_step_fails_with_its_output():
     with pytest.raises(RuntimeError, match="step 20 examples/s"):
         testbed.measure(StandInCluster(), printing([(0, 10, 1), (1, 10, 1), (0, 20, 5)]), dict(os.environ), "job",

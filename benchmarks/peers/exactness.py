@@ -1,13 +1,13 @@
-"""Does each peer compute what one device computes with the global batch? Each model (the LM, its Keras version,
-the ResNet, the recommendation model) small and in float64, K steps on localhost: one device with batch N*b, then
-parallax (MPI, PS, HYBRID, and AUTO from a parallax-calibrate run on localhost) and each peer with N workers of b:
-Horovod and TF 1 parameter servers for the v1 models, MultiWorkerMirroredStrategy for the Keras LM. Every variable
-of the one-device checkpoint (weights, embeddings, batch-norm statistics, the optimizer's slots) is compared with
+"""Does each peer compute what one device computes with the global batch? Each model (the LM, the ResNet, the
+recommendation model, each as a v1 graph and as a Keras model) small and in float64, K steps on localhost: one
+device with batch N*b, then parallax (MPI, PS, HYBRID, and AUTO from a parallax-calibrate run on localhost) and
+each peer with N workers of b: Horovod and TF 1 parameter servers for the v1 graphs, MultiWorkerMirroredStrategy
+for the Keras models. Every variable of the one-device checkpoint (weights, embeddings, batch-norm statistics, the optimizer's slots) is compared with
 the same variable in the run's chief checkpoint. Writes benchmarks/results/peers_exactness.md, keeping its
 hand-written analysis.
 
-    python benchmarks/peers/exactness.py [--models lm,lm-keras,resnet,recsys] [--steps 20] [--workers 2] \
-        [--batch-size 32]
+    python benchmarks/peers/exactness.py [--models lm,lm-keras,resnet,resnet-keras,recsys,recsys-keras] \
+        [--steps 20] [--workers 2] [--batch-size 32]
 """
 import argparse
 import functools
@@ -28,6 +28,21 @@ import launch  # noqa: E402
 
 MODELS = os.path.join(ROOT, "models")
 ANALYSIS = "## What the table says"  # the results file's hand-written part from this heading on survives a rerun
+MWMS, PSS = "TF2 MultiWorkerMirroredStrategy", "TF2 ParameterServerStrategy (asynchronous)"
+
+
+class Row(NamedTuple):
+    """One run's comparison with one device: `error` set (the first line of why) if the run failed."""
+    label: str
+    step: int = None
+    diff: float = None
+    worst: str = None
+    error: str = None
+
+    def cells(self):
+        if self.error:
+            return f"{self.label} | - | failed: {self.error} | - |"
+        return f"{self.label} | {self.step} | {self.diff:.3g} | `{self.worst}` |"
 
 
 class Setting(NamedTuple):
@@ -41,6 +56,8 @@ class Setting(NamedTuple):
 
 LM_DATA, LM = ["--synthetic-vocab", "300", "--synthetic-words", "20000"], [
     "--num-steps", "6", "--embedding-size", "8", "--hidden-size", "8"]
+RECSYS_DATA, RECSYS = ["--train-rows", "5000", "--heldout-rows", "100", "--train-files", "1"], [
+    "--max-table-rows", "200", "--embedding-size", "4"]
 SETTINGS = {
     "lm": Setting("lm", LM_DATA, LM, "300 words, embedding 8, LSTM 8, 6 unrolled steps, Adam, gradients clipped "
                                      "by global norm", True),
@@ -48,9 +65,12 @@ SETTINGS = {
                         True, keras=True),
     "resnet": Setting("resnet", None, [], "3 stages of 1 block, batch norm after every convolution, momentum SGD",
                       False),
-    "recsys": Setting("recsys", ["--train-rows", "5000", "--heldout-rows", "100", "--train-files", "1"],
-                      ["--max-table-rows", "200", "--embedding-size", "4"],
-                      "tables of at most 200 rows, 4 columns, the four largest in 2 shards, Adagrad", True),
+    "resnet-keras": Setting("resnet", None, [], "the same ResNet in Keras (models/resnet/resnet_keras.py)", False,
+                            keras=True),
+    "recsys": Setting("recsys", RECSYS_DATA, RECSYS, "tables of at most 200 rows, 4 columns, the four largest in 2 "
+                                                     "shards, Adagrad", True),
+    "recsys-keras": Setting("recsys", RECSYS_DATA, RECSYS, "the same model in Keras (models/recsys/recsys_keras.py), "
+                                                           "no table partitioned", True, keras=True),
 }
 
 
@@ -114,9 +134,11 @@ def runs(name, data, args):
     for mode in ("MPI", "PS", "HYBRID"):
         yield f"parallax {mode}", [*parallax, "--run-option", mode], launch.run_command
     if setting.keras:  # parallax-calibrate cannot time a Keras script's step yet (docs/status.md)
-        yield "TF2 MultiWorkerMirroredStrategy", [sys.executable, os.path.join(HERE, "mwms_peer.py"), *model,
-                                                  "--batch-size", str(b)], functools.partial(launch.run_mwms_job,
-                                                                                             workers=n)
+        peer = [*model, "--model", setting.directory, "--batch-size", str(b)]
+        yield MWMS, [sys.executable, os.path.join(HERE, "mwms_peer.py"), *peer], \
+            functools.partial(launch.run_mwms_job, workers=n)
+        yield PSS, [sys.executable, os.path.join(HERE, "pss_peer.py"), *peer], \
+            functools.partial(launch.run_pss_job, workers=n)
         return
     calibration = os.path.join(args.work, f"{name}-calibration")
     calibrate = [sys.executable, "-m", "parallax.tools.calibrate", "--resource-spec", f"localhost:{n}", "--out",
@@ -152,13 +174,12 @@ def main(argv=None):
               "|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="peers-exactness-") as args.work:
         for name in args.models:
-            lines += [f"| {name} | {row}" for row in model_rows(name, args)]
+            lines += [f"| {name} | {row.cells()}" for row in model_rows(name, args)]
     common.write("peers_exactness.md", lines + common.kept_section("peers_exactness.md", ANALYSIS))
 
 
 def model_rows(name, args):
-    """The table's rows for model `name`: one per run after one device's, against one device's checkpoint. Each
-    run's files go under args.work."""
+    """A Row per run after one device's, against one device's checkpoint. Each run's files go under args.work."""
     work = args.work
     data, reference = make_data(name, work), None
     for k, (label, command, run) in enumerate(runs(name, data, args)):
@@ -169,14 +190,14 @@ def model_rows(name, args):
             if reference is None:
                 raise  # nothing to compare with
             print(f"{name}: {label} FAILED: {e}", flush=True)
-            yield f"{label} | - | failed: {str(e).splitlines()[0]} | - |"
+            yield Row(label, error=str(e).splitlines()[0])
             continue
         values = checkpoint_variables(ckpt)
         if reference is None:
             reference = values
             continue
         diff, worst, step = compare(reference, values)
-        yield f"{label} | {step} | {diff:.3g} | `{worst}` |"
+        yield Row(label, step, diff, worst)
         print(f"{name}: {label}: {diff:.3g} at {worst}", flush=True)
 
 

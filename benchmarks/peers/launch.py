@@ -1,6 +1,6 @@
 """How benchmarks/peers/exactness.py runs each kind of job on localhost: a command (one device, parallax, horovodrun),
-a TF 1 parameter-server job (one process per task, given the cluster by flags), and a MultiWorkerMirroredStrategy job
-(one process per worker, given the cluster by TF_CONFIG). Each process runs in its own process group, and every
+a TF 1 parameter-server job (one process per task, given the cluster by flags), and TF 2 MultiWorkerMirroredStrategy
+and ParameterServerStrategy jobs (one process per task, given the cluster by TF_CONFIG). Each process runs in its own process group, and every
 process a job started is ended by its recorded group when the job ends, fails or times out."""
 import json
 import os
@@ -83,3 +83,14 @@ def run_mwms_job(command, label, workers):
                                                          "task": {"type": "worker", "index": i}})))
              for i in range(workers)]
     run_processes(tasks, label, waited=range(workers))
+
+
+def run_pss_job(command, label, workers, servers=2):
+    """`command` (pss_peer.py and its options) as a coordinator (the chief), `workers` workers and `servers`
+    servers, each told the cluster and its task by TF_CONFIG. The job is done when the coordinator is: the workers
+    and servers serve until killed (as TF's tutorial has them)."""
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(1 + workers + servers)]
+    cluster = {"chief": hosts[:1], "worker": hosts[1:1 + workers], "ps": hosts[1 + workers:]}
+    tasks = [(command, environment(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": job, "index": i}})))
+             for job in ("chief", "worker", "ps") for i in range(len(cluster[job]))]
+    run_processes(tasks, label, waited=[0])

@@ -6,7 +6,9 @@ benchmarks/versus_peers.py to measure with testbed.measure. Each is one process 
   the same mpirun);
 - TF 1 parameter servers: one server per host and one worker per slot, each task a process in its host's network
   namespace (benchmarks/peers/tasks.py), given the cluster by flags;
-- MultiWorkerMirroredStrategy: one worker per slot, each given the cluster and its index by TF_CONFIG.
+- MultiWorkerMirroredStrategy: one worker per slot, each given the cluster and its index by TF_CONFIG;
+- ParameterServerStrategy: a coordinator on the first host, one worker per slot and one server per host, each given
+  the cluster and its task by TF_CONFIG; only the coordinator logs (its steps are the workers' steps).
 
 Every process runs on the hosts, so the test bed's counters see its bytes and CPU time. Imports no TensorFlow.
 """
@@ -17,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-PS_PORT, WORKER_PORT = 2222, 2223  # per host: each host has its own address
+PS_PORT, CHIEF_PORT, WORKER_PORT = 2222, 2299, 2223  # per host: each host has its own address
 
 
 def horovod(cluster, model, model_args, sparse_as_dense=False):
@@ -47,14 +49,32 @@ def parameter_servers(cluster, model, model_args, tasks_file):
     return _tasks_command(tasks, tasks_file)
 
 
-def multi_worker_mirrored(cluster, model_args, tasks_file):
-    """The Keras LM (mwms_peer.py), one worker per slot; done when every worker is."""
+def multi_worker_mirrored(cluster, model, model_args, tasks_file):
+    """The model's Keras version with MultiWorkerMirroredStrategy (mwms_peer.py), one worker per slot; done when
+    every worker is."""
     workers = _worker_addresses(cluster)
-    tasks = [_task(cluster, k // cluster.slots, [sys.executable, os.path.join(HERE, "mwms_peer.py"), *model_args],
+    command = [sys.executable, os.path.join(HERE, "mwms_peer.py"), "--model", model, *model_args]
+    tasks = [_task(cluster, k // cluster.slots, command,
                    f"[worker/{k}] ", waited=True,
                    env={"TF_CONFIG": json.dumps({"cluster": {"worker": workers},
                                                  "task": {"type": "worker", "index": k}})})
              for k in range(len(workers))]
+    return _tasks_command(tasks, tasks_file)
+
+
+def parameter_server_strategy(cluster, model, model_args, tasks_file):
+    """The model's Keras version with ParameterServerStrategy (pss_peer.py); done when the coordinator is. Its
+    lines read as worker 0's."""
+    spec = {"chief": [f"{cluster.hosts[0]}:{CHIEF_PORT}"], "worker": _worker_addresses(cluster),
+            "ps": [f"{h}:{PS_PORT}" for h in cluster.hosts]}
+    command = [sys.executable, os.path.join(HERE, "pss_peer.py"), "--model", model, *model_args]
+
+    def task(host, job, index, prefix, waited=False):
+        return _task(cluster, host, command, prefix, waited=waited,
+                     env={"TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": job, "index": index}})})
+    tasks = [task(0, "chief", 0, "[worker/0] ", waited=True)]
+    tasks += [task(k // cluster.slots, "worker", k, f"[pss-worker/{k}] ") for k in range(len(spec["worker"]))]
+    tasks += [task(i, "ps", i, f"[ps/{i}] ") for i in range(cluster.num_hosts)]
     return _tasks_command(tasks, tasks_file)
 
 

@@ -3,6 +3,7 @@ and input stream), with two hooks a peer needs. `shard` turns the one-device exa
 the peers use `Dataset.shard(workers, rank)` before batching, so the workers' batches of a step hold exactly the
 examples of one device's global batch (the order within it does not change a mean loss). `wrap_optimizer` wraps the
 model's own optimizer (Horovod's DistributedOptimizer, SyncReplicasOptimizer)."""
+import importlib
 import os
 import sys
 from typing import NamedTuple
@@ -46,3 +47,10 @@ def build(name, args, shard, wrap_optimizer):
     examples = shard(recsys.train_examples(args.data_dir, seed=args.seed))
     model = recsys.Model(examples.batch(args.batch_size), args, wrap_optimizer=wrap_optimizer)
     return Built(model.train_op, model.loss, model.examples_per_batch, "examples", model.global_step)
+
+
+def keras_module(name):
+    """The Keras version of model `name` (models/<name>/<name>_keras.py): parse_args, train_examples (the one-device
+    stream), batched(examples, batch_size, args), build (the compiled model), fit (one epoch of --steps), UNIT
+    and units_per_batch(args) (what the log line counts), WEIGHTS (the weights file's name)."""
+    return importlib.import_module(f"{name}_keras")
