@@ -39,7 +39,11 @@ class Rate(tf.keras.callbacks.Callback):
         step, args = batch + 1, self._args
         if step % args.log_every == 0 or step == args.steps:
             rate = self._steps * self._per_batch / (time.time() - self._start)
-            loss = float(logs["loss"])
-            suffix = f" {self._extra(loss)}" if self._extra else ""
-            print(f"step {step} {self._unit}/s {rate:.0f} loss {loss:.4f}{suffix}", flush=True)
+            log_line(step, self._unit, rate, float(logs["loss"]), self._extra)
             self._start, self._steps = time.time(), 0
+
+
+def log_line(step, unit, rate, loss, extra=None):
+    """Print `step S <unit>/s R loss L [extra(loss)]`, the line benchmarks/testbed.py reads."""
+    suffix = f" {extra(loss)}" if extra else ""
+    print(f"step {step} {unit}/s {rate:.0f} loss {loss:.4f}{suffix}", flush=True)

@@ -2,8 +2,9 @@
 recommendation model, each as a v1 graph and as a Keras model) small and in float64, K steps on localhost: one
 device with batch N*b, then parallax (MPI, PS, HYBRID, and AUTO from a parallax-calibrate run on localhost) and
 each peer with N workers of b: Horovod and TF 1 parameter servers for the v1 graphs, MultiWorkerMirroredStrategy
-for the Keras models. Every variable of the one-device checkpoint (weights, embeddings, batch-norm statistics, the optimizer's slots) is compared with
-the same variable in the run's chief checkpoint. Writes benchmarks/results/peers_exactness.md, keeping its
+and ParameterServerStrategy (asynchronous) for the Keras models. Every variable of the one-device checkpoint
+(weights, embeddings, batch-norm statistics, the optimizer's slots) is compared with the same variable in the run's
+chief checkpoint. Writes benchmarks/results/peers_exactness.md, keeping its
 hand-written analysis.
 
     python benchmarks/peers/exactness.py [--models lm,lm-keras,resnet,resnet-keras,recsys,recsys-keras] \

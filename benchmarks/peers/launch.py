@@ -1,7 +1,8 @@
 """How benchmarks/peers/exactness.py runs each kind of job on localhost: a command (one device, parallax, horovodrun),
 a TF 1 parameter-server job (one process per task, given the cluster by flags), and TF 2 MultiWorkerMirroredStrategy
-and ParameterServerStrategy jobs (one process per task, given the cluster by TF_CONFIG). Each process runs in its own process group, and every
-process a job started is ended by its recorded group when the job ends, fails or times out."""
+and ParameterServerStrategy jobs (one process per task, given the cluster by TF_CONFIG). Each process runs in its own
+process group, and every process a job started is ended by its recorded group when the job ends, fails or times
+out."""
 import json
 import os
 import signal

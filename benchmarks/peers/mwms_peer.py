@@ -13,7 +13,6 @@ chief (worker 0) writes the weights to --checkpoint-dir; the others to a scratch
 The ResNet's batch normalization is Keras's default, per replica (synchronized=False), as a user who does not ask
 for more gets it.
 """
-import argparse
 import json
 import os
 import tempfile
@@ -21,11 +20,7 @@ import tempfile
 import peer_models  # (sets the models' import path first)
 import tensorflow as tf  # noqa: E402
 
-own = argparse.ArgumentParser(add_help=False)
-own.add_argument("--model", required=True, choices=peer_models.NAMES)
-peer, rest = own.parse_known_args()
-model_module = peer_models.keras_module(peer.model)
-args = model_module.parse_args(rest)
+model_module, args = peer_models.keras_model_and_args()
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 worker = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 if worker != 0 and args.checkpoint_dir:

@@ -3,6 +3,7 @@ and input stream), with two hooks a peer needs. `shard` turns the one-device exa
 the peers use `Dataset.shard(workers, rank)` before batching, so the workers' batches of a step hold exactly the
 examples of one device's global batch (the order within it does not change a mean loss). `wrap_optimizer` wraps the
 model's own optimizer (Horovod's DistributedOptimizer, SyncReplicasOptimizer)."""
+import argparse
 import importlib
 import os
 import sys
@@ -47,6 +48,15 @@ def build(name, args, shard, wrap_optimizer):
     examples = shard(recsys.train_examples(args.data_dir, seed=args.seed))
     model = recsys.Model(examples.batch(args.batch_size), args, wrap_optimizer=wrap_optimizer)
     return Built(model.train_op, model.loss, model.examples_per_batch, "examples", model.global_step)
+
+
+def keras_model_and_args(argv=None):
+    """A Keras peer's --model (its Keras module: keras_module) and that model's own options, parsed."""
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--model", required=True, choices=NAMES)
+    peer, rest = own.parse_known_args(argv)
+    module = keras_module(peer.model)
+    return module, module.parse_args(rest)
 
 
 def keras_module(name):

@@ -17,18 +17,14 @@ no batch-level callbacks under this strategy, so the log line (`step S <unit>/s 
 the whole job's rate) comes at the end of epochs of --log-every steps. The coordinator writes the weights to
 --checkpoint-dir at the end.
 """
-import argparse
 import os
 import time
 
 import peer_models  # (sets the models' import path first)
+import keras_training  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-own = argparse.ArgumentParser(add_help=False)
-own.add_argument("--model", required=True, choices=peer_models.NAMES)
-peer, rest = own.parse_known_args()
-model_module = peer_models.keras_module(peer.model)
-args = model_module.parse_args(rest)
+model_module, args = peer_models.keras_model_and_args()
 resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
 if resolver.task_type in ("worker", "ps"):
     tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
@@ -57,8 +53,7 @@ class EpochRate(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         now = time.time()
         rate = args.log_every * self._per_batch / (now - self._start)
-        print(f"step {(epoch + 1) * args.log_every} {model_module.UNIT}/s {rate:.0f} loss {float(logs['loss']):.4f}",
-              flush=True)
+        keras_training.log_line((epoch + 1) * args.log_every, model_module.UNIT, rate, float(logs["loss"]))
         self._start = now
 
 

@@ -7,9 +7,10 @@ cross entropy per word), Adam or Adagrad with the gradients clipped by their glo
 distribution. Words become ids in the input pipeline: a step that read a lookup table would capture a resource
 that is not a variable, which parallax refuses.
 
-One epoch of --steps steps (models/keras_training.py, which every Keras model shares): Keras writes the weights (ModelCheckpoint) at its end; every worker prints
-`worker W step S words/s R loss L` every --log-every steps (W from the launcher's prefix in a parallax job's
-output; the benchmarks read these lines), and the chief writes TensorBoard scalars when --log-dir is given.
+One epoch of --steps steps (models/keras_training.py, which every Keras model shares): Keras writes the weights
+(ModelCheckpoint) at its end; every worker prints `step S words/s R loss L ppl P` every --log-every steps (a
+parallax job's launcher puts `[worker/W] ` before it; the benchmarks read these lines), and the chief writes
+TensorBoard scalars when --log-dir is given.
 """
 import math
 import os

@@ -1,5 +1,6 @@
 """The recommendation model of recsys.py as a Keras model trained with Model.fit (train_keras.py on one device,
-train_keras_distributed.py with parallax, benchmarks/peers/mwms_peer.py with MultiWorkerMirroredStrategy).
+train_keras_distributed.py with parallax, benchmarks/peers/ with MultiWorkerMirroredStrategy
+and ParameterServerStrategy).
 
 The same data (recsys.train_examples, parsed by recsys.parsed in the input pipeline: counts become log(1 + count),
 categories are hashed into their tables' rows), the same layers (the bottom MLP, 26 embedding tables of
@@ -48,8 +49,9 @@ class ClickModel(tf.keras.Model):
         dense = tf.keras.layers.Dense
         self.bottom = [dense(args.bottom_units, "relu", dtype=args.dtype),
                        dense(args.embedding_size, "relu", dtype=args.dtype)]
+        uniform = tf.keras.initializers.RandomUniform
         self.tables = [tf.keras.layers.Embedding(n, args.embedding_size, name=f"C{f + 1}", dtype=args.dtype,
-                                                 embeddings_initializer=tf.keras.initializers.RandomUniform(-0.05, 0.05))
+                                                 embeddings_initializer=uniform(-0.05, 0.05))
                        for f, n in enumerate(rows)]
         self.top = [dense(units, "relu", dtype=args.dtype) for units in args.top_units] + \
             [dense(1, dtype=args.dtype)]

@@ -1,5 +1,6 @@
 """The ResNet of resnet.py as a Keras model trained with Model.fit (train_keras.py on one device,
-train_keras_distributed.py with parallax, benchmarks/peers/mwms_peer.py with MultiWorkerMirroredStrategy).
+train_keras_distributed.py with parallax, benchmarks/peers/ with MultiWorkerMirroredStrategy
+and ParameterServerStrategy).
 
 The same data (resnet.digits, shuffled with the same seed), the same layers (a 3x3 stem, three stages of residual
 blocks of 16, 32 and 64 channels, batch normalization after every convolution, global average pooling, a dense
