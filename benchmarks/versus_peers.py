@@ -13,7 +13,8 @@ Each round runs every configuration once, the order rotated by one place per rou
 machine falls on all alike. A run's throughput is the median over its log windows after warm-up (a TF 1
 parameter-server job is measured from when every worker is in: its chief starts alone); a configuration's is the
 median over its rounds. Exactness comes from benchmarks/peers/exactness.py, run first in the same invocation.
-Writes results/peers.md, peers.png and peers.json (the measurements; --from-saved re-renders them).
+Writes results/peers.md, peers.png, peers.json (the measurements; --from-saved re-renders them) and
+peers_exactness.md.
 
     python benchmarks/versus_peers.py [--repeats 2] [--rate 1gbit] [--second-rate 100mbit] [--only LM,recsys] \
         [--skip-exactness] [--from-saved]
@@ -146,15 +147,13 @@ def make_data(models, work):
 
 
 def exactness_rows(models, work):
-    """{(model, label): max abs diff} from exactness.py's runs (float64, localhost), for `models`."""
+    """{(model, label): max abs diff} from exactness.py's runs (float64, localhost), for `models`; the runs' table
+    goes to results/peers_exactness.md as exactness.py writes it."""
     args = argparse.Namespace(steps=20, workers=2, batch_size=32, work=work)
-    diffs = {}
-    for model in models:
-        for name in MODELS[model].exactness:
-            for row in exactness.model_rows(name, args):
-                if row.error is None:
-                    diffs[(model, row.label)] = row.diff
-    return diffs
+    rows = {name: list(exactness.model_rows(name, args)) for model in models for name in MODELS[model].exactness}
+    exactness.write(rows, args)
+    return {(model, row.label): row.diff for model in models for name in MODELS[model].exactness
+            for row in rows[name] if row.error is None}
 
 
 def main():

@@ -168,14 +168,19 @@ def main(argv=None):
     unknown = sorted(set(args.models) - set(SETTINGS))
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(SETTINGS)}")
+    with tempfile.TemporaryDirectory(prefix="peers-exactness-") as args.work:
+        write({name: list(model_rows(name, args)) for name in args.models}, args)
+
+
+def write(rows, args):
+    """results/peers_exactness.md from {setting name: [Row]} (kept: its hand-written analysis)."""
     lines = common.header("Peers: exactness against one device (float64)",
                           {"workers": args.workers, "batch per worker": args.batch_size, "steps": args.steps,
-                           **{name: SETTINGS[name].text for name in args.models}})
+                           **{name: SETTINGS[name].text for name in rows}})
     lines += ["| model | run | global step | max abs diff, every variable | where it is largest |",
               "|---|---|---|---|---|"]
-    with tempfile.TemporaryDirectory(prefix="peers-exactness-") as args.work:
-        for name in args.models:
-            lines += [f"| {name} | {row.cells()}" for row in model_rows(name, args)]
+    for name, model in rows.items():
+        lines += [f"| {name} | {row.cells()}" for row in model]
     common.write("peers_exactness.md", lines + common.kept_section("peers_exactness.md", ANALYSIS))
 
 
