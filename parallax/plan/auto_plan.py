@@ -54,13 +54,13 @@ def workload_of(graph, analysis, calibrated, spec=None, config=None, statistics=
 def statistic_bytes(graph, found):
     """Bytes of each value a step gathers for the statistics of the batch `found`
     (batch_statistics.statistics_of_the_batch): each combined statistic (and gradient of one), and a fused batch
-    norm's mean, its variance and its gradient's two means (one gather)."""
+    norm's mean and variance (one gather) and its gradient's two means (one gather)."""
     sizes = [graph.get_tensor_by_name(name) for name, _, _ in found.combined]
     sizes = [(t.shape.num_elements() or 0) * t.dtype.size for t in sizes]
     for name, _ in found.fused:
         scale = graph.get_operation_by_name(name).inputs[1]
         channels = (scale.shape.num_elements() or 0) * scale.dtype.size
-        sizes += [channels, channels, 2 * channels]
+        sizes += [2 * channels, 2 * channels]
     return tuple(sizes)
 
 

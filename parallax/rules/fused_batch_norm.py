@@ -1,9 +1,9 @@
 """Batch normalization in TF's fused kernels, in training mode (tf1.layers.batch_normalization and Keras on 4-D
 input run them): the batch's per-channel mean and variance are computed inside one op, and its gradient op
 computes with them inside another. No rewrite of the ops' outputs can make those statistics the whole batch's, so
-each such op is replaced by the same computation in primitive ops, its statistics the mean over workers of the
-workers' values (batch_statistics.py's rule for a mean), and its gradient op by batch normalization's gradient in
-closed form, whose two batch means of the upstream gradient are likewise the means over workers (one gather). With equal
+each such op is replaced by the same computation in primitive ops, its statistics the whole batch's, combined from
+the workers' means and variances in one gather, and its gradient op by batch normalization's gradient in closed
+form, whose two batch means of the upstream gradient are likewise the means over workers (one gather). With equal
 per-worker batches (what every combined mean assumes), that is what one device computes on the whole batch: the
 normalized values, the gradients, and the moving statistics, whose variance is corrected by the whole batch's
 count n / (n - 1), as the kernel corrects it by its own."""
@@ -45,6 +45,19 @@ def _mean_over_workers(collective_ops, local):
     return statistics_combined.over_workers(collective_ops, local, statistic_laws.MEAN)
 
 
+def _whole_batch_moments(collective_ops, values, axes, channels):
+    """The whole batch's per-channel mean and variance from one gather of each worker's own (of equal counts):
+    the mean of the means, and the mean of the variances plus the variance of the means (Chan et al.'s parallel
+    variance). One gather, not two (the mean, then the variance around it): the forward pass of a network waits for
+    each one, at every batch-norm layer."""
+    mean = tf.reduce_mean(values, axes)
+    variance = tf.reduce_mean(tf.square(values - tf.reshape(mean, channels)), axes)
+    every = collective_ops.allgather(tf.expand_dims(tf.stack([mean, variance]), 0), name="gather")
+    means, variances = every[:, 0], every[:, 1]
+    whole_mean = tf.reduce_mean(means, 0)
+    return whole_mean, tf.reduce_mean(variances + tf.square(means - whole_mean), 0)
+
+
 def synchronize(graph, collective_ops, name, gradient_names, num_workers):
     """Replace the fused op `name` and its gradient ops in `graph` by the whole batch's computation (module
     docstring). The fused ops stay in the graph with no reader of their values."""
@@ -56,9 +69,8 @@ def synchronize(graph, collective_ops, name, gradient_names, num_workers):
     factor = _attr(op, "exponential_avg_factor", 1.0)
     with graph.as_default(), graph.name_scope(None), graph.name_scope(f"{SCOPE}/{op.name}"), tf.device(op.device):
         values = tf.cast(x, scale.dtype)
-        mean = _mean_over_workers(collective_ops, tf.reduce_mean(values, axes))
+        mean, variance = _whole_batch_moments(collective_ops, values, axes, channels)
         centered = values - tf.reshape(mean, channels)
-        variance = _mean_over_workers(collective_ops, tf.reduce_mean(tf.square(centered), axes))
         inverse = tf.math.rsqrt(variance + op.get_attr("epsilon"))
         normalized = centered * tf.reshape(inverse, channels)
         y = tf.cast(normalized * tf.reshape(scale, channels) + tf.reshape(offset, channels), x.dtype)
