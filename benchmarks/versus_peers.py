@@ -140,9 +140,8 @@ def make_data(models, work):
     for model in models:
         if MODELS[model].data is not None:
             data_dirs[model] = os.path.join(work, model)
-            exactness.launch.run_command([sys.executable, os.path.join(
-                common.ROOT, "models", MODELS[model].directory, "make_data.py"), "--out", data_dirs[model],
-                *MODELS[model].data], f"{model} data")
+            exactness.launch.make_model_data(MODELS[model].directory, MODELS[model].data, data_dirs[model],
+                                             f"{model} data")
     return data_dirs
 
 

@@ -116,8 +116,7 @@ def make_data(name, work):
     if setting.data is None:
         return None
     data = os.path.join(work, f"{name}-data")
-    launch.run_command([sys.executable, os.path.join(MODELS, setting.directory, "make_data.py"), "--out", data,
-                        *setting.data], f"{name} data")
+    launch.make_model_data(setting.directory, setting.data, data, f"{name} data")
     return data
 
 

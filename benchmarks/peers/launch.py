@@ -1,13 +1,14 @@
 """How benchmarks/peers/exactness.py runs each kind of job on localhost: a command (one device, parallax, horovodrun),
 a TF 1 parameter-server job (one process per task, given the cluster by flags), and TF 2 MultiWorkerMirroredStrategy
-and ParameterServerStrategy jobs (one process per task, given the cluster by TF_CONFIG). Each process runs in its own
-process group, and every process a job started is ended by its recorded group when the job ends, fails or times
-out."""
+and ParameterServerStrategy jobs (one process per task, given the cluster by TF_CONFIG); and how it and
+versus_peers.py make a model's data. Each process runs in its own process group, and every process a job started is
+ended by its recorded group when the job ends, fails or times out."""
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -26,6 +27,12 @@ def run_command(command, label, env=None, timeout=TIMEOUT):
     if result.returncode != 0:
         raise RuntimeError(f"{label} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
     print(f"{label}: {time.time() - started:.0f} s", flush=True)
+
+
+def make_model_data(directory, options, out, label):
+    """models/<directory>/make_data.py's data in `out` (its options after --out)."""
+    run_command([sys.executable, os.path.join(ROOT, "models", directory, "make_data.py"), "--out", out, *options],
+                label)
 
 
 def run_after(command, label, first):

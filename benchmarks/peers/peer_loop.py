@@ -18,9 +18,9 @@ def monitored_session(checkpoint_dir, args, **kwargs):
 
 def train(sess, model, args, worker, shared_global_step=False):
     """Train `model` (peer_models.Built) until the StopAtStepHook ends the session: a worker's own count of its
-    steps is the global step when each step averages one gradient per worker. With `shared_global_step` (the step is a server's variable, which
-    others advance), the loop reads it before each step and ends at --steps, the way TF's mnist_replica example
-    ends: a worker that ran one step more would wait for gradients nobody sends."""
+    steps is the global step when each step averages one gradient per worker. With `shared_global_step` (the step
+    is a server's variable, which others advance), the loop reads it before each step and ends at --steps, the way
+    TF's mnist_replica example ends: a worker that ran one step more would wait for gradients nobody sends."""
     start, seen, step = time.time(), 0, 0
     while not sess.should_stop():
         if shared_global_step:
