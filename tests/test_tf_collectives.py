@@ -55,13 +55,19 @@ def test_the_plan_records_the_backend_and_the_launcher_gives_workers_servers_for
     assert servers_of(None, "PS", 1, 1) == (0, False) and servers_of(None, "HYBRID", 1, 1) == (0, False)
     # "auto" from what the plan's collectives are: embedding_mlp's sparse rows are allgathered in MPI mode
     assert plan_job(g, parallax.analyze(g), TWO, parallax.Config(run_option="MPI")).backend == "tf"
-    dense = tf.Graph()
-    with dense.as_default():
-        x = tf1.placeholder(tf.float32, [None, 2])
-        w = tf1.get_variable("w", [2, 1], use_resource=True)
-        tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.matmul(x, w)))
     expected = "horovod" if collectives.horovod_problem() is None else "tf"
-    assert plan_job(dense, parallax.analyze(dense), TWO, parallax.Config(run_option="MPI")).backend == expected
+    for normalized, backend in ((False, expected), (True, "tf")):
+        dense = tf.Graph()
+        with dense.as_default():
+            x = tf1.placeholder(tf.float32, [None, 2])
+            w = tf1.get_variable("w", [2, 1], use_resource=True)
+            h = tf.matmul(x, w)
+            if normalized:  # the batch's moments are gathered inside the step, one gather after another
+                mean, variance = tf.nn.moments(h, axes=[0])
+                h = tf.nn.batch_normalization(h, mean, variance, None, None, 1e-3)
+            tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(h)))
+        plan = plan_job(dense, parallax.analyze(dense), TWO, parallax.Config(run_option="MPI"))
+        assert plan.gathers_in_step == normalized and plan.backend == backend, (normalized, plan.backend)
 
 
 def test_without_horovod_auto_runs_the_job_on_tf_collectives(tmp_path):

@@ -5,10 +5,12 @@ workers. The rewrite asks the plan's backend for ops (`ops_for(plan)`) and knows
 - `tf`: TensorFlow's own collective ops between the workers' TF servers (no Horovod build; any TF version).
 
 `resolve(choice, dense_only)` turns Config.collective_backend into one of them. "auto" takes Horovod when it is
-importable and built for this TensorFlow with MPI *and* every collective of the plan is a dense allreduce, else
-`tf`: measured side by side (benchmarks/results/backends.md), `tf` ran the LM and NMT (sparse rows allgathered, or
-servers) at 1.12-1.60x Horovod's throughput with 24-82% less CPU per step, and Horovod ran ResNet (only dense
-allreduces, 25 small ones per step, which its tensor fusion batches) at 1.26-1.95x `tf`'s.
+importable and built for this TensorFlow with MPI *and* every collective of the plan is a gradient's dense
+allreduce (nothing gathered inside the step: no statistic of the batch, no fused batch norm's moments), else `tf`.
+Measured side by side (benchmarks/results/backends.md): `tf` ran the LM and NMT (sparse rows allgathered, or
+servers) at 1.12-1.60x Horovod's throughput with 24-82% less CPU per step; Horovod ran a ResNet of only dense
+allreduces, which its tensor fusion batches, at 1.26-1.95x `tf`'s; and once the ResNet gathered its batch norms'
+moments (14 gathers a step, each waiting for the one before), `tf` ran it at 1.6x Horovod's.
 """
 import re
 

@@ -48,7 +48,9 @@ def plan_job(graph, analysis, spec, config):
                                    uncombinable_statistics=tuple(
                                        entry for entry in plan.uncombinable_statistics
                                        if entry.what not in covered) + tuple(listed))
-    dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers
+    # Horovod's tensor fusion pays off only for a step's many gradient allreduces; a gather in the step waits for
+    # its negotiation cycle (benchmarks/README.md, "Which collective backend")
+    dense_only = plan.aggregations == {Aggregation.ALLREDUCE} and not plan.uses_servers and not plan.gathers_in_step
     backend = collectives.resolve(_backend_choice(decided), dense_only) if plan.uses_collectives else "none"
     plan = dataclasses.replace(plan, backend=backend)
     if collectives.rows_held_on_servers(backend) and plan.uses_local_aggregation:

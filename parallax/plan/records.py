@@ -296,8 +296,13 @@ class Plan:
     @property
     def uses_collectives(self):
         """Replicated variables' gradients, or statistics of the batch, go through collectives."""
-        return any(m.replicated for m in self.methods) or \
-            bool(self.batch_statistics or self.fused_batch_norms or self.padded_inputs or self.paired_rows)
+        return any(m.replicated for m in self.methods) or self.gathers_in_step
+
+    @property
+    def gathers_in_step(self):
+        """Values of the batch (statistics, a fused batch norm's moments, padded lengths, paired rows) are gathered
+        from every worker inside the step, one collective after another as the graph reads them."""
+        return bool(self.batch_statistics or self.fused_batch_norms or self.padded_inputs or self.paired_rows)
 
     @property
     def uses_worker_servers(self):
