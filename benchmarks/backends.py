@@ -7,7 +7,8 @@ Each round runs every configuration once at a rate, the two backends of one mode
 backend that goes first alternating by round, so that drift on this shared machine hits both alike. A
 configuration's figure is the median over its rounds.
 
-    python benchmarks/backends.py [--repeats 2] [--rate 1gbit] [--second-rate 100mbit] [--only LM,NMT]
+    python benchmarks/backends.py [--repeats 2] [--rate 1gbit] [--second-rate 100mbit] [--only LM,NMT] \
+        [--out backends.md]
 """
 import argparse
 import os
@@ -84,6 +85,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: each job and the test bed are taken down
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_rate_arguments(p, repeats_help="rounds at --rate (one at --second-rate)")
+    p.add_argument("--out", default="backends.md", help="the results file's name, under benchmarks/results/")
     bench = p.parse_args()
     models = chosen_models(p, bench.only)
     from parallax import collectives
@@ -108,7 +110,7 @@ def main():
                                  for mode in MODES}
     lines += tables(runs, predicted, rates, models)
     print("\n".join(lines[len(lines) - len(runs) - 4:]))
-    common.write("backends.md", lines)
+    common.write(bench.out, lines)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,12 @@ EXACT = 1e-9  # the largest max abs diff from one device (float64) that is summa
 ANALYSIS = "## Why"  # results/peers.md's hand-written part from this heading on survives a rerun
 
 
-def save(path, settings, rates, models, labels, runs, diffs, failures):
-    data = {"header": common.header("Against what users would pick instead: parallax and its peers", settings),
-            "rates": rates, "models": models, "labels": labels,
+TITLE = "Against what users would pick instead: parallax and its peers"
+
+
+def save(path, header, rates, models, labels, runs, diffs, failures):
+    """Every measurement as JSON at `path`, under `header` (the report's first lines, common.header's)."""
+    data = {"header": header, "rates": rates, "models": models, "labels": labels,
             "runs": [{"rate": r, "model": m, "label": lab, "measurements": [dataclasses.asdict(x) for x in ms]}
                      for (r, m, lab), ms in runs.items()],
             "exactness": [{"model": m, "label": lab, "diff": d} for (m, lab), d in diffs.items()],
@@ -22,6 +25,19 @@ def save(path, settings, rates, models, labels, runs, diffs, failures):
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
     return path
+
+
+def merge(path, header, rates, models, runs, diffs, failures):
+    """load(`path`) with the rates and models just measured (`runs`...) in place of their saved rows; the saved
+    header gains a line saying which rows were measured again, on what, and how (from `header`)."""
+    old_header, old_rates, old_models, labels, old_runs, old_diffs, old_failures = load(path)
+    again = {(rate, model) for rate in rates for model in models}
+    runs = {**{k: v for k, v in old_runs.items() if k[:2] not in again}, **runs}
+    failures = [f for f in old_failures if (f["rate"], f["model"]) not in again] + failures
+    machine, settings = (line for line in header if line.startswith(("Machine:", "Settings:")))
+    line = (f"Measured again: {', '.join(models)} at {', '.join(rates)} ({machine[len('Machine: '):]}; "
+            f"{settings[len('Settings: '):]}); the other rows are the run above's.")
+    return ([*old_header, line, ""], old_rates, old_models, labels, runs, {**old_diffs, **diffs}, failures)
 
 
 def load(path):

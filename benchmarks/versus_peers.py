@@ -17,7 +17,7 @@ Writes results/peers.md, peers.png, peers.json (the measurements; --from-saved r
 peers_exactness.md.
 
     python benchmarks/versus_peers.py [--repeats 2] [--rate 1gbit] [--second-rate 100mbit] [--only LM,recsys] \
-        [--skip-exactness] [--from-saved]
+        [--skip-exactness] [--from-saved] [--merge]
 """
 import argparse
 import os
@@ -162,6 +162,8 @@ def main():
     p.add_argument("--skip-exactness", action="store_true",
                    help="leave out the exactness runs (about 10 minutes; the column then shows -)")
     p.add_argument("--from-saved", action="store_true", help=f"re-render {os.path.relpath(SAVED, common.ROOT)}")
+    p.add_argument("--merge", action="store_true", help=f"put this run's models and rates in place of their rows "
+                   f"in {os.path.relpath(SAVED, common.ROOT)}, keeping the rest (the header says which)")
     bench = p.parse_args()
     models = bench.only.split(",") if bench.only else list(MODELS)
     if set(models) - set(MODELS):
@@ -179,9 +181,11 @@ def main():
         data_dirs = make_data(models, work)
         for rate in rates:
             run_rate(rate, models, data_dirs, work, bench.repeats, runs, failures)
-    saved = peers_report.save(SAVED, settings, rates, models, {m: labels(m) for m in models}, runs, diffs,
-                              failures)
-    peers_report.write(*peers_report.load(saved))
+    header = common.header(peers_report.TITLE, settings)
+    results = (header, rates, models, {m: labels(m) for m in models}, runs, diffs, failures)
+    if bench.merge:
+        results = peers_report.merge(SAVED, header, rates, models, runs, diffs, failures)
+    peers_report.write(*peers_report.load(peers_report.save(SAVED, *results)))
 
 
 def _describe(model):

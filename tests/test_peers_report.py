@@ -16,7 +16,8 @@ def _m(rate):
 
 
 def _saved(tmp_path, runs, failures=()):
-    path = peers_report.save(str(tmp_path / "peers.json"), {"rounds": 2}, ["1gbit"], ["LM"], LABELS, runs,
+    path = peers_report.save(str(tmp_path / "peers.json"), ["# peers", "", "Settings: rounds=2", ""], ["1gbit"],
+                             ["LM"], LABELS, runs,
                              {("LM", "Horovod"): 1e-16, ("LM", "TF1 PS + SyncReplicasOptimizer"): 0.03},
                              list(failures))
     return peers_report.load(path)
@@ -44,3 +45,20 @@ def test_a_failed_run_shows_as_missing_and_is_listed_with_its_error(tmp_path):
     assert "| LM | 1gbit | - | - | parallax MPI | - | - | - | - |" in text
     assert "| Horovod | - | - | - | 1e-16 |" in text
     assert "- 1gbit LM Horovod, round 1:" in text and "  mpirun: no" in text
+
+
+def test_a_merged_rerun_replaces_only_its_rates_and_models_rows_and_says_so_in_the_header(tmp_path):
+    saved = {(rate, "LM", label): [_m(100)] for rate in ("1gbit", "100mbit") for label in LABELS["LM"]}
+    failures = [{"rate": r, "model": "LM", "label": "Horovod", "round": 2, "error": "x"} for r in ("1gbit", "100mbit")]
+    path = peers_report.save(str(tmp_path / "peers.json"), ["# peers", "", "Settings: rounds=2", ""],
+                             ["1gbit", "100mbit"], ["LM"], LABELS, saved, {("LM", "Horovod"): 1e-16}, failures)
+    header = ["# peers", "", "Machine: box; parallax at abc1234", "", "Settings: rounds=3", ""]
+    again = {("1gbit", "LM", "parallax MPI"): [_m(300)]}
+    merged = peers_report.merge(path, header, ["1gbit"], ["LM"], again, {}, [])
+    lines, rates, models, labels, runs, diffs, failed = merged
+    assert lines[-2] == ("Measured again: LM at 1gbit (box; parallax at abc1234; rounds=3); "
+                         "the other rows are the run above's.")
+    assert rates == ["1gbit", "100mbit"] and labels == LABELS and diffs == {("LM", "Horovod"): 1e-16}
+    assert runs[("1gbit", "LM", "parallax MPI")][0].rate == 300 and ("1gbit", "LM", "Horovod") not in runs
+    assert runs[("100mbit", "LM", "Horovod")][0].rate == 100
+    assert [f["rate"] for f in failed] == ["100mbit"]
