@@ -128,6 +128,7 @@ bench: install
 	$(PY) benchmarks/transform_time.py
 	$(PY) benchmarks/paper_tables.py --trace-dir benchmarks/runs/traces
 	$(PY) benchmarks/backends.py
+	$(PY) benchmarks/backends.py --only ResNet --second-rate '' --out backends.ResNet.md
 	$(PY) benchmarks/transport.py
 	$(PY) benchmarks/regression.py --before 3a28c59 --models LM,ResNet --modes MPI,HYBRID --backend tf --out fusion.md
 	$(PY) benchmarks/predictions.py
@@ -137,6 +138,7 @@ bench: install
 	$(PY) benchmarks/mixed_plans.py
 	$(PY) benchmarks/cpu_by_role.py
 	$(PY) benchmarks/keras_lm.py
+	$(PY) benchmarks/keras_lm.py --model ResNet --modes MPI,HYBRID --repeats 2
 	$(PY) benchmarks/versus_peers.py
 
 clean:
