@@ -45,13 +45,14 @@ def run_rounds(cluster, work, model, data_dir, modes, repeats, runs):
                                  f"{m.local_bytes / 1e6:.2f} MB local")
 
 
-def tables(runs, modes, unit):
+def tables(runs, modes):
     def med(key, attr):
         return common.median([getattr(m, attr) for m in runs[key]])
 
+    unit = next(iter(runs.values()))[0].unit  # the model's: words, images
     lines = ["## Throughput, CPU and bytes", "",
-             f"{unit.capitalize()} per second of the whole job, median over the rounds; CPU: seconds of CPU time of every process "
-             "on the hosts per step; bytes: per worker-step, wire + local (testbed.py).", "",
+             f"{unit.capitalize()} per second of the whole job, median over the rounds; CPU: seconds of CPU time of "
+             "every process on the hosts per step; bytes: per worker-step, wire + local (testbed.py).", "",
              f"| mode | v1 {unit}/s | Keras fit {unit}/s | Keras / v1 | CPU s/step v1 | CPU s/step Keras | "
              "MB/step v1 | MB/step Keras |", "|---|---|---|---|---|---|---|---|"]
     for mode in modes:
@@ -90,7 +91,7 @@ def main():
         data_dir = make_data([bench.model], work).get(bench.model)
         with LocalCluster(2, 2, rate=bench.rate) as cluster:
             run_rounds(cluster, work, bench.model, data_dir, modes, bench.repeats, runs)
-    lines += tables(runs, modes, "words" if bench.model == "LM" else "images")
+    lines += tables(runs, modes)
     print("\n".join(lines[len(lines) - len(runs) - 4:]))
     common.write(f"keras_{bench.model.lower()}.md", lines)
 
