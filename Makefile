@@ -137,8 +137,8 @@ bench: install
 	$(PY) benchmarks/cpu_floor.py
 	$(PY) benchmarks/mixed_plans.py
 	$(PY) benchmarks/cpu_by_role.py
-	$(PY) benchmarks/keras_lm.py
-	$(PY) benchmarks/keras_lm.py --model ResNet --modes MPI,HYBRID --repeats 2
+	$(PY) benchmarks/keras_vs_v1.py
+	$(PY) benchmarks/keras_vs_v1.py --model ResNet --modes MPI,HYBRID --repeats 2
 	$(PY) benchmarks/versus_peers.py
 
 clean:

@@ -9,7 +9,7 @@ Each round runs every mode once with both scripts back to back, the script that 
 so that drift on this shared machine hits both alike. A configuration's figure is the median over its rounds; the
 ratio is Keras / v1 of those medians. The target (issue 59): the TF2 path within 10% of the v1 script's.
 
-    python benchmarks/keras_lm.py [--model LM] [--repeats 3] [--rate 1gbit] [--modes PS,MPI,HYBRID]
+    python benchmarks/keras_vs_v1.py [--model LM] [--repeats 3] [--rate 1gbit] [--modes PS,MPI,HYBRID]
 """
 import argparse
 import os
