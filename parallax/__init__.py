@@ -8,10 +8,12 @@
 and the original Parallax's names (`parallel_run`, `log`, `partition`, its configuration classes) are
 `parallax.legacy`'s, importable from here by their old spellings.
 
-Importing parallax never imports TensorFlow, so the launcher stays instant. It does two things, and only these:
+Importing parallax never imports TensorFlow, so the launcher stays instant. It does three things, and only these:
 it arranges for gradient capture to be installed the moment TensorFlow is imported (or at once, if it already was:
-every (variable, raw gradient) pair built afterwards is recorded in the graph); and, when tf_keras is installed, it
-sets TF_USE_LEGACY_KERAS=1 unless the environment sets it to a value (below).
+every (variable, raw gradient) pair built afterwards is recorded in the graph); when tf_keras is installed, it
+sets TF_USE_LEGACY_KERAS=1 unless the environment sets it to a value (below); and in a worker the launcher started,
+it sets TF_NUM_INTRAOP_THREADS to the worker's share of its machine's cores unless the environment sets it
+(process/thread_pools.py).
 """
 import importlib
 import importlib.util
@@ -21,11 +23,13 @@ from parallax import errors
 from parallax.capture import tf_hook as _tf_hook
 from parallax.config import Config
 from parallax.errors import ParallaxError
+from parallax.process import thread_pools as _thread_pools
 from parallax.process.resource_spec import Host, ResourceSpec
 
 __version__ = "0.1.0"
 
 _tf_hook.install_capture_when_tensorflow_loads()
+_thread_pools.size_this_worker()
 
 # From TF 2.16 on, tf.compat.v1.layers needs Keras 2, which TF takes from tf_keras when this is set (read when the
 # layers are first used, so setting it here is in time; a user's own value wins, an empty one does not: TF reads it

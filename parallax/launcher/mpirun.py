@@ -10,7 +10,8 @@ from parallax.launcher import rsh_agent
 # Environment variables every process gets (when set here), besides the PARALLAX_* ones the launcher adds. Nothing
 # else crosses to other hosts: no secrets, no reliance on ~/.ssh/environment or the remote login's $USER.
 PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS",
-              "TF_DETERMINISTIC_OPS", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HOME", "LANG", "PYTHONUNBUFFERED")
+              "TF_DETERMINISTIC_OPS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+              "CUDA_VISIBLE_DEVICES", "HOME", "LANG", "PYTHONUNBUFFERED")
 
 
 def mpirun_command(spec, command, env_extra, ssh_settings=None, extra_args=()):
