@@ -40,7 +40,10 @@ DECODED = 3  # ops whose outputs are fed instead of their inputs' random values,
 TOO_LARGE = "of more than 256 MB, too large"
 # Threads of its own: a run abandoned in a wait (below) keeps its thread, which must not be one of the process's
 # shared pool (two, on 2 cores), or every later session of the process would wait too.
+# Without Grappler: a probe runs each throw-away graph a few times only, so rewriting it first costs more than it
+# saves; unrewritten, the graph computes what the user's ops say, as written.
 _CPU_ONLY = tf1.ConfigProto(device_count={"GPU": 0}, use_per_session_threads=True)
+_CPU_ONLY.graph_options.rewrite_options.disable_meta_optimizer = True
 # Each run of a probe is bounded. TF's own timeout ends a wait it can cancel (a queue's); a StagingArea's get (a
 # prefetch buffer the script's own op fills) does not heed it, so the run waits in a thread of its own, and a
 # probe of the graph that outlives PROBE_LIMIT_S is abandoned there (its throw-away session with it), and every
