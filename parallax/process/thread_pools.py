@@ -11,7 +11,7 @@ process may run on over the workers the spec puts on its machine (at least 1). T
 the pool, at the first session or eager context, which comes after the import in any script that uses parallax. A
 value the user set (in the environment, or in the session's ConfigProto, which wins over the variable) is kept. The
 inter-op pool (whole ops run side by side) is left as TF makes it: with one thread there, an op that blocks its
-thread waiting for another op of the same step would wait forever.
+thread waiting for another op of the same step could wait forever.
 """
 import os
 
