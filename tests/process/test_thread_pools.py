@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from parallax import ResourceSpec, ResourceSpecError
 from parallax.process import thread_pools
 from parallax.process.protocol import ENV_NUM_WORKERS, ENV_RESOURCE_SPEC, ENV_ROLE, ENV_WORKER_ID
 
@@ -13,7 +14,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def worker(worker_id, spec_text, **extra):
-    spec_workers = sum(len(line.split(":", 1)[1].split(",")) for line in spec_text.strip().splitlines())
+    try:
+        spec_workers = ResourceSpec.parse(spec_text).num_workers
+    except ResourceSpecError:
+        spec_workers = 1  # a spec that does not parse: the case is that pool_sizes reads it
     return {ENV_ROLE: "worker", ENV_WORKER_ID: str(worker_id), ENV_NUM_WORKERS: str(spec_workers),
             ENV_RESOURCE_SPEC: spec_text, **extra}
 
