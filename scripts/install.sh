@@ -54,6 +54,34 @@ if [ ! -x "$VPY" ]; then
   "$VPY" -m pip install -q --upgrade pip 'setuptools<70' wheel
 fi
 
+# Reinstall parallax when pyproject.toml, setup.py or the bind shim's source changed, or the shim library is missing
+# (git clean).
+SHIM=parallax/process/bind_shim.c
+parallax_stale() {
+  [ setup.py -nt "$VENV/.parallax-installed" ] || [ pyproject.toml -nt "$VENV/.parallax-installed" ] \
+    || [ "$SHIM" -nt "$VENV/.parallax-installed" ] \
+    || ! ls parallax/process/_bind_shim.cpython-"$(version_of "$VPY" | tr -d .)"-*.so >/dev/null 2>&1
+}
+# Everything present already (make test calls this before each of its phases): one Python process checks it all and
+# says so, and the steps below, a Python process each, are skipped. The build check of Horovod ran once (its stamp).
+if [ -x "$VPY" ] && ! parallax_stale && { [ "$HOROVOD" = 0 ] || [ -e "$VENV/.horovod-checked" ]; } \
+   && ready=$("$VPY" - 2>/dev/null <<EOF
+import sys
+import matplotlib, mpi4py, numpy, parallax, pytest, sklearn, tensorboard, tensorflow as tf, xdist
+assert tf.__version__ == "$TF_PIN", tf.__version__
+assert tuple(map(int, xdist.__version__.split(".")[:2])) >= (3, 2), xdist.__version__
+if $HOROVOD:
+    import horovod, horovod.tensorflow
+    print("tensorflow", tf.__version__, "horovod", horovod.__version__)
+else:
+    import tf_keras
+    print("tensorflow", tf.__version__, "numpy", numpy.__version__, "(no Horovod: collectives are TF's own)")
+EOF
+); then
+  say "ok: $ready"
+  exit 0
+fi
+
 if ! "$VPY" -c "import tensorflow as tf, numpy, mpi4py, pytest; assert tf.__version__ == '$TF_PIN'" 2>/dev/null; then
   say "installing tensorflow-cpu==$TF_PIN, $NUMPY, mpi4py, pytest"
   "$VPY" -m pip install -q "tensorflow-cpu==$TF_PIN" "$NUMPY" mpi4py pytest
@@ -93,10 +121,7 @@ if [ "$HOROVOD" = 1 ] && ! "$VPY" -c 'import horovod.tensorflow' 2>/dev/null; th
     "$VPY" -m pip install -q --no-build-isolation 'horovod==0.28.1'
 fi
 
-# Reinstall when pyproject.toml, setup.py or the bind shim's source changed, or the shim library is missing (git clean).
-if ! "$VPY" -c 'import parallax' 2>/dev/null || [ setup.py -nt "$VENV/.parallax-installed" ] || [ pyproject.toml -nt "$VENV/.parallax-installed" ] \
-   || [ parallax/launcher/bind_shim.c -nt "$VENV/.parallax-installed" ] \
-   || ! ls parallax/launcher/_bind_shim*.so >/dev/null 2>&1; then
+if ! "$VPY" -c 'import parallax' 2>/dev/null || parallax_stale; then
   say "installing parallax (editable)"
   "$VPY" -m pip install -q --no-build-isolation --no-deps -e .
   touch "$VENV/.parallax-installed"
@@ -115,4 +140,5 @@ for want in TensorFlow MPI; do
     exit 1
   fi
 done
+touch "$VENV/.horovod-checked"
 say "ok: $("$VPY" -c 'import tensorflow as tf, horovod; print("tensorflow", tf.__version__, "horovod", horovod.__version__)')"
