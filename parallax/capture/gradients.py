@@ -176,6 +176,9 @@ def _record_apply(opt, grads_and_vars, global_step, result, new_ops):
     initializers = {v.initializer.name for v in graph_utils.variables_by_op_name(graph).values()
                     if getattr(v, "initializer", None) is not None}
     non_slot = sorted(v.op.name for v in getattr(opt, "_non_slot_dict", {}).values() if hasattr(v, "op"))
+    # What each new op writes, found once: a model's every variable is matched against them (ResNet-50's 160
+    # variables against its optimizer's thousands of ops)
+    writes = [(op.name, graph_utils.written_variable(op)) for op in new_ops if op.name not in initializers]
     for g, v in grads_and_vars:
         if g is None or getattr(v, "op", None) is None:
             continue
@@ -185,8 +188,7 @@ def _record_apply(opt, grads_and_vars, global_step, result, new_ops):
             if slot_var is not None:
                 slots[s] = slot_var.op.name
         targets = {v.op.name, *slots.values()}
-        update_ops = [op.name for op in new_ops if op.name not in initializers
-                      and graph_utils.is_writer(op) and graph_utils.written_variable(op) in targets]
+        update_ops = [name for name, written in writes if written is not None and written in targets]
         record = {"var": v.op.name, "optimizer": type(opt).__name__, "slots": slots, "update_ops": update_ops,
                   "non_slot_vars": non_slot, "apply_op": result.name,
                   "global_step": global_step.op.name if global_step is not None else None}
