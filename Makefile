@@ -34,10 +34,7 @@ LONG_MODEL_RUNS := tests/convergence/test_nmt.py::test_nmt_two_hybrid_workers_re
                    tests/convergence/test_resnet.py::test_resnet_two_hybrid_workers_reach_the_single_device_accuracy \
                    "tests/convergence/test_resume.py::test_a_killed_and_restarted_run_equals_an_uninterrupted_one[nmt]" \
                    "tests/convergence/test_resume.py::test_a_killed_and_restarted_run_equals_an_uninterrupted_one[resnet]"
-# On TF 2.21 each user graph runs in one mode, the modes in turn (USER_GRAPH_MODES=all: every mode; docs/testing.md),
-# and the thread-job/real-job cross-check one graph per mode (TF 2.15 runs both whole).
-USER_GRAPH_MODES ?= $(if $(filter 2.15,$(TF)),all,rotate)
-export PARALLAX_USER_GRAPH_MODES := $(USER_GRAPH_MODES)
+# On TF 2.21 the thread-job/real-job cross-check runs one graph per mode (TF 2.15 runs the whole sample).
 PATHS_AGREE := tests/equivalence/test_paths_agree.py::test_a_thread_job_computes_what_a_real_job_computes
 NEWEST_TF_DESELECT := "$(PATHS_AGREE)[embedding_clip_adam_partitioned-MPI-4]" "$(PATHS_AGREE)[batch_norm-PS-2]" \
                       "$(PATHS_AGREE)[grad_accumulation-PS-4]" "$(PATHS_AGREE)[mixed_methods-HYBRID-4]" \
