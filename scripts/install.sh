@@ -66,7 +66,6 @@ parallax_stale() {
 # says so, and the steps below, a Python process each, are skipped. The build check of Horovod ran once (its stamp).
 if [ -x "$VPY" ] && ! parallax_stale && { [ "$HOROVOD" = 0 ] || [ -e "$VENV/.horovod-checked" ]; } \
    && ready=$("$VPY" - 2>/dev/null <<EOF
-import sys
 import matplotlib, mpi4py, numpy, parallax, pytest, sklearn, tensorboard, tensorflow as tf, xdist
 assert tf.__version__ == "$TF_PIN", tf.__version__
 assert tuple(map(int, xdist.__version__.split(".")[:2])) >= (3, 2), xdist.__version__
